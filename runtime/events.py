@@ -1,0 +1,182 @@
+"""Typed events the runtime publishes for chat adapters.
+
+The runtime never calls an adapter; it emits these through an
+:class:`EventBus`. Subscribers must not block: they enqueue and return (the
+Telegram adapter puts them on a per-chat delivery queue), which keeps the turn
+loop's speed independent of Telegram's.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from runtime.log import get_logger
+
+log = get_logger("events")
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Address:
+    """Where a session's output goes: a source and, for chats, the chat id."""
+
+    session_id: int
+    source: str
+    chat_id: int | None
+    language: str | None = None
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class TurnStarted:
+    to: Address
+    turn_id: int
+    resumed: bool = False
+    kind: Literal["turn_started"] = "turn_started"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class TextDelta:
+    to: Address
+    turn_id: int
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class RoundEnded:
+    """The model finished one completion; ``text`` is all it wrote in it."""
+
+    to: Address
+    turn_id: int
+    text: str
+    has_tool_calls: bool
+    kind: Literal["round_ended"] = "round_ended"
+
+
+class ToolPhase(enum.StrEnum):
+    STARTED = "started"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class ToolActivity:
+    """A tool call changed phase; ``summary`` is a short human hint (path, command)."""
+
+    to: Address
+    turn_id: int
+    tool_call_id: int
+    name: str
+    summary: str
+    phase: ToolPhase
+    kind: Literal["tool_activity"] = "tool_activity"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class ApprovalDetails:
+    """What the user is asked to approve, prepared for display."""
+
+    tool_name: str
+    arguments: dict[str, Any]
+    command: str | None = None
+    workdir: str | None = None
+    path: str | None = None
+    diff: str | None = None
+    new_file: bool = False
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class ApprovalRequested:
+    to: Address
+    request_id: str
+    tool_call_id: int
+    details: ApprovalDetails
+    reissued_from_message: int | None = None
+    kind: Literal["approval_requested"] = "approval_requested"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class ApprovalResolved:
+    to: Address
+    request_id: str
+    status: str
+    reason: str | None
+    message_id: int | None
+    kind: Literal["approval_resolved"] = "approval_resolved"
+
+
+class OutcomeKind(enum.StrEnum):
+    FINAL = "final"
+    CANCELLED = "cancelled"
+    EXHAUSTED = "exhausted"
+    FAILED = "failed"
+    PAUSED = "paused"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class TurnFinished:
+    to: Address
+    turn_id: int
+    outcome: OutcomeKind
+    text: str = ""
+    error: str | None = None
+    kind: Literal["turn_finished"] = "turn_finished"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Notice:
+    """A localized one-liner for the user; ``key`` names the locale message."""
+
+    to: Address
+    key: str
+    params: dict[str, str | int] = field(default_factory=dict)
+    silent: bool = False
+    kind: Literal["notice"] = "notice"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Report:
+    """Text the agent sends on its own (tic report, cron result)."""
+
+    to: Address
+    text: str
+    title: str | None = None
+    silent: bool = False
+    kind: Literal["report"] = "report"
+
+
+RuntimeEvent = (
+    TurnStarted
+    | TextDelta
+    | RoundEnded
+    | ToolActivity
+    | ApprovalRequested
+    | ApprovalResolved
+    | TurnFinished
+    | Notice
+    | Report
+)
+Subscriber = Callable[[RuntimeEvent], None]
+
+
+class EventBus:
+    """Fan-out of runtime events to non-blocking subscribers."""
+
+    def __init__(self) -> None:
+        self._subscribers: list[Subscriber] = []
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        self._subscribers.append(subscriber)
+        return lambda: self._subscribers.remove(subscriber)
+
+    def emit(self, event: RuntimeEvent) -> None:
+        for subscriber in list(self._subscribers):
+            try:
+                subscriber(event)
+            except Exception:  # a broken adapter must not break the turn
+                log.exception("event subscriber failed on %s", event.kind)
