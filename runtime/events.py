@@ -45,6 +45,15 @@ class TextDelta:
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
+class StreamReset:
+    """Text streamed so far in this round is void (the client fell back to another model)."""
+
+    to: Address
+    turn_id: int
+    kind: Literal["stream_reset"] = "stream_reset"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
 class RoundEnded:
     """The model finished one completion; ``text`` is all it wrote in it."""
 
@@ -153,6 +162,7 @@ class Report:
 RuntimeEvent = (
     TurnStarted
     | TextDelta
+    | StreamReset
     | RoundEnded
     | ToolActivity
     | ApprovalRequested

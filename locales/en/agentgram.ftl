@@ -1,0 +1,138 @@
+# agentgram — English chat strings.
+#
+# Messages are Telegram HTML: only <b>, <i>, <u>, <s>, <code>, <pre>, <a>,
+# <blockquote> tags; a literal <, > or & must be written &lt; &gt; &amp;.
+# Parameters arrive already escaped by the caller.
+# Every key here must also exist in every other locale (tests/runtime/test_i18n.py).
+
+## Start, help, access
+
+start-greeting =
+    👋 Hi! I'm <b>agentgram</b>, your personal AI agent.
+
+    Just write to me as you would to a person. I can read and write files and run commands in my working folder — anything that changes something waits for your approval first.
+
+    Send /help to see what else I can do.
+help-text =
+    <b>Commands</b>
+    /start — about me
+    /help — this list
+    /new — start a fresh conversation
+    /stop — stop what I'm doing right now
+    /pause — pause after the current step
+    /resume — continue a paused task
+    /approvals — requests waiting for your decision
+    /trust — what I may do without asking
+    /tic — my periodic self check-ins
+    /cron — scheduled tasks
+not-allowed = Sorry, this is a private bot.
+group-not-supported = I only work in private chats for now.
+unsupported-content = I can't handle stickers, photos or voice messages yet — please send text.
+unknown-command = I don't know that command.
+quiet-hours-digest-header = 🌙 <b>While you were away</b>
+
+## Conversation control
+
+new-session = 🆕 Fresh conversation started. I've forgotten our previous chat.
+stopped = ⏹ Stopped.
+stopped-dropped =
+    ⏹ Stopped. { $count ->
+        [one] { $count } queued message was dropped.
+       *[other] { $count } queued messages were dropped.
+    }
+nothing-to-stop = Nothing to stop — I'm idle.
+paused = ⏸ Paused. I'll hold here until you send /resume.
+resumed = ▶️ Resuming.
+nothing-to-resume = Nothing to resume.
+noted-busy = 📝 Noted — I'll read this at my next step.
+mailbox-full = ⚠️ Too many unread messages — please wait for me to catch up, or send /stop.
+restarted-continuing = 🔄 Restarted — continuing your last request.
+
+## Model and turn status
+
+thinking = 💭 Thinking…
+model-fallback = ⚠️ { $failed } isn't responding, switching to { $next }.
+llm-error = ⚠️ The model failed: { $error }
+turn-exhausted = ⚠️ I made { $rounds } tool calls in a row without reaching an answer, so I stopped. Tell me how to continue.
+turn-failed = ⚠️ Something went wrong: { $error }
+tool-running = ⏳ <code>{ $tool }</code>…
+tool-done = ✅ <code>{ $tool }</code>
+tool-failed = ❌ <code>{ $tool }</code> failed
+tool-rejected = 🚫 <code>{ $tool }</code> rejected
+tool-cancelled = ⏹ <code>{ $tool }</code> cancelled
+output-truncated = … (output truncated)
+
+## Approvals
+
+approval-title = 🔐 <b>Approval needed</b>
+approval-command = Run a command in <code>{ $workdir }</code>:
+approval-file = Change file <code>{ $path }</code>:
+approval-new-file = (new file)
+approval-diff-cut = … (diff cut short)
+approval-args = Call <code>{ $tool }</code> with:
+btn-approve = ✅ Approve
+btn-reject = ❌ Reject
+btn-trust-15 = ⏱ 15 min
+btn-trust-always = 🔁 Always
+approval-approved = ✅ Approved
+approval-rejected = ❌ Rejected
+approval-rejected-reason = ❌ Rejected: { $reason }
+approval-cancelled = ⏹ Cancelled
+approval-expired = ⌛ Expired
+approval-reissued = 🔁 Request re-sent after a restart — the earlier one no longer works.
+approval-stale = This request is no longer pending.
+approval-not-yours = This button isn't for you.
+approval-unknown-button = This button no longer works.
+approval-reply-hint = To reject with a reason, reply to this message.
+approval-reason-saved = Reason sent with the rejection.
+approvals-none = Nothing is waiting for your approval.
+approvals-list-header = <b>Waiting for your approval</b>
+
+## Trust
+
+trust-none = I ask before anything that changes something — no standing permissions.
+trust-header = <b>What I may do without asking</b>
+trust-revoked = Permission revoked.
+trust-always-confirm = 🔁 From now on I won't ask about: <code>{ $rule }</code>
+trust-bypass-on = ⏱ For the next { $minutes } min I won't ask for approval.
+trust-bypass-until = Approvals are off until { $until }.
+btn-revoke = 🗑 Revoke
+
+## Tic (periodic check-ins)
+
+tic-report-header = 🕰 <b>Check-in</b>
+tic-status =
+    <b>Check-ins:</b> { $enabled }
+    Every: { $interval }
+    Next: { $next }
+    Last: { $last }
+tic-on = 🕰 Check-ins are on.
+tic-off = 🕰 Check-ins are off.
+tic-interval-set = 🕰 I'll check in every { $interval }.
+tic-started = 🕰 Running a check-in now.
+state-on = on
+state-off = off
+tic-never = never
+
+## Cron (scheduled tasks)
+
+cron-result-title = ⏰ { $title }
+cron-no-output = (no output)
+cron-failed = ⚠️ Scheduled task <b>{ $title }</b> failed: { $error }
+cron-list-header = <b>Scheduled tasks</b>
+cron-none = No scheduled tasks yet. Ask me to schedule something, e.g. “every morning at 9 send me the weather”.
+cron-added = ⏰ Task <code>{ $id }</code> scheduled. Next run: { $next }.
+cron-bad-schedule = I don't understand that schedule: { $error }
+cron-killed = ⏹ Task <code>{ $id }</code> stopped.
+cron-not-running = Task <code>{ $id }</code> isn't running right now.
+cron-deleted = 🗑 Task deleted.
+cron-paused = ⏸ Task paused.
+cron-resumed = ▶️ Task resumed.
+cron-confirm-delete = Delete this task? This can't be undone.
+cron-not-found = No such task.
+btn-run-now = ▶️ Run now
+btn-pause = ⏸ Pause
+btn-resume = ▶️ Resume
+btn-delete = 🗑 Delete
+btn-confirm = ✅ Yes
+btn-cancel = ✖️ Cancel

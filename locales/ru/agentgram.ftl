@@ -1,0 +1,140 @@
+# agentgram — русские строки чата.
+#
+# Сообщения — это Telegram HTML: только теги <b>, <i>, <u>, <s>, <code>, <pre>,
+# <a>, <blockquote>; символы <, > и & в тексте пишутся как &lt; &gt; &amp;.
+# Параметры приходят уже экранированными.
+# Каждый ключ должен быть во всех языках (tests/runtime/test_i18n.py).
+
+## Старт, справка, доступ
+
+start-greeting =
+    👋 Привет! Я <b>agentgram</b> — ваш личный ИИ-агент.
+
+    Пишите мне, как обычному собеседнику. Я умею читать и писать файлы и запускать команды в своей рабочей папке — всё, что что-то меняет, я сначала показываю вам на подтверждение.
+
+    Что ещё я умею — в /help.
+help-text =
+    <b>Команды</b>
+    /start — обо мне
+    /help — этот список
+    /new — начать разговор заново
+    /stop — остановить то, что я сейчас делаю
+    /pause — приостановиться после текущего шага
+    /resume — продолжить приостановленную задачу
+    /approvals — запросы, ждущие вашего решения
+    /trust — что мне можно делать без спроса
+    /tic — мои регулярные проверки
+    /cron — задачи по расписанию
+not-allowed = Извините, это частный бот.
+group-not-supported = Пока я работаю только в личных чатах.
+unsupported-content = Стикеры, фото и голосовые я пока не понимаю — напишите, пожалуйста, текстом.
+unknown-command = Такой команды я не знаю.
+quiet-hours-digest-header = 🌙 <b>Пока вас не было</b>
+
+## Управление разговором
+
+new-session = 🆕 Начинаем с чистого листа — прошлый разговор я забыл.
+stopped = ⏹ Остановлено.
+stopped-dropped =
+    ⏹ Остановлено. { $count ->
+        [one] Отброшено { $count } сообщение из очереди.
+        [few] Отброшено { $count } сообщения из очереди.
+       *[many] Отброшено { $count } сообщений из очереди.
+        [other] Отброшено { $count } сообщения из очереди.
+    }
+nothing-to-stop = Останавливать нечего — я ничем не занят.
+paused = ⏸ Пауза. Жду /resume, чтобы продолжить.
+resumed = ▶️ Продолжаю.
+nothing-to-resume = Продолжать нечего.
+noted-busy = 📝 Принято — прочитаю на следующем шаге.
+mailbox-full = ⚠️ Слишком много непрочитанных сообщений — подождите, пока я разберусь, или отправьте /stop.
+restarted-continuing = 🔄 Я перезапустился — продолжаю ваш последний запрос.
+
+## Модель и ход работы
+
+thinking = 💭 Думаю…
+model-fallback = ⚠️ { $failed } не отвечает, переключаюсь на { $next }.
+llm-error = ⚠️ Ошибка модели: { $error }
+turn-exhausted = ⚠️ Лимит шагов ({ $rounds }) исчерпан, а к ответу я так и не пришёл — поэтому остановился. Подскажите, как быть дальше.
+turn-failed = ⚠️ Что-то пошло не так: { $error }
+tool-running = ⏳ <code>{ $tool }</code>…
+tool-done = ✅ <code>{ $tool }</code>
+tool-failed = ❌ <code>{ $tool }</code>: ошибка
+tool-rejected = 🚫 <code>{ $tool }</code>: отклонено
+tool-cancelled = ⏹ <code>{ $tool }</code>: отменено
+output-truncated = … (вывод обрезан)
+
+## Подтверждения
+
+approval-title = 🔐 <b>Нужно ваше подтверждение</b>
+approval-command = Выполнить команду в <code>{ $workdir }</code>:
+approval-file = Изменить файл <code>{ $path }</code>:
+approval-new-file = (новый файл)
+approval-diff-cut = … (изменения показаны не полностью)
+approval-args = Вызвать <code>{ $tool }</code> с параметрами:
+btn-approve = ✅ Разрешить
+btn-reject = ❌ Отклонить
+btn-trust-15 = ⏱ 15 мин
+btn-trust-always = 🔁 Всегда
+approval-approved = ✅ Разрешено
+approval-rejected = ❌ Отклонено
+approval-rejected-reason = ❌ Отклонено: { $reason }
+approval-cancelled = ⏹ Отменено
+approval-expired = ⌛ Время вышло
+approval-reissued = 🔁 После перезапуска запрос отправлен заново — прежний больше не действует.
+approval-stale = Этот запрос уже неактуален.
+approval-not-yours = Эта кнопка не для вас.
+approval-unknown-button = Эта кнопка больше не работает.
+approval-reply-hint = Чтобы отклонить с объяснением, ответьте на это сообщение.
+approval-reason-saved = Причина передана вместе с отказом.
+approvals-none = Ничего не ждёт вашего подтверждения.
+approvals-list-header = <b>Ждут вашего подтверждения</b>
+
+## Доверие
+
+trust-none = Я спрашиваю перед любым действием, которое что-то меняет, — постоянных разрешений нет.
+trust-header = <b>Что мне можно делать без спроса</b>
+trust-revoked = Разрешение отозвано.
+trust-always-confirm = 🔁 Больше не буду спрашивать про: <code>{ $rule }</code>
+trust-bypass-on = ⏱ Следующие { $minutes } мин не буду спрашивать подтверждения.
+trust-bypass-until = Подтверждения отключены до { $until }.
+btn-revoke = 🗑 Отозвать
+
+## Tic (регулярные проверки)
+
+tic-report-header = 🕰 <b>Регулярная проверка</b>
+tic-status =
+    <b>Регулярные проверки:</b> { $enabled }
+    Интервал: { $interval }
+    Следующая: { $next }
+    Последняя: { $last }
+tic-on = 🕰 Регулярные проверки включены.
+tic-off = 🕰 Регулярные проверки выключены.
+tic-interval-set = 🕰 Буду проверять каждые { $interval }.
+tic-started = 🕰 Запускаю проверку.
+state-on = вкл.
+state-off = выкл.
+tic-never = ещё не было
+
+## Cron (задачи по расписанию)
+
+cron-result-title = ⏰ { $title }
+cron-no-output = (пусто)
+cron-failed = ⚠️ Задача по расписанию <b>{ $title }</b> не выполнилась: { $error }
+cron-list-header = <b>Задачи по расписанию</b>
+cron-none = Задач по расписанию пока нет. Попросите меня что-нибудь запланировать, например: «каждое утро в 9 присылай погоду».
+cron-added = ⏰ Задача <code>{ $id }</code> запланирована. Следующий запуск: { $next }.
+cron-bad-schedule = Не понимаю такое расписание: { $error }
+cron-killed = ⏹ Задача <code>{ $id }</code> остановлена.
+cron-not-running = Задача <code>{ $id }</code> сейчас не выполняется.
+cron-deleted = 🗑 Задача удалена.
+cron-paused = ⏸ Задача приостановлена.
+cron-resumed = ▶️ Задача снова активна.
+cron-confirm-delete = Удалить эту задачу? Отменить это будет нельзя.
+cron-not-found = Такой задачи нет.
+btn-run-now = ▶️ Запустить
+btn-pause = ⏸ Пауза
+btn-resume = ▶️ Продолжить
+btn-delete = 🗑 Удалить
+btn-confirm = ✅ Да
+btn-cancel = ✖️ Отмена

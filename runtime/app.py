@@ -1,0 +1,270 @@
+"""The runtime facade: what a chat adapter is allowed to call.
+
+:class:`Runtime` wires storage, mailbox, LLM client, tools, approvals, the
+session hub and the scheduler from :class:`~runtime.config.Settings`.
+Adapters post mail through it (``post_user_message``, ``stop``, ``decide``…)
+and subscribe to :attr:`Runtime.bus` for output. Every input is accepted as
+mail *before* anything acts on it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from runtime.approvals.manager import ApprovalManager, DecisionResult
+from runtime.config import Settings
+from runtime.errors import MailboxFull
+from runtime.events import Address, EventBus, Notice
+from runtime.llm.types import LLMClient
+from runtime.log import get_logger, register_secret
+from runtime.mailbox import (
+    ApprovalDecisionBody,
+    ControlAction,
+    ControlBody,
+    Envelope,
+    MailKind,
+    Priority,
+    Sender,
+    SenderKind,
+    SqlMailbox,
+    UserMessageBody,
+)
+from runtime.prompt import build_static_prompt
+from runtime.sessions.hub import HubOptions, SessionHub
+from runtime.storage.db import Database
+from runtime.storage.history import HistoryStore
+from runtime.storage.migrations import migrate
+from runtime.storage.models import ChatSession, TurnStatus, utcnow
+from runtime.storage.sessions import SessionStore
+from runtime.tools.builtin import default_registry
+from runtime.tools.base import ToolRegistry
+from runtime.turn.context import ContextSettings
+from runtime.turn.loop import TurnServices
+
+log = get_logger("runtime")
+
+
+class PostResult(enum.StrEnum):
+    STARTED = "started"  # the session was idle: a turn starts with this message
+    QUEUED = "queued"  # a turn is running: it reads this at its next step
+    PAUSED = "paused"  # the session's turn is paused: kept until /resume
+    DUPLICATE = "duplicate"  # already accepted (redelivered update)
+    FULL = "full"  # too many unread messages
+
+
+@dataclass(slots=True, frozen=True)
+class StopResult:
+    was_running: bool
+
+
+def local_zone(settings: Settings) -> tuple[ZoneInfo, str]:
+    name = settings.agent.timezone
+    if name is None:
+        try:
+            from tzlocal import get_localzone_name
+
+            name = get_localzone_name() or "UTC"
+        except Exception:
+            name = "UTC"
+    try:
+        return ZoneInfo(name), name
+    except Exception:
+        return ZoneInfo("UTC"), "UTC"
+
+
+class Runtime:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        format_rules: str = "",
+        llm: LLMClient | None = None,
+        tools: ToolRegistry | None = None,
+        clock: type[datetime] | None = None,
+    ) -> None:
+        self.settings = settings
+        register_secret(settings.telegram.token.get_secret_value())
+        register_secret(settings.llm.api_key.get_secret_value())
+        self.db = Database(settings.storage.url)
+        self.bus = EventBus()
+        self.sessions = SessionStore(self.db)
+        self.history = HistoryStore(self.db)
+        self.mailbox = SqlMailbox(self.db, settings.mailbox.max_unread)
+        self.approvals = ApprovalManager(self.db, settings.approval)
+        self.workdir = settings.agent.workdir.expanduser().resolve()
+        self.timezone, self.timezone_name = local_zone(settings)
+        if llm is None:
+            from runtime.llm.openai_client import OpenAIClient
+
+            llm = OpenAIClient(settings.llm)
+        self.llm = llm
+        self.tools = tools or default_registry()
+        self.services = TurnServices(
+            db=self.db,
+            sessions=self.sessions,
+            history=self.history,
+            mailbox=self.mailbox,
+            llm=self.llm,
+            tools=self.tools,
+            approvals=self.approvals,
+            bus=self.bus,
+            context=ContextSettings(
+                static_system=build_static_prompt(settings.agent.system_prompt_file, format_rules),
+                workdir=self.workdir,
+                timezone=self.timezone,
+                timezone_name=self.timezone_name,
+                max_history_messages=settings.llm.max_history_messages,
+                max_tool_result_chars=settings.llm.max_tool_result_chars,
+            ),
+            max_rounds=settings.llm.max_tool_rounds,
+            clock=utcnow,
+            notice=self.notice,
+        )
+        self.hub = SessionHub(self.services, HubOptions(resume_on_message=settings.mailbox.resume_on_message))
+
+    # --- lifecycle -------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log.info("SQLite %s; database %s", Database.sqlite_version(), self.db.engine.url.render_as_string())
+        await migrate(self.db)
+        await self.approvals.load_rules()
+        warning = await self.llm.probe()
+        if warning:
+            log.warning("LLM endpoint: %s", warning)
+        await self.recover()
+
+    async def recover(self) -> None:
+        """Resume what a previous process left: interrupted turns, unread mail."""
+        for turn in await self.sessions.open_turns():
+            if turn.status == TurnStatus.RUNNING:
+                log.info("resuming turn %s of session %s", turn.id, turn.session_id)
+                self.hub.resume(turn.session_id, turn.id or 0)
+        for session_id in await self.sessions.sessions_with_mail():
+            for envelope in await self.mailbox.unread(session_id):
+                if isinstance(envelope.body, ApprovalDecisionBody):
+                    await self._apply_decision(envelope.body)
+            self.hub.wake(session_id)
+
+    async def close(self) -> None:
+        await self.hub.shutdown()
+        closer = getattr(self.llm, "aclose", None)
+        if closer is not None:
+            await closer()
+        await self.db.close()
+
+    # --- output ----------------------------------------------------------------
+
+    def notice(self, address: Address, key: str, params: dict[str, str | int]) -> None:
+        self.bus.emit(Notice(to=address, key=key, params=params))
+
+    # --- sessions --------------------------------------------------------------
+
+    async def chat_session(self, chat_id: int, *, user_id: int | None, language: str | None) -> ChatSession:
+        return await self.sessions.active_for_chat(chat_id, user_id=user_id, language=language)
+
+    async def new_session(self, chat_id: int, *, user_id: int | None, language: str | None, envelope_id: str) -> ChatSession:
+        """``/new``: stop whatever runs in the current session, then open a fresh one."""
+        current = await self.chat_session(chat_id, user_id=user_id, language=language)
+        await self.stop(current, envelope_id, quiet=True)
+        self.approvals.bypasses.clear(current.id or 0)
+        return await self.sessions.open_new(chat_id, user_id=user_id, language=language)
+
+    # --- mail in -----------------------------------------------------------------
+
+    async def post_user_message(
+        self,
+        session: ChatSession,
+        text: str,
+        *,
+        envelope_id: str,
+        chat_message_id: int | None = None,
+        user_ref: str | None = None,
+    ) -> PostResult:
+        assert session.id is not None
+        busy = self.hub.is_busy(session.id)
+        envelope = Envelope(
+            id=envelope_id,
+            session_id=session.id,
+            sender=Sender(kind=SenderKind.USER, ref=user_ref),
+            body=UserMessageBody(text=text, chat_message_id=chat_message_id),
+        )
+        try:
+            receipt = await self.mailbox.accept(envelope)
+        except MailboxFull:
+            return PostResult.FULL
+        if receipt.duplicate:
+            return PostResult.DUPLICATE
+        if busy:
+            return PostResult.QUEUED
+        latest = await self.sessions.latest_turn(session.id)
+        if latest is not None and latest.status == TurnStatus.PAUSED and not self.settings.mailbox.resume_on_message:
+            return PostResult.PAUSED
+        return PostResult.STARTED
+
+    async def _control(self, session: ChatSession, action: ControlAction, envelope_id: str) -> bool:
+        assert session.id is not None
+        envelope = Envelope(
+            id=envelope_id,
+            session_id=session.id,
+            sender=Sender(kind=SenderKind.USER),
+            priority=Priority.INTERRUPT,
+            body=ControlBody(action=action),
+        )
+        return not (await self.mailbox.accept(envelope)).duplicate
+
+    async def stop(self, session: ChatSession, envelope_id: str, *, quiet: bool = False) -> StopResult:
+        """Stop at once: cancel the running turn now, then let the worker settle the rest."""
+        assert session.id is not None
+        was_running = self.hub.cancel_turn(session.id)
+        if not await self._control(session, ControlAction.STOP, envelope_id):
+            return StopResult(was_running=was_running)
+        return StopResult(was_running=was_running)
+
+    async def pause(self, session: ChatSession, envelope_id: str) -> bool:
+        assert session.id is not None
+        running = self.hub.is_busy(session.id)
+        if running:
+            await self._control(session, ControlAction.PAUSE, envelope_id)
+        return running
+
+    async def resume(self, session: ChatSession, envelope_id: str) -> bool:
+        assert session.id is not None
+        latest = await self.sessions.latest_turn(session.id)
+        if latest is None or latest.status != TurnStatus.PAUSED:
+            return False
+        await self._control(session, ControlAction.RESUME, envelope_id)
+        return True
+
+    async def decide(
+        self, request_id: str, *, approved: bool, reason: str | None, envelope_id: str
+    ) -> DecisionResult:
+        """A button press or a reply: stored as mail first, then applied once."""
+        request = await self.approvals.get(request_id)
+        if request is None:
+            return await self.approvals.decide(request_id, approved, reason)
+        body = ApprovalDecisionBody(request_id=request_id, approved=approved, reason=reason)
+        await self.mailbox.accept(
+            Envelope(
+                id=envelope_id,
+                session_id=request.session_id,
+                sender=Sender(kind=SenderKind.USER),
+                priority=Priority.INTERRUPT,
+                body=body,
+            )
+        )
+        return await self._apply_decision(body)
+
+    async def _apply_decision(self, body: ApprovalDecisionBody) -> DecisionResult:
+        return await self.approvals.decide(body.request_id, body.approved, body.reason)
+
+    @property
+    def home_dir(self) -> Path:
+        return self.workdir
+
+
+__all__ = ["MailKind", "PostResult", "Runtime", "StopResult"]

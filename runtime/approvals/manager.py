@@ -1,0 +1,228 @@
+"""The approval service: rules, pending requests, decisions, bypasses.
+
+A pending request is a database row bound to one tool call; its opaque id
+is what the chat adapter puts in button data, so buttons keep working across
+restarts. A decision applies once (``pending`` → decided in one transaction);
+a second tap finds the row decided and is reported stale. Waiters are
+in-memory futures woken by the decision; after a restart the resumed gate
+reads the stored decision instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlmodel import col, delete, select
+
+from runtime.approvals.bypass import Bypass, BypassTable
+from runtime.approvals.rules import SEEDED_RULES, Action, CallFacts, Rule, decide
+from runtime.config import ApprovalSettings
+from runtime.storage.db import Database
+from runtime.storage.models import ApprovalRequestRow, ApprovalRuleRow, ApprovalStatus, utcnow
+
+
+@dataclass(slots=True, frozen=True)
+class DecisionResult:
+    """What a button press or reply achieved."""
+
+    applied: bool
+    status: ApprovalStatus
+    request: ApprovalRequestRow | None
+
+
+class ApprovalManager:
+    def __init__(self, db: Database, settings: ApprovalSettings) -> None:
+        self._db = db
+        self._settings = settings
+        self._rules: list[Rule] = []
+        self._waiters: dict[str, asyncio.Future[None]] = {}
+        self.bypasses = BypassTable()
+
+    # --- rules ---------------------------------------------------------------
+
+    async def load_rules(self) -> None:
+        """Seed defaults once, replace config rules with the current file's, cache all."""
+        async with self._db.write() as tx:
+            seeded = (await tx.exec(select(ApprovalRuleRow).where(ApprovalRuleRow.origin == "seed"))).first()
+            if seeded is None:
+                tx.add_all(_row(rule) for rule in SEEDED_RULES)
+            await tx.exec(delete(ApprovalRuleRow).where(col(ApprovalRuleRow.origin) == "config"))
+            for configured in self._settings.rules:
+                tx.add(_row(Rule(origin="config", **configured.model_dump())))
+        await self._refresh()
+
+    async def _refresh(self) -> None:
+        async with self._db.read() as tx:
+            rows = (await tx.exec(select(ApprovalRuleRow))).all()
+        self._rules = [_rule(row) for row in rows]
+
+    def rules(self) -> list[Rule]:
+        return list(self._rules)
+
+    async def add_rule(self, rule: Rule) -> Rule:
+        async with self._db.write() as tx:
+            row = _row(rule)
+            tx.add(row)
+            await tx.flush()
+        await self._refresh()
+        return _rule(row)
+
+    async def delete_rule(self, rule_id: int) -> bool:
+        async with self._db.write() as tx:
+            row = await tx.get(ApprovalRuleRow, rule_id)
+            if row is None or row.origin != "user":
+                return False
+            await tx.delete(row)
+        await self._refresh()
+        return True
+
+    def check(self, session_id: int, facts: CallFacts, now: datetime | None = None) -> Action:
+        action, _ = decide(self._rules, facts)
+        if action == Action.REQUIRE and self.bypasses.covers(session_id, facts.tool, facts.group, now or utcnow()):
+            return Action.ALLOW
+        return action
+
+    def grant_bypass(self, session_id: int, scope: str, minutes: float | None = None) -> Bypass:
+        duration = timedelta(minutes=minutes) if minutes else timedelta(seconds=self._settings.bypass_duration)
+        return self.bypasses.grant(session_id, scope, utcnow(), duration)
+
+    # --- requests ------------------------------------------------------------
+
+    async def request_for_call(self, session_id: int, tool_call_id: int, chat_id: int | None) -> tuple[ApprovalRequestRow, bool]:
+        """The call's request, opened if none exists; ``True`` when newly opened."""
+        async with self._db.write() as tx:
+            existing = (
+                await tx.exec(
+                    select(ApprovalRequestRow)
+                    .where(ApprovalRequestRow.tool_call_id == tool_call_id)
+                    .order_by(col(ApprovalRequestRow.created_at).desc())
+                )
+            ).first()
+            if existing is not None and existing.status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED, ApprovalStatus.REJECTED):
+                return existing, False
+            expires = utcnow() + timedelta(seconds=self._settings.timeout) if self._settings.timeout else None
+            row = ApprovalRequestRow(
+                id=secrets.token_urlsafe(9),
+                session_id=session_id,
+                tool_call_id=tool_call_id,
+                chat_id=chat_id,
+                expires_at=expires,
+            )
+            tx.add(row)
+            return row, True
+
+    async def get(self, request_id: str) -> ApprovalRequestRow | None:
+        async with self._db.read() as tx:
+            return await tx.get(ApprovalRequestRow, request_id)
+
+    async def attach_message(self, request_id: str, chat_id: int, message_id: int) -> None:
+        async with self._db.write() as tx:
+            row = await tx.get(ApprovalRequestRow, request_id)
+            if row is not None:
+                row.chat_id, row.message_id = chat_id, message_id
+                tx.add(row)
+
+    async def by_message(self, chat_id: int, message_id: int) -> ApprovalRequestRow | None:
+        async with self._db.read() as tx:
+            rows = await tx.exec(
+                select(ApprovalRequestRow).where(
+                    ApprovalRequestRow.chat_id == chat_id, ApprovalRequestRow.message_id == message_id
+                )
+            )
+            return rows.first()
+
+    async def pending(self, session_id: int | None = None) -> list[ApprovalRequestRow]:
+        async with self._db.read() as tx:
+            query = select(ApprovalRequestRow).where(ApprovalRequestRow.status == ApprovalStatus.PENDING)
+            if session_id is not None:
+                query = query.where(ApprovalRequestRow.session_id == session_id)
+            return list((await tx.exec(query.order_by(col(ApprovalRequestRow.created_at)))).all())
+
+    async def decide(self, request_id: str, approved: bool, reason: str | None = None) -> DecisionResult:
+        status = ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED
+        return await self._transition(request_id, status, reason)
+
+    async def _transition(self, request_id: str, status: ApprovalStatus, reason: str | None) -> DecisionResult:
+        async with self._db.write() as tx:
+            row = await tx.get(ApprovalRequestRow, request_id)
+            if row is None:
+                return DecisionResult(applied=False, status=ApprovalStatus.EXPIRED, request=None)
+            if row.status != ApprovalStatus.PENDING:
+                return DecisionResult(applied=False, status=ApprovalStatus(row.status), request=row)
+            row.status, row.reason, row.decided_at = status, reason, utcnow()
+            tx.add(row)
+        self._wake(request_id)
+        return DecisionResult(applied=True, status=status, request=row)
+
+    async def expire(self, request_id: str) -> DecisionResult:
+        return await self._transition(request_id, ApprovalStatus.EXPIRED, None)
+
+    async def cancel_session(self, session_id: int) -> list[ApprovalRequestRow]:
+        """Cancel every pending request of a session (``/stop``); returns those cancelled."""
+        cancelled = []
+        for row in await self.pending(session_id):
+            result = await self._transition(row.id, ApprovalStatus.CANCELLED, None)
+            if result.applied and result.request is not None:
+                cancelled.append(result.request)
+        return cancelled
+
+    async def wait(self, request_id: str) -> ApprovalRequestRow:
+        """Block until the request is decided, cancelled or expired (``approval.timeout``)."""
+        while True:
+            row = await self.get(request_id)
+            if row is None:
+                raise LookupError(request_id)
+            if row.status != ApprovalStatus.PENDING:
+                return row
+            waiter = self._waiters.setdefault(request_id, asyncio.get_running_loop().create_future())
+            timeout = _seconds_until(row.expires_at)
+            try:
+                await asyncio.wait_for(asyncio.shield(waiter), timeout)
+            except TimeoutError:
+                await self.expire(request_id)
+            finally:
+                if waiter.done():
+                    self._waiters.pop(request_id, None)
+
+    def _wake(self, request_id: str) -> None:
+        waiter = self._waiters.pop(request_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+def _seconds_until(moment: datetime | None) -> float | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        from datetime import UTC
+
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, (moment - utcnow()).total_seconds())
+
+
+def _row(rule: Rule) -> ApprovalRuleRow:
+    return ApprovalRuleRow(
+        tool=rule.tool,
+        path=rule.path,
+        action=rule.action,
+        priority=rule.priority,
+        source=rule.source,
+        note=rule.note,
+        origin=rule.origin,
+    )
+
+
+def _rule(row: ApprovalRuleRow) -> Rule:
+    return Rule(
+        tool=row.tool,
+        action=Action(row.action),
+        path=row.path,
+        priority=row.priority,
+        source=row.source,
+        note=row.note,
+        id=row.id or 0,
+        origin=row.origin,
+    )

@@ -1,0 +1,105 @@
+"""Approval rules: which tool calls run, which ask the user, which are refused.
+
+A rule names a tool (exact, glob such as ``mcp__github__*``, or a group
+``@fs_read`` / ``@fs_write`` / ``@shell``), optionally a path glob (matched
+against the call's resolved path, relative to the workdir when the glob is
+relative; for ``execute_cmd`` it is matched against the command, so
+``git status*`` trusts a command prefix), optionally a session source. Rules are sorted by priority then
+id; the first match wins; **no match means require** — safe by default for
+tools added later.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path, PurePosixPath
+
+from runtime.tools.base import ToolGroup
+
+
+class Action(enum.StrEnum):
+    ALLOW = "allow"
+    REQUIRE = "require"
+    DENY = "deny"
+
+
+@dataclass(slots=True, frozen=True)
+class Rule:
+    tool: str
+    action: Action
+    path: str | None = None
+    priority: int = 100
+    source: str | None = None
+    note: str | None = None
+    id: int = 0
+    origin: str = "user"
+
+
+@dataclass(slots=True, frozen=True)
+class CallFacts:
+    """What rules look at: the tool, its group, the resolved target, the session source."""
+
+    tool: str
+    group: ToolGroup
+    source: str
+    path: Path | None = None
+    command: str | None = None
+    workdir: Path | None = None
+
+
+SEEDED_RULES: tuple[Rule, ...] = (
+    Rule(tool="@fs_write", path="memory/**", action=Action.ALLOW, priority=10, note="agent memory", origin="seed"),
+    Rule(tool="execute_cmd", action=Action.REQUIRE, origin="seed"),
+    Rule(tool="write_file", action=Action.REQUIRE, origin="seed"),
+    Rule(tool="edit_file", action=Action.REQUIRE, origin="seed"),
+    Rule(tool="read_file", action=Action.ALLOW, origin="seed"),
+    Rule(tool="list_dir", action=Action.ALLOW, origin="seed"),
+    Rule(tool="list_jobs", action=Action.ALLOW, origin="seed"),
+)
+
+
+def ordered(rules: list[Rule]) -> list[Rule]:
+    return sorted(rules, key=lambda r: (r.priority, r.id))
+
+
+def decide(rules: list[Rule], facts: CallFacts) -> tuple[Action, Rule | None]:
+    for rule in ordered(rules):
+        if matches(rule, facts):
+            return rule.action, rule
+    return Action.REQUIRE, None
+
+
+def matches(rule: Rule, facts: CallFacts) -> bool:
+    if rule.source and rule.source != facts.source:
+        return False
+    if not tool_matches(rule.tool, facts.tool, facts.group):
+        return False
+    if rule.path is None:
+        return True
+    if facts.path is not None:
+        return path_matches(rule.path, facts.path, facts.workdir)
+    return facts.command is not None and fnmatchcase(facts.command, rule.path)
+
+
+def tool_matches(pattern: str, tool: str, group: ToolGroup) -> bool:
+    if pattern.startswith("@"):
+        return pattern[1:] == group.value
+    return fnmatchcase(tool, pattern)
+
+
+def path_matches(pattern: str, path: Path, workdir: Path | None) -> bool:
+    """Glob match where ``**`` spans directories; relative globs are workdir-relative."""
+    if not PurePosixPath(pattern).is_absolute():
+        if workdir is None:
+            return False
+        try:
+            target = PurePosixPath(path.resolve().relative_to(workdir.resolve()).as_posix())
+        except ValueError:
+            return False  # outside the workdir: a relative rule never matches
+    else:
+        target = PurePosixPath(path.resolve().as_posix())
+    return fnmatchcase(str(target), pattern) or (
+        pattern.endswith("/**") and str(target).startswith(pattern[:-3] + "/")
+    )

@@ -1,0 +1,153 @@
+"""Sessions, turns and small key-value facts.
+
+One interactive session per chat is *active*; ``/new`` closes it and opens a
+fresh one. Headless sessions (tic, cron) are ephemeral and never active.
+"""
+
+from __future__ import annotations
+
+from sqlmodel import col, select
+
+from runtime.storage.db import Database
+from runtime.storage.models import ChatSession, KeyValue, SessionSource, StackFrame, Turn, TurnStatus, utcnow
+
+
+class SessionStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def get(self, session_id: int) -> ChatSession | None:
+        async with self._db.read() as tx:
+            return await tx.get(ChatSession, session_id)
+
+    async def active_for_chat(
+        self, chat_id: int, *, user_id: int | None, language: str | None, source: str = SessionSource.TELEGRAM
+    ) -> ChatSession:
+        """The chat's active session, created on first contact; language kept fresh."""
+        async with self._db.read() as tx:
+            found = (await tx.exec(_active_query(source, chat_id))).first()
+        if found is not None and (language is None or found.language_code == language):
+            return found
+        async with self._db.write() as tx:
+            found = (await tx.exec(_active_query(source, chat_id))).first()
+            if found is None:
+                found = await _create(tx, ChatSession(source=source, chat_id=chat_id, user_id=user_id))
+            found.language_code = language or found.language_code
+            tx.add(found)
+            return found
+
+    async def open_new(self, chat_id: int, *, user_id: int | None, language: str | None) -> ChatSession:
+        """Close the chat's active session and open a fresh one (``/new``)."""
+        async with self._db.write() as tx:
+            for old in (await tx.exec(_active_query(SessionSource.TELEGRAM, chat_id))).all():
+                old.active = False
+                old.closed_at = utcnow()
+                tx.add(old)
+            fresh = ChatSession(chat_id=chat_id, user_id=user_id, language_code=language)
+            return await _create(tx, fresh)
+
+    async def create_headless(self, source: str, chat_id: int | None, *, auto_deny: bool = True) -> ChatSession:
+        async with self._db.write() as tx:
+            session = ChatSession(
+                source=source,
+                chat_id=chat_id,
+                is_interactive=False,
+                is_ephemeral=True,
+                auto_deny_approvals=auto_deny,
+                active=False,
+            )
+            return await _create(tx, session)
+
+    # --- turns -------------------------------------------------------------
+
+    async def turn(self, turn_id: int) -> Turn | None:
+        async with self._db.read() as tx:
+            return await tx.get(Turn, turn_id)
+
+    async def finish_turn(self, turn_id: int, status: TurnStatus, error: str | None = None) -> None:
+        async with self._db.write() as tx:
+            turn = await tx.get(Turn, turn_id)
+            if turn is None:
+                return
+            turn.status = status
+            turn.error = error
+            turn.ended_at = None if status == TurnStatus.PAUSED else utcnow()
+            tx.add(turn)
+
+    async def set_turn_status(self, turn_id: int, status: TurnStatus) -> None:
+        async with self._db.write() as tx:
+            turn = await tx.get(Turn, turn_id)
+            if turn is not None:
+                turn.status = status
+                tx.add(turn)
+
+    async def count_round(self, turn_id: int) -> int:
+        async with self._db.write() as tx:
+            turn = await tx.get(Turn, turn_id)
+            if turn is None:
+                return 0
+            turn.rounds += 1
+            tx.add(turn)
+            return turn.rounds
+
+    async def open_turns(self) -> list[Turn]:
+        """Turns a previous process left running or paused."""
+        async with self._db.read() as tx:
+            rows = await tx.exec(
+                select(Turn)
+                .where(col(Turn.status).in_([TurnStatus.RUNNING, TurnStatus.PAUSED]))
+                .order_by(col(Turn.id))
+            )
+            return list(rows.all())
+
+    async def latest_turn(self, session_id: int) -> Turn | None:
+        async with self._db.read() as tx:
+            rows = await tx.exec(
+                select(Turn).where(Turn.session_id == session_id).order_by(col(Turn.id).desc()).limit(1)
+            )
+            return rows.first()
+
+    async def sessions_with_mail(self) -> list[int]:
+        """Sessions whose mailbox holds mail past their cursor."""
+        from runtime.storage.models import MailRow
+
+        async with self._db.read() as tx:
+            rows = await tx.exec(
+                select(MailRow.session_id)
+                .join(ChatSession, col(ChatSession.id) == col(MailRow.session_id))
+                .where(col(MailRow.seq) > col(ChatSession.mail_cursor))
+                .distinct()
+            )
+            return [int(r) for r in rows.all()]
+
+    # --- key/value ---------------------------------------------------------
+
+    async def get_value(self, key: str) -> str | None:
+        async with self._db.read() as tx:
+            row = await tx.get(KeyValue, key)
+            return None if row is None else row.value
+
+    async def set_value(self, key: str, value: str) -> None:
+        async with self._db.write() as tx:
+            row = await tx.get(KeyValue, key)
+            if row is None:
+                row = KeyValue(key=key, value=value)
+            row.value = value
+            row.updated_at = utcnow()
+            tx.add(row)
+
+
+def _active_query(source: str, chat_id: int):  # type: ignore[no-untyped-def]
+    return (
+        select(ChatSession)
+        .where(ChatSession.source == source, ChatSession.chat_id == chat_id, col(ChatSession.active).is_(True))
+        .order_by(col(ChatSession.id).desc())
+    )
+
+
+async def _create(tx, session: ChatSession) -> ChatSession:  # type: ignore[no-untyped-def]
+    tx.add(session)
+    await tx.flush()
+    assert session.id is not None
+    tx.add(StackFrame(session_id=session.id, depth=0, agent_id=session.agent_id))
+    return session

@@ -1,0 +1,267 @@
+"""The turn loop: rounds of LLM calls and tool calls until a final answer.
+
+Each round reads like the spec's named steps (session-handler spec,
+"run_agent_turn Inner Loop"):
+
+1. stop if the turn's token is cancelled;
+2. receive point R1 — fold unread mail into the conversation (mid-turn
+   injection), or pause;
+3. build the context from stored history;
+4. stream one completion (cancellable: /stop closes the HTTP stream);
+5. persist the round — the assistant row and its calls as ``pending``;
+6. a text-only round is the final answer; otherwise gate and run each call
+   in declared order, then go round again.
+
+A /stop cancels the turn's task. :meth:`TurnRunner.run` converts only its own
+cancellation (token set) into :class:`Cancelled`, after a durable clean-up:
+partial text kept, unfinished calls closed as "Cancelled by user.", pending
+approvals cancelled. Anything else (shutdown) propagates and leaves the turn
+``running`` so the next start resumes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from runtime.approvals.manager import ApprovalManager
+from runtime.errors import LLMError, ToolError
+from runtime.events import (
+    Address,
+    ApprovalResolved,
+    EventBus,
+    RoundEnded,
+    StreamReset,
+    TextDelta,
+    ToolActivity,
+    ToolPhase,
+)
+from runtime.llm.types import LLMClient, LLMRound, ModelFallback, StreamEvent
+from runtime.llm.types import TextDelta as LLMTextDelta
+from runtime.log import get_logger
+from runtime.mailbox import Mailbox
+from runtime.storage.db import Database, durable
+from runtime.storage.history import HistoryStore
+from runtime.storage.models import ChatSession, RowStatus, ToolCallRow, ToolCallStatus, TurnStatus
+from runtime.storage.sessions import SessionStore
+from runtime.tools.base import ToolContext, ToolRegistry
+from runtime.turn import texts
+from runtime.turn.context import ContextSettings, build_messages
+from runtime.turn.gate import GateDeps, run_approval_gate
+from runtime.turn.inject import Injected, inject_mail
+from runtime.turn.outcome import (
+    CancelToken,
+    Cancelled,
+    Exhausted,
+    Failed,
+    Final,
+    GateCancelled,
+    Paused,
+    Rejected,
+    RoundStep,
+    RunAgain,
+    TurnOutcome,
+)
+
+log = get_logger("turn")
+
+
+@dataclass(slots=True)
+class TurnServices:
+    """Everything a turn needs, built once by the runtime."""
+
+    db: Database
+    sessions: SessionStore
+    history: HistoryStore
+    mailbox: Mailbox
+    llm: LLMClient
+    tools: ToolRegistry
+    approvals: ApprovalManager
+    bus: EventBus
+    context: ContextSettings
+    max_rounds: int
+    clock: Callable[[], datetime]
+    notice: Callable[[Address, str, dict[str, str | int]], None]
+
+
+@dataclass(slots=True)
+class TurnRunner:
+    services: TurnServices
+    session: ChatSession
+    turn_id: int
+    address: Address
+    token: CancelToken = field(default_factory=CancelToken)
+    partial_text: str = ""
+
+    @property
+    def session_id(self) -> int:
+        assert self.session.id is not None
+        return self.session.id
+
+    async def run(self) -> TurnOutcome:
+        try:
+            return await self._run_rounds()
+        except asyncio.CancelledError:
+            if not self.token.cancelled:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            await durable(self._record_cancellation())
+            return Cancelled()
+        except LLMError as exc:
+            return Failed(str(exc))
+
+    async def _run_rounds(self) -> TurnOutcome:
+        s = self.services
+        if (flow := await self._resume_pending_tools()) is not None:
+            return flow
+        while True:
+            if self.token.cancelled:
+                raise asyncio.CancelledError
+            injected = await inject_mail(s.db, s.mailbox, s.history, self.session_id, self.turn_id)
+            if injected is Injected.PAUSE:
+                return Paused()
+            rounds = await s.sessions.count_round(self.turn_id)
+            if rounds > s.max_rounds:
+                return Exhausted(s.max_rounds)
+            step = await self._round()
+            if not isinstance(step, RunAgain):
+                return step
+
+    async def _round(self) -> RoundStep:
+        s = self.services
+        messages = build_messages(await s.history.entries(self.session_id), s.context, s.clock())
+        result = await self._call_llm(messages)
+        entry = await durable(
+            s.history.record_round(session_id=self.session_id, turn_id=self.turn_id, result=result)
+        )
+        self.partial_text = ""
+        s.bus.emit(
+            RoundEnded(to=self.address, turn_id=self.turn_id, text=result.text, has_tool_calls=bool(entry.calls))
+        )
+        if not entry.calls:
+            return Final(result.text)
+        for call in entry.calls:
+            if isinstance(await self._handle_tool_call(call), GateCancelled):
+                raise asyncio.CancelledError
+        return RunAgain()
+
+    async def _call_llm(self, messages: list[Any]) -> LLMRound:
+        s = self.services
+
+        async def sink(event: StreamEvent) -> None:
+            if isinstance(event, LLMTextDelta):
+                self.partial_text += event.text
+                s.bus.emit(TextDelta(to=self.address, turn_id=self.turn_id, text=event.text))
+            elif isinstance(event, ModelFallback):
+                self.partial_text = ""
+                s.bus.emit(StreamReset(to=self.address, turn_id=self.turn_id))
+                s.notice(self.address, "model-fallback", {"failed": event.failed_model, "next": event.next_model})
+
+        return await s.llm.stream_round(messages, s.tools.specs(), sink)
+
+    async def _resume_pending_tools(self) -> TurnOutcome | None:
+        """Re-gate and re-run calls a previous process left unfinished (resume_pending_tools)."""
+        for call in await self.services.history.open_calls(self.session_id):
+            if isinstance(await self._handle_tool_call(call), GateCancelled):
+                raise asyncio.CancelledError
+        return None
+
+    async def _handle_tool_call(self, call: ToolCallRow) -> object:
+        s = self.services
+        assert call.id is not None
+        tool = s.tools.get(call.name)
+        ctx = self.tool_context()
+        summary = call_summary(call)
+        self._activity(call, summary, ToolPhase.STARTED)
+        if tool is None:
+            return await self._finish(call, summary, ToolCallStatus.FAILED, texts.UNKNOWN_TOOL.format(
+                name=call.name, names=", ".join(s.tools.names())))
+        try:
+            args = tool.parse(call.arguments)
+        except ToolError as exc:
+            return await self._finish(call, summary, ToolCallStatus.FAILED, str(exc))
+        gate = await run_approval_gate(
+            GateDeps(s.approvals, s.history, s.bus),
+            session=self.session, address=self.address, call=call, tool=tool, args=args, ctx=ctx,
+        )
+        if isinstance(gate, Rejected):
+            self._activity(call, summary, ToolPhase.REJECTED)
+            return gate
+        if isinstance(gate, GateCancelled):
+            return gate
+        await durable(s.history.set_call_status(call.id, ToolCallStatus.RUNNING))
+        self._activity(call, summary, ToolPhase.RUNNING)
+        try:
+            result = await tool.execute(args, ctx)
+        except ToolError as exc:
+            return await self._finish(call, summary, ToolCallStatus.FAILED, str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool bug is a failed result, never a crashed turn
+            log.exception("tool %s crashed", call.name)
+            return await self._finish(call, summary, ToolCallStatus.FAILED, f"{type(exc).__name__}: {exc}")
+        return await self._finish(call, summary, ToolCallStatus.DONE, result)
+
+    async def _finish(self, call: ToolCallRow, summary: str, status: ToolCallStatus, result: str) -> ToolCallStatus:
+        assert call.id is not None
+        await durable(self.services.history.set_call_status(call.id, status, result))
+        self._activity(call, summary, ToolPhase.DONE if status == ToolCallStatus.DONE else ToolPhase.FAILED)
+        return status
+
+    def _activity(self, call: ToolCallRow, summary: str, phase: ToolPhase) -> None:
+        assert call.id is not None
+        self.services.bus.emit(
+            ToolActivity(
+                to=self.address, turn_id=self.turn_id, tool_call_id=call.id, name=call.name,
+                summary=summary, phase=phase,
+            )
+        )
+
+    def tool_context(self) -> ToolContext:
+        return ToolContext(
+            workdir=self.services.context.workdir,
+            session_id=self.session_id,
+            source=self.session.source,
+            chat_id=self.session.chat_id,
+        )
+
+    async def _record_cancellation(self) -> None:
+        """After /stop: keep what streamed, close every open call, cancel pending prompts."""
+        s = self.services
+        if self.partial_text:
+            await s.history.record_round(
+                session_id=self.session_id,
+                turn_id=self.turn_id,
+                result=LLMRound(text=self.partial_text),
+                status=RowStatus.CANCELLED,
+            )
+        for call in await s.history.close_open_calls(self.session_id, ToolCallStatus.CANCELLED, texts.CANCELLED_BY_USER):
+            assert call.id is not None
+            self._activity(call, call_summary(call), ToolPhase.CANCELLED)
+        for request in await s.approvals.cancel_session(self.session_id):
+            s.bus.emit(
+                ApprovalResolved(
+                    to=self.address, request_id=request.id, status=request.status,
+                    reason=None, message_id=request.message_id,
+                )
+            )
+        await s.sessions.finish_turn(self.turn_id, TurnStatus.CANCELLED)
+
+
+def call_summary(call: ToolCallRow, limit: int = 60) -> str:
+    """A short human hint for the status line: the path or the command."""
+    try:
+        args = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return ""
+    if not isinstance(args, dict):
+        return ""
+    value = args.get("command") or args.get("path") or ""
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

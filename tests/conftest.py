@@ -1,0 +1,56 @@
+"""Shared fixtures: fakes over HTTP on loopback, settings, and a guard against real network."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.config import Settings, settings_from_mapping
+from tests.fakes.openai_server import FakeOpenAI
+
+ALLOWED_USER = 1001
+STRANGER = 666
+
+_real_connect = socket.socket.connect
+
+
+def _loopback_only(self: socket.socket, address: Any) -> Any:
+    host = address[0] if isinstance(address, tuple) else address
+    if isinstance(host, str) and self.family in (socket.AF_INET, socket.AF_INET6):
+        if not (host.startswith("127.") or host in ("::1", "localhost")):
+            raise AssertionError(f"test tried to reach a non-loopback address: {address!r}")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True)
+def no_real_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(socket.socket, "connect", _loopback_only)
+
+
+@pytest.fixture
+async def fake_llm() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI(models=("main-model", "backup-model")) as server:
+        yield server
+
+
+def make_settings(tmp_path: Path, llm_url: str, tg_root: str = "http://127.0.0.1:9", **sections: Any) -> Settings:
+    raw: dict[str, Any] = {
+        "telegram": {
+            "token": "123456:TEST-token",
+            "api_base_url": tg_root,
+            "allowed_user_ids": [ALLOWED_USER],
+            "stream_edit_interval": 0.2,
+            "poll_timeout": 1,
+        },
+        "llm": {"base_url": llm_url, "api_key": "sk-test-secret", "model": "main-model", "max_retries": 0},
+        "storage": {"url": f"sqlite+aiosqlite:///{tmp_path / 'agentgram.db'}"},
+        "agent": {"workdir": str(tmp_path / "workspace"), "timezone": "Europe/Berlin"},
+        "tic": {"enabled": False},
+    }
+    for section, values in sections.items():
+        raw.setdefault(section, {}).update(values)
+    return settings_from_mapping(raw, {})

@@ -1,0 +1,538 @@
+"""A fake OpenAI chat-completions server for driving the real ``openai`` SDK.
+
+:class:`FakeOpenAI` listens on 127.0.0.1 (random port) and answers
+``POST /v1/chat/completions`` (streamed SSE or one JSON object) and
+``GET /v1/models``. It validates requests as strictly as OpenAI does — an
+unpaired tool call, a stray tool message or duplicate tool names is a 400
+with an OpenAI-shaped ``{"error": {...}}`` body — so a context builder that
+would break against the real API breaks here first.
+
+Replies are scripted: :meth:`FakeOpenAI.script` queues :class:`Text`,
+:class:`ToolCalls`, :class:`Error`, :class:`Hang` or :class:`Drop` values
+consumed in order; :meth:`FakeOpenAI.on_model` queues replies for one model
+only (fallback tests); :attr:`FakeOpenAI.handler` computes a reply from the
+request body. With nothing queued the fake answers 500 "FakeOpenAI: no
+scripted reply" so the test fails loudly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+# --- scripted replies --------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class Text:
+    """A plain answer, streamed ``chunk_size`` characters at a time."""
+
+    text: str
+    chunk_size: int = 8
+    delay: float = 0.0
+    reasoning: str | None = None
+    usage: tuple[int, int] = (10, 5)
+
+
+@dataclass(slots=True, frozen=True)
+class Call:
+    """One tool call; ``id`` defaults to ``call_<n>``."""
+
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+    id: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCalls:
+    """Tool calls (arguments streamed in several fragments), optionally after text."""
+
+    calls: list[tuple[str, dict[str, Any] | str]] | list[Call]
+    text: str = ""
+    delay: float = 0.0
+    usage: tuple[int, int] = (10, 5)
+
+
+@dataclass(slots=True, frozen=True)
+class Error:
+    """An HTTP error with an OpenAI-shaped body (429, 500, 400, 401, ...)."""
+
+    status: int
+    message: str = "FakeOpenAI scripted error"
+    retry_after: float | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Hang:
+    """Stream ``first_text`` then stall ``seconds`` (to prove /stop closes the stream)."""
+
+    first_text: str = ""
+    seconds: float = 60.0
+
+
+@dataclass(slots=True, frozen=True)
+class Drop:
+    """Stream ``first_text`` then cut the connection (a stream failing mid-way)."""
+
+    first_text: str = ""
+
+
+Reply = Text | ToolCalls | Error | Hang | Drop
+Handler = Callable[[dict[str, Any]], Reply | Awaitable[Reply]]
+
+_STATUS_TYPES = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "unsupported_country_region_territory"),
+    404: ("invalid_request_error", "model_not_found"),
+    422: ("invalid_request_error", None),
+    429: ("requests", "rate_limit_exceeded"),
+}
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_ROLES = {"system", "developer", "user", "assistant", "tool"}
+
+
+class BadRequest(Exception):
+    """A request OpenAI would refuse with 400."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    kind, code = _STATUS_TYPES.get(status, ("server_error", None))
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+# --- validation ----------------------------------------------------------------
+
+
+def validate_chat_request(body: Any) -> None:
+    """Raise :class:`BadRequest` for anything OpenAI's API would reject."""
+    if not isinstance(body, dict):
+        raise BadRequest("We could not parse the JSON body of your request.")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise BadRequest("you must provide a model parameter", "model")
+    messages = body.get("messages")
+    if messages is None:
+        raise BadRequest("Missing required parameter: 'messages'.", "messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest(
+            "Invalid 'messages': empty array. Expected an array with minimum length 1.", "messages"
+        )
+    for i, message in enumerate(messages):
+        _validate_message(i, message)
+    _validate_pairing(messages)
+    if "tools" in body:
+        _validate_tools(body["tools"])
+    if body.get("stream_options") is not None and not body.get("stream"):
+        raise BadRequest(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options"
+        )
+
+
+def _validate_message(i: int, message: Any) -> None:
+    where = f"messages[{i}]"
+    if not isinstance(message, dict) or message.get("role") not in _ROLES:
+        raise BadRequest(f"Invalid value for '{where}.role'.", f"{where}.role")
+    role = message["role"]
+    content = message.get("content")
+    if role == "assistant":
+        if content is None and not message.get("tool_calls"):
+            raise BadRequest(
+                f"Invalid value for '{where}.content': expected a string, got null.", f"{where}.content"
+            )
+        for j, call in enumerate(message.get("tool_calls") or []):
+            _validate_call(f"{where}.tool_calls[{j}]", call)
+    elif content is None:
+        raise BadRequest(f"Missing required parameter: '{where}.content'.", f"{where}.content")
+    if content is not None and not isinstance(content, str | list):
+        raise BadRequest(f"Invalid type for '{where}.content'.", f"{where}.content")
+    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+        raise BadRequest(f"Missing required parameter: '{where}.tool_call_id'.", f"{where}.tool_call_id")
+
+
+def _validate_call(where: str, call: Any) -> None:
+    if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+        raise BadRequest(f"Missing required parameter: '{where}.id'.", f"{where}.id")
+    if call.get("type") != "function":
+        raise BadRequest(f"Missing required parameter: '{where}.type'.", f"{where}.type")
+    function = call.get("function")
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise BadRequest(f"Missing required parameter: '{where}.function.name'.", f"{where}.function")
+    if not isinstance(function.get("arguments"), str):
+        raise BadRequest(
+            f"Invalid type for '{where}.function.arguments': expected a string.", f"{where}.function"
+        )
+
+
+def _validate_pairing(messages: list[dict[str, Any]]) -> None:
+    """Every tool call answered once, before the next non-tool message."""
+    pending: set[str] = set()
+    answered: set[str] = set()
+    for message in messages:
+        if message["role"] == "tool":
+            call_id = message["tool_call_id"]
+            if call_id not in pending or call_id in answered:
+                raise BadRequest(
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceeding message with 'tool_calls'.",
+                    "messages.[].role",
+                )
+            answered.add(call_id)
+            continue
+        _check_all_answered(pending, answered)
+        pending = {call["id"] for call in message.get("tool_calls") or []}
+        answered = set()
+    _check_all_answered(pending, answered)
+
+
+def _check_all_answered(pending: set[str], answered: set[str]) -> None:
+    missing = sorted(pending - answered)
+    if missing:
+        raise BadRequest(
+            "An assistant message with 'tool_calls' must be followed by tool messages responding "
+            "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+            + ", ".join(missing),
+            "messages",
+        )
+
+
+def _validate_tools(tools: Any) -> None:
+    if not isinstance(tools, list) or not tools:
+        raise BadRequest("Invalid 'tools': empty array. Expected an array with minimum length 1.", "tools")
+    seen: set[str] = set()
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
+            raise BadRequest(f"Missing required parameter: 'tools[{i}].function'.", f"tools[{i}]")
+        name = function.get("name")
+        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+            raise BadRequest(
+                f"Invalid 'tools[{i}].function.name': string does not match pattern. "
+                "Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.",
+                f"tools[{i}].function.name",
+            )
+        if name in seen:
+            raise BadRequest(f"Duplicate tool names are not allowed: '{name}'.", "tools")
+        seen.add(name)
+        if "parameters" in function and not isinstance(function["parameters"], dict):
+            raise BadRequest(f"Invalid type for 'tools[{i}].function.parameters'.", f"tools[{i}]")
+
+
+# --- the server ------------------------------------------------------------------
+
+
+class FakeOpenAI:
+    """An OpenAI-compatible endpoint on loopback, scripted by the test."""
+
+    def __init__(self, *, models: tuple[str, ...] = ("gpt-test",), api_key: str | None = None) -> None:
+        self.models = models
+        self.api_key = api_key  # when set, requests must carry ``Authorization: Bearer <key>``
+        self.requests: list[dict[str, Any]] = []
+        self.model_requests = 0
+        self.closed_streams = 0
+        self.handler: Handler | None = None
+        self._queue: deque[Reply] = deque()
+        self._by_model: dict[str, deque[Reply]] = {}
+        self._changed = asyncio.Condition()
+        self._call_counter = 0
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # lifecycle
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.port = self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeOpenAI:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+    # scripting
+
+    def script(self, *replies: Reply) -> None:
+        """Queue replies consumed in order by requests naming any model."""
+        self._queue.extend(replies)
+
+    def on_model(self, model: str, *replies: Reply) -> None:
+        """Queue replies only for requests naming ``model`` (tried before :meth:`script`'s)."""
+        self._by_model.setdefault(model, deque()).extend(replies)
+
+    def assert_complete(self) -> None:
+        left = list(self._queue) + [r for q in self._by_model.values() for r in q]
+        assert not left, f"FakeOpenAI: {len(left)} scripted replies never requested: {left!r}"
+
+    # ``timeout`` parameters are the fake's agreed test API, hence the ASYNC109 waivers.
+    async def wait_for_requests(self, n: int, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+        await self._wait(lambda: len(self.requests) >= n, timeout, f"{n} requests")
+
+    async def wait_stream_closed(self, timeout: float = 5.0, count: int = 1) -> None:  # noqa: ASYNC109
+        await self._wait(lambda: self.closed_streams >= count, timeout, f"{count} closed streams")
+
+    async def _wait(self, predicate: Callable[[], bool], limit: float, what: str) -> None:
+        async def until() -> None:
+            async with self._changed:
+                await self._changed.wait_for(predicate)
+
+        try:
+            await asyncio.wait_for(until(), limit)
+        except TimeoutError:
+            raise AssertionError(f"FakeOpenAI: timed out after {limit}s waiting for {what}") from None
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    # handlers
+
+    def _unauthorized(self, request: web.Request) -> web.Response | None:
+        if self.api_key is None or request.headers.get("Authorization") == f"Bearer {self.api_key}":
+            return None
+        return web.json_response(error_body(401, "Incorrect API key provided."), status=401)
+
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        self.model_requests += 1
+        if denied := self._unauthorized(request):
+            return denied
+        created = int(time.time())
+        data = [{"id": m, "object": "model", "created": created, "owned_by": "fake"} for m in self.models]
+        return web.json_response({"object": "list", "data": data})
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            body = None
+        self.requests.append(body if isinstance(body, dict) else {"_invalid": True})
+        await self._notify()
+        if denied := self._unauthorized(request):
+            return denied
+        try:
+            validate_chat_request(body)
+        except BadRequest as exc:
+            return web.json_response(error_body(400, exc.message, exc.param), status=400)
+        reply = await self._next_reply(body)
+        if reply is None:
+            return web.json_response(error_body(500, "FakeOpenAI: no scripted reply"), status=500)
+        if isinstance(reply, Error):
+            return _error_response(reply)
+        if body.get("stream"):
+            return await self._stream(request, body, reply)
+        if isinstance(reply, Hang | Drop):
+            return web.json_response(error_body(500, "FakeOpenAI: Hang/Drop need stream=true"), status=500)
+        return web.json_response(self._completion(body, reply))
+
+    async def _next_reply(self, body: dict[str, Any]) -> Reply | None:
+        queue = self._by_model.get(body["model"])
+        if queue:
+            return queue.popleft()
+        if self._queue:
+            return self._queue.popleft()
+        if self.handler is not None:
+            result = self.handler(body)
+            return await result if inspect.isawaitable(result) else result
+        return None
+
+    def _call_id(self) -> str:
+        self._call_counter += 1
+        return f"call_{self._call_counter}"
+
+    def _calls(self, reply: ToolCalls) -> list[tuple[str, str, str]]:
+        """``(id, name, arguments-json)`` for every call of the reply."""
+        out = []
+        for item in reply.calls:
+            call = item if isinstance(item, Call) else Call(item[0], item[1])
+            args = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+            out.append((call.id or self._call_id(), call.name, args))
+        return out
+
+    # non-streamed
+
+    def _completion(self, body: dict[str, Any], reply: Text | ToolCalls) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None, "refusal": None}
+        finish = "stop"
+        if isinstance(reply, ToolCalls):
+            finish = "tool_calls"
+            message["tool_calls"] = [
+                {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                for i, n, a in self._calls(reply)
+            ]
+        elif reply.reasoning:
+            message["reasoning_content"] = reply.reasoning
+        return {
+            "id": f"chatcmpl-fake{len(self.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+            "usage": _usage(reply.usage),
+        }
+
+    # streamed
+
+    async def _stream(self, request: web.Request, body: dict[str, Any], reply: Reply) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        out = _ChunkWriter(request, response, body)
+        try:
+            await self._play(out, reply)
+        except ConnectionResetError:
+            await self._client_closed()  # noticed while writing or stalling
+        except asyncio.CancelledError:
+            await self._client_closed()  # aiohttp cancels the handler on disconnect
+            raise
+        return response
+
+    async def _client_closed(self) -> None:
+        self.closed_streams += 1
+        await self._notify()
+
+    async def _play(self, out: _ChunkWriter, reply: Reply) -> None:
+        await out.delta({"role": "assistant", "content": ""})
+        if isinstance(reply, Text):
+            for piece in _pieces(reply.reasoning or "", reply.chunk_size):
+                await out.delta({"reasoning_content": piece}, reply.delay)
+            for piece in _pieces(reply.text, reply.chunk_size):
+                await out.delta({"content": piece}, reply.delay)
+            await out.finish("stop", reply.usage)
+        elif isinstance(reply, ToolCalls):
+            if reply.text:
+                await out.delta({"content": reply.text}, reply.delay)
+            for index, (call_id, name, args) in enumerate(self._calls(reply)):
+                head = {
+                    "index": index,
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": ""},
+                }
+                await out.delta({"tool_calls": [head]}, reply.delay)
+                for piece in _pieces(args, max(1, len(args) // 3 + 1)):
+                    await out.delta(
+                        {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, reply.delay
+                    )
+            await out.finish("tool_calls", reply.usage)
+        elif isinstance(reply, Hang):
+            if reply.first_text:
+                await out.delta({"content": reply.first_text})
+            await out.stall(reply.seconds)
+            await out.finish("stop", (10, 5))
+        elif isinstance(reply, Drop):
+            if reply.first_text:
+                await out.delta({"content": reply.first_text})
+            out.drop()
+
+
+class _ChunkWriter:
+    """Writes ``chat.completion.chunk`` SSE events for one streamed request."""
+
+    def __init__(self, request: web.Request, response: web.StreamResponse, body: dict[str, Any]) -> None:
+        self.request = request
+        self.response = response
+        self.model = body["model"]
+        self.include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        self.id = f"chatcmpl-fake{id(self):x}"
+        self.created = int(time.time())
+
+    def _chunk(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        chunk: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": None,
+            "choices": choices,
+        }
+        if self.include_usage:
+            chunk["usage"] = None
+        return chunk
+
+    async def _send(self, data: str) -> None:
+        if self._gone():
+            raise ConnectionResetError("client closed the stream")
+        await self.response.write(f"data: {data}\n\n".encode())
+
+    def _gone(self) -> bool:
+        transport = self.request.transport
+        return transport is None or transport.is_closing()
+
+    async def delta(self, delta: dict[str, Any], delay: float = 0.0) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
+        await self._send(json.dumps(self._chunk([choice])))
+
+    async def finish(self, reason: str, usage: tuple[int, int]) -> None:
+        choice = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": reason}
+        await self._send(json.dumps(self._chunk([choice])))
+        if self.include_usage:
+            final = self._chunk([])
+            final["usage"] = _usage(usage)
+            await self._send(json.dumps(final))
+        await self._send("[DONE]")
+
+    async def stall(self, seconds: float) -> None:
+        """Sleep, noticing promptly when the client closes the connection."""
+        deadline = asyncio.get_running_loop().time() + seconds
+        while asyncio.get_running_loop().time() < deadline:
+            if self._gone():
+                raise ConnectionResetError("client closed the stream")
+            await asyncio.sleep(0.01)
+
+    def drop(self) -> None:
+        if self.request.transport is not None:
+            self.request.transport.close()
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _usage(usage: tuple[int, int]) -> dict[str, int]:
+    prompt, completion = usage
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _error_response(reply: Error) -> web.Response:
+    headers = {}
+    if reply.retry_after is not None:
+        headers["retry-after-ms"] = str(int(reply.retry_after * 1000))
+        headers["retry-after"] = str(max(0, round(reply.retry_after)))
+    return web.json_response(error_body(reply.status, reply.message), status=reply.status, headers=headers)
