@@ -12,10 +12,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from runtime.approvals.manager import ApprovalManager, DecisionResult
+from runtime.approvals.rules import Rule
+from runtime.approvals.trust import proposed_rule
 from runtime.config import Settings
 from runtime.errors import MailboxFull
 from runtime.events import Address, EventBus, Notice
@@ -38,10 +39,17 @@ from runtime.sessions.hub import HubOptions, SessionHub
 from runtime.storage.db import Database
 from runtime.storage.history import HistoryStore
 from runtime.storage.migrations import migrate
-from runtime.storage.models import ChatSession, TurnStatus, utcnow
+from runtime.storage.models import (
+    ApprovalRequestRow,
+    ApprovalStatus,
+    ChatSession,
+    ToolCallRow,
+    TurnStatus,
+    utcnow,
+)
 from runtime.storage.sessions import SessionStore
-from runtime.tools.builtin import default_registry
 from runtime.tools.base import ToolRegistry
+from runtime.tools.builtin import default_registry
 from runtime.turn.context import ContextSettings
 from runtime.turn.loop import TurnServices
 
@@ -167,7 +175,9 @@ class Runtime:
     async def chat_session(self, chat_id: int, *, user_id: int | None, language: str | None) -> ChatSession:
         return await self.sessions.active_for_chat(chat_id, user_id=user_id, language=language)
 
-    async def new_session(self, chat_id: int, *, user_id: int | None, language: str | None, envelope_id: str) -> ChatSession:
+    async def new_session(
+        self, chat_id: int, *, user_id: int | None, language: str | None, envelope_id: str
+    ) -> ChatSession:
         """``/new``: stop whatever runs in the current session, then open a fresh one."""
         current = await self.chat_session(chat_id, user_id=user_id, language=language)
         await self.stop(current, envelope_id, quiet=True)
@@ -202,7 +212,11 @@ class Runtime:
         if busy:
             return PostResult.QUEUED
         latest = await self.sessions.latest_turn(session.id)
-        if latest is not None and latest.status == TurnStatus.PAUSED and not self.settings.mailbox.resume_on_message:
+        if (
+            latest is not None
+            and latest.status == TurnStatus.PAUSED
+            and not self.settings.mailbox.resume_on_message
+        ):
             return PostResult.PAUSED
         return PostResult.STARTED
 
@@ -262,9 +276,44 @@ class Runtime:
     async def _apply_decision(self, body: ApprovalDecisionBody) -> DecisionResult:
         return await self.approvals.decide(body.request_id, body.approved, body.reason)
 
-    @property
-    def home_dir(self) -> Path:
-        return self.workdir
+    # --- trust -----------------------------------------------------------------
+
+    async def _request_call(self, request_id: str) -> tuple[ApprovalRequestRow, ToolCallRow] | None:
+        request = await self.approvals.get(request_id)
+        if request is None:
+            return None
+        call = await self.history.call(request.tool_call_id)
+        return None if call is None else (request, call)
+
+    async def trust_for_a_while(self, request_id: str, *, envelope_id: str) -> tuple[DecisionResult, int]:
+        """ "⏱ 15 min": bypass this call's tool group for the session, and approve this call."""
+        found = await self._request_call(request_id)
+        minutes = int(self.settings.approval.bypass_duration // 60)
+        if found is None or found[0].status != ApprovalStatus.PENDING:
+            return await self.approvals.decide(request_id, True), minutes
+        request, call = found
+        tool = self.tools.get(call.name)
+        scope = f"@{tool.group.value}" if tool is not None else call.name
+        self.approvals.grant_bypass(request.session_id, scope)
+        return await self.decide(request_id, approved=True, reason=None, envelope_id=envelope_id), minutes
+
+    async def propose_always(self, request_id: str) -> Rule | None:
+        found = await self._request_call(request_id)
+        if found is None or found[0].status != ApprovalStatus.PENDING:
+            return None
+        return proposed_rule(found[1], self.tools.get(found[1].name), self.workdir)
+
+    async def trust_always(self, request_id: str, *, envelope_id: str) -> tuple[DecisionResult, Rule | None]:
+        """ "🔁 Always", confirmed: save the proposed allow rule, then approve this call."""
+        rule = await self.propose_always(request_id)
+        if rule is None:
+            return await self.approvals.decide(request_id, True), None
+        saved = await self.approvals.add_rule(rule)
+        return await self.decide(request_id, approved=True, reason=None, envelope_id=envelope_id), saved
+
+    async def call_for_request(self, request_id: str) -> ToolCallRow | None:
+        found = await self._request_call(request_id)
+        return None if found is None else found[1]
 
 
 __all__ = ["MailKind", "PostResult", "Runtime", "StopResult"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,6 +12,8 @@ import pytest
 
 from runtime.config import Settings, settings_from_mapping
 from tests.fakes.openai_server import FakeOpenAI
+
+os.environ.setdefault("PTB_TIMEDELTA", "1")  # PTB 22: retry_after as timedelta, no deprecation warning
 
 ALLOWED_USER = 1001
 STRANGER = 666
@@ -37,7 +40,9 @@ async def fake_llm() -> AsyncIterator[FakeOpenAI]:
         yield server
 
 
-def make_settings(tmp_path: Path, llm_url: str, tg_root: str = "http://127.0.0.1:9", **sections: Any) -> Settings:
+def make_settings(
+    tmp_path: Path, llm_url: str, tg_root: str = "http://127.0.0.1:9", **sections: Any
+) -> Settings:
     raw: dict[str, Any] = {
         "telegram": {
             "token": "123456:TEST-token",

@@ -81,17 +81,23 @@ class ApprovalManager:
 
     def check(self, session_id: int, facts: CallFacts, now: datetime | None = None) -> Action:
         action, _ = decide(self._rules, facts)
-        if action == Action.REQUIRE and self.bypasses.covers(session_id, facts.tool, facts.group, now or utcnow()):
+        if action == Action.REQUIRE and self.bypasses.covers(
+            session_id, facts.tool, facts.group, now or utcnow()
+        ):
             return Action.ALLOW
         return action
 
     def grant_bypass(self, session_id: int, scope: str, minutes: float | None = None) -> Bypass:
-        duration = timedelta(minutes=minutes) if minutes else timedelta(seconds=self._settings.bypass_duration)
+        duration = (
+            timedelta(minutes=minutes) if minutes else timedelta(seconds=self._settings.bypass_duration)
+        )
         return self.bypasses.grant(session_id, scope, utcnow(), duration)
 
     # --- requests ------------------------------------------------------------
 
-    async def request_for_call(self, session_id: int, tool_call_id: int, chat_id: int | None) -> tuple[ApprovalRequestRow, bool]:
+    async def request_for_call(
+        self, session_id: int, tool_call_id: int, chat_id: int | None
+    ) -> tuple[ApprovalRequestRow, bool]:
         """The call's request, opened if none exists; ``True`` when newly opened."""
         async with self._db.write() as tx:
             existing = (
@@ -101,7 +107,11 @@ class ApprovalManager:
                     .order_by(col(ApprovalRequestRow.created_at).desc())
                 )
             ).first()
-            if existing is not None and existing.status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED, ApprovalStatus.REJECTED):
+            if existing is not None and existing.status in (
+                ApprovalStatus.PENDING,
+                ApprovalStatus.APPROVED,
+                ApprovalStatus.REJECTED,
+            ):
                 return existing, False
             expires = utcnow() + timedelta(seconds=self._settings.timeout) if self._settings.timeout else None
             row = ApprovalRequestRow(
@@ -145,7 +155,9 @@ class ApprovalManager:
         status = ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED
         return await self._transition(request_id, status, reason)
 
-    async def _transition(self, request_id: str, status: ApprovalStatus, reason: str | None) -> DecisionResult:
+    async def _transition(
+        self, request_id: str, status: ApprovalStatus, reason: str | None
+    ) -> DecisionResult:
         async with self._db.write() as tx:
             row = await tx.get(ApprovalRequestRow, request_id)
             if row is None:

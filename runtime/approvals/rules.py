@@ -50,7 +50,14 @@ class CallFacts:
 
 
 SEEDED_RULES: tuple[Rule, ...] = (
-    Rule(tool="@fs_write", path="memory/**", action=Action.ALLOW, priority=10, note="agent memory", origin="seed"),
+    Rule(
+        tool="@fs_write",
+        path="memory/**",
+        action=Action.ALLOW,
+        priority=10,
+        note="agent memory",
+        origin="seed",
+    ),
     Rule(tool="execute_cmd", action=Action.REQUIRE, origin="seed"),
     Rule(tool="write_file", action=Action.REQUIRE, origin="seed"),
     Rule(tool="edit_file", action=Action.REQUIRE, origin="seed"),
@@ -80,7 +87,19 @@ def matches(rule: Rule, facts: CallFacts) -> bool:
         return True
     if facts.path is not None:
         return path_matches(rule.path, facts.path, facts.workdir)
-    return facts.command is not None and fnmatchcase(facts.command, rule.path)
+    if facts.command is None:
+        return False
+    return facts.command == rule.path or (
+        command_is_simple(facts.command) and fnmatchcase(facts.command, rule.path)
+    )
+
+
+_SHELL_CONTROL = set(";&|`$<>()\n\\")
+
+
+def command_is_simple(command: str) -> bool:
+    """No chaining, pipes, redirection or substitution: a prefix rule may cover it."""
+    return not any(ch in _SHELL_CONTROL for ch in command)
 
 
 def tool_matches(pattern: str, tool: str, group: ToolGroup) -> bool:

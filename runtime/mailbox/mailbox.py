@@ -68,9 +68,7 @@ class SqlMailbox(_Listeners):
 
     async def accept(self, envelope: Envelope) -> Receipt:
         async with self._db.write() as tx:
-            existing = (
-                await tx.exec(select(MailRow).where(MailRow.envelope_id == envelope.id))
-            ).first()
+            existing = (await tx.exec(select(MailRow).where(MailRow.envelope_id == envelope.id))).first()
             if existing is not None:
                 return Receipt(id=envelope.id, seq=existing.seq, duplicate=True)
             cursor = await self._cursor_in(tx, envelope.session_id)

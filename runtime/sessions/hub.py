@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from runtime.events import Address, Notice, OutcomeKind, TurnFinished, TurnStarted
 from runtime.log import get_logger
@@ -251,7 +252,7 @@ class SessionHub:
 
     async def shutdown(self) -> None:
         """Stop consumers without marking turns cancelled: a restart resumes them."""
-        tasks = []
+        tasks: list[asyncio.Task[Any]] = []
         for worker in self.workers.values():
             if worker.turn_task is not None and not worker.turn_task.done():
                 worker.turn_task.cancel()

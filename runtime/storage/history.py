@@ -121,7 +121,9 @@ class HistoryStore:
             tx.add(row)
             return row
 
-    async def set_call_status(self, call_row_id: int, status: ToolCallStatus, result: str | None = None) -> None:
+    async def set_call_status(
+        self, call_row_id: int, status: ToolCallStatus, result: str | None = None
+    ) -> None:
         async with self._db.write() as tx:
             call = await tx.get(ToolCallRow, call_row_id)
             if call is None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from sqlalchemy import Connection, inspect, text
 from sqlmodel import SQLModel
 
+import runtime.scheduler.models
 import runtime.storage.models  # noqa: F401  (registers the tables)
 from runtime.log import get_logger
 from runtime.storage.db import Database
@@ -55,9 +56,7 @@ def _migrate(conn: Connection) -> tuple[int | None, int]:
             _stamp(conn, SCHEMA_VERSION)
             return None, SCHEMA_VERSION
     if current > SCHEMA_VERSION:
-        raise RuntimeError(
-            f"database schema version {current} is newer than this release ({SCHEMA_VERSION})"
-        )
+        raise RuntimeError(f"database schema version {current} is newer than this release ({SCHEMA_VERSION})")
     for version in range(current + 1, SCHEMA_VERSION + 1):
         STEPS[version](conn)
         _stamp(conn, version)

@@ -46,7 +46,9 @@ class SessionStore:
             fresh = ChatSession(chat_id=chat_id, user_id=user_id, language_code=language)
             return await _create(tx, fresh)
 
-    async def create_headless(self, source: str, chat_id: int | None, *, auto_deny: bool = True) -> ChatSession:
+    async def create_headless(
+        self, source: str, chat_id: int | None, *, auto_deny: bool = True
+    ) -> ChatSession:
         async with self._db.write() as tx:
             session = ChatSession(
                 source=source,
@@ -140,7 +142,9 @@ class SessionStore:
 def _active_query(source: str, chat_id: int):  # type: ignore[no-untyped-def]
     return (
         select(ChatSession)
-        .where(ChatSession.source == source, ChatSession.chat_id == chat_id, col(ChatSession.active).is_(True))
+        .where(
+            ChatSession.source == source, ChatSession.chat_id == chat_id, col(ChatSession.active).is_(True)
+        )
         .order_by(col(ChatSession.id).desc())
     )
 

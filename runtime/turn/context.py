@@ -24,7 +24,14 @@ from functools import cache
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from runtime.llm.types import AssistantMessage, ChatMessage, SystemMessage, ToolCallRequest, ToolMessage, UserMessage
+from runtime.llm.types import (
+    AssistantMessage,
+    ChatMessage,
+    SystemMessage,
+    ToolCallRequest,
+    ToolMessage,
+    UserMessage,
+)
 from runtime.storage.history import HistoryEntry
 from runtime.storage.models import Role, RowStatus, ToolCallRow, ToolCallStatus
 from runtime.turn import texts
@@ -40,7 +47,9 @@ class ContextSettings:
     max_tool_result_chars: int | None = 4000
 
 
-def build_messages(entries: list[HistoryEntry], settings: ContextSettings, now: datetime) -> list[ChatMessage]:
+def build_messages(
+    entries: list[HistoryEntry], settings: ContextSettings, now: datetime
+) -> list[ChatMessage]:
     kept = truncate(entries, settings.max_history_messages)
     boundary = current_turn_start(kept)
     conversation: list[ChatMessage] = []

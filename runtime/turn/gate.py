@@ -51,7 +51,9 @@ async def run_approval_gate(
     request, fresh = await deps.approvals.request_for_call(session.id, call.id, address.chat_id)
     if request.status == ApprovalStatus.PENDING and (fresh or request.message_id is None):
         details = await approval_details(call, ctx)
-        deps.bus.emit(ApprovalRequested(to=address, request_id=request.id, tool_call_id=call.id, details=details))
+        deps.bus.emit(
+            ApprovalRequested(to=address, request_id=request.id, tool_call_id=call.id, details=details)
+        )
     decided = await deps.approvals.wait(request.id)
     deps.bus.emit(
         ApprovalResolved(

@@ -61,7 +61,11 @@ async def inject_mail(
 ) -> Injected:
     unread = await mailbox.unread(session_id)
     taken, control = take_until_control(unread)
-    pause = control is not None and isinstance(control.body, ControlBody) and control.body.action == ControlAction.PAUSE
+    pause = (
+        control is not None
+        and isinstance(control.body, ControlBody)
+        and control.body.action == ControlAction.PAUSE
+    )
     consumed = [*taken, control] if pause and control is not None else taken
     if not consumed:
         return Injected.NOTHING

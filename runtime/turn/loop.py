@@ -54,8 +54,8 @@ from runtime.turn.context import ContextSettings, build_messages
 from runtime.turn.gate import GateDeps, run_approval_gate
 from runtime.turn.inject import Injected, inject_mail
 from runtime.turn.outcome import (
-    CancelToken,
     Cancelled,
+    CancelToken,
     Exhausted,
     Failed,
     Final,
@@ -142,7 +142,9 @@ class TurnRunner:
         )
         self.partial_text = ""
         s.bus.emit(
-            RoundEnded(to=self.address, turn_id=self.turn_id, text=result.text, has_tool_calls=bool(entry.calls))
+            RoundEnded(
+                to=self.address, turn_id=self.turn_id, text=result.text, has_tool_calls=bool(entry.calls)
+            )
         )
         if not entry.calls:
             return Final(result.text)
@@ -161,7 +163,9 @@ class TurnRunner:
             elif isinstance(event, ModelFallback):
                 self.partial_text = ""
                 s.bus.emit(StreamReset(to=self.address, turn_id=self.turn_id))
-                s.notice(self.address, "model-fallback", {"failed": event.failed_model, "next": event.next_model})
+                s.notice(
+                    self.address, "model-fallback", {"failed": event.failed_model, "next": event.next_model}
+                )
 
         return await s.llm.stream_round(messages, s.tools.specs(), sink)
 
@@ -180,15 +184,24 @@ class TurnRunner:
         summary = call_summary(call)
         self._activity(call, summary, ToolPhase.STARTED)
         if tool is None:
-            return await self._finish(call, summary, ToolCallStatus.FAILED, texts.UNKNOWN_TOOL.format(
-                name=call.name, names=", ".join(s.tools.names())))
+            return await self._finish(
+                call,
+                summary,
+                ToolCallStatus.FAILED,
+                texts.UNKNOWN_TOOL.format(name=call.name, names=", ".join(s.tools.names())),
+            )
         try:
             args = tool.parse(call.arguments)
         except ToolError as exc:
             return await self._finish(call, summary, ToolCallStatus.FAILED, str(exc))
         gate = await run_approval_gate(
             GateDeps(s.approvals, s.history, s.bus),
-            session=self.session, address=self.address, call=call, tool=tool, args=args, ctx=ctx,
+            session=self.session,
+            address=self.address,
+            call=call,
+            tool=tool,
+            args=args,
+            ctx=ctx,
         )
         if isinstance(gate, Rejected):
             self._activity(call, summary, ToolPhase.REJECTED)
@@ -208,7 +221,9 @@ class TurnRunner:
             return await self._finish(call, summary, ToolCallStatus.FAILED, f"{type(exc).__name__}: {exc}")
         return await self._finish(call, summary, ToolCallStatus.DONE, result)
 
-    async def _finish(self, call: ToolCallRow, summary: str, status: ToolCallStatus, result: str) -> ToolCallStatus:
+    async def _finish(
+        self, call: ToolCallRow, summary: str, status: ToolCallStatus, result: str
+    ) -> ToolCallStatus:
         assert call.id is not None
         await durable(self.services.history.set_call_status(call.id, status, result))
         self._activity(call, summary, ToolPhase.DONE if status == ToolCallStatus.DONE else ToolPhase.FAILED)
@@ -218,8 +233,12 @@ class TurnRunner:
         assert call.id is not None
         self.services.bus.emit(
             ToolActivity(
-                to=self.address, turn_id=self.turn_id, tool_call_id=call.id, name=call.name,
-                summary=summary, phase=phase,
+                to=self.address,
+                turn_id=self.turn_id,
+                tool_call_id=call.id,
+                name=call.name,
+                summary=summary,
+                phase=phase,
             )
         )
 
@@ -241,14 +260,19 @@ class TurnRunner:
                 result=LLMRound(text=self.partial_text),
                 status=RowStatus.CANCELLED,
             )
-        for call in await s.history.close_open_calls(self.session_id, ToolCallStatus.CANCELLED, texts.CANCELLED_BY_USER):
+        for call in await s.history.close_open_calls(
+            self.session_id, ToolCallStatus.CANCELLED, texts.CANCELLED_BY_USER
+        ):
             assert call.id is not None
             self._activity(call, call_summary(call), ToolPhase.CANCELLED)
         for request in await s.approvals.cancel_session(self.session_id):
             s.bus.emit(
                 ApprovalResolved(
-                    to=self.address, request_id=request.id, status=request.status,
-                    reason=None, message_id=request.message_id,
+                    to=self.address,
+                    request_id=request.id,
+                    status=request.status,
+                    reason=None,
+                    message_id=request.message_id,
                 )
             )
         await s.sessions.finish_turn(self.turn_id, TurnStatus.CANCELLED)

@@ -297,10 +297,10 @@ class FakeOpenAI:
         assert not left, f"FakeOpenAI: {len(left)} scripted replies never requested: {left!r}"
 
     # ``timeout`` parameters are the fake's agreed test API, hence the ASYNC109 waivers.
-    async def wait_for_requests(self, n: int, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+    async def wait_for_requests(self, n: int, timeout: float = 5.0) -> None:
         await self._wait(lambda: len(self.requests) >= n, timeout, f"{n} requests")
 
-    async def wait_stream_closed(self, timeout: float = 5.0, count: int = 1) -> None:  # noqa: ASYNC109
+    async def wait_stream_closed(self, timeout: float = 5.0, count: int = 1) -> None:
         await self._wait(lambda: self.closed_streams >= count, timeout, f"{count} closed streams")
 
     async def _wait(self, predicate: Callable[[], bool], limit: float, what: str) -> None:

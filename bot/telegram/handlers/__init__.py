@@ -1,0 +1,17 @@
+"""Handler groups, joined in one place (aiogram's multi-file-bot layout).
+
+Group -1 is the access gate; group 0 holds the features. Within group 0 the
+order matters only in that the unknown-command fallback comes last.
+"""
+
+from __future__ import annotations
+
+from telegram.ext import Application
+
+from bot.telegram.handlers import access, approvals, commands, messages
+
+
+def register(application: Application) -> None:  # type: ignore[type-arg]
+    application.add_handler(access.handler(), group=-1)
+    for handler in [*commands.handlers(), *approvals.handlers(), *messages.handlers(), commands.fallback()]:
+        application.add_handler(handler)

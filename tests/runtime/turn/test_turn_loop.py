@@ -24,7 +24,10 @@ async def test_text_turn_streams_and_finishes(tmp_path: Path, fake_llm: FakeOpen
         request = fake_llm.requests[0]
         assert request["messages"][0]["role"] == "system"
         assert request["messages"][1] == {"role": "user", "content": "hi"}
-        assert request["messages"][-1]["role"] == "system" and "Europe/Berlin" in request["messages"][-1]["content"]
+        assert (
+            request["messages"][-1]["role"] == "system"
+            and "Europe/Berlin" in request["messages"][-1]["content"]
+        )
     finally:
         await runtime.close()
 

@@ -1,0 +1,90 @@
+"""``agentgram run`` and ``agentgram check-config``.
+
+Exit codes: 0 clean shutdown, 2 configuration problem (including a bot token
+Telegram rejects), 1 anything unexpected. Configuration errors are one line,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from telegram.error import InvalidToken
+
+from runtime.config import Settings, load_config, masked
+from runtime.errors import ConfigError
+from runtime.log import configure, get_logger
+
+log = get_logger("cli")
+EXIT_CONFIG = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentgram", description="A personal LLM agent in Telegram.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in (
+        ("run", "run the bot"),
+        ("check-config", "validate and print the effective config"),
+    ):
+        cmd = sub.add_parser(name, help=help_text)
+        cmd.add_argument("--config", "-c", type=Path, default=Path("config.yml"), help="YAML config file")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("PTB_TIMEDELTA", "1")  # PTB 22: retry_after as timedelta (no deprecation path)
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_config(args.config)
+    except ConfigError as error:
+        print(str(error), file=sys.stderr)
+        return EXIT_CONFIG
+    if args.command == "check-config":
+        print(json.dumps(masked(settings), indent=2, ensure_ascii=False))
+        return 0
+    configure(settings.logging.level, settings.logging.redact_payloads)
+    try:
+        return asyncio.run(_run(settings))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def _run(settings: Settings) -> int:
+    from bot.telegram.app import TelegramBot
+
+    bot = TelegramBot(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await bot.start()
+    except InvalidToken:
+        print(
+            "config error: telegram.token: Telegram rejected the bot token (401 Unauthorized)",
+            file=sys.stderr,
+        )
+        await bot.stop()
+        return EXIT_CONFIG
+    waiter = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait(
+        {waiter, asyncio.ensure_future(bot.wait())}, return_when=asyncio.FIRST_COMPLETED
+    )
+    log.info("shutting down")
+    await bot.stop()
+    waiter.cancel()
+    for task in done:
+        if task is not waiter and task.exception() is not None:
+            log.error("polling stopped: %s", task.exception())
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

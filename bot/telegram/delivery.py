@@ -1,0 +1,282 @@
+"""Runtime events → Telegram messages, one ordered outbox per chat.
+
+The runtime's event bus calls :meth:`Delivery.__call__` synchronously; the
+event is put on its chat's queue and a single task per chat turns events
+into sends and edits, so messages to one chat leave in order while chats do
+not wait for each other. Streamed text and the per-turn tool status line are
+edited in place no more often than ``telegram.stream_edit_interval``; a
+pending edit is always flushed before anything else is sent to that chat.
+A typing action is re-sent every 4 s while a turn works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import time
+from dataclasses import dataclass, field
+
+from telegram.constants import ChatAction
+from telegram.error import TelegramError
+
+from bot.telegram.prompts import approval_prompt, decision_line
+from bot.telegram.render import escape, markdown_to_html
+from bot.telegram.sender import MessageGroup, edit_html, send_html
+from runtime.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    Notice,
+    OutcomeKind,
+    Report,
+    RoundEnded,
+    RuntimeEvent,
+    StreamReset,
+    TextDelta,
+    ToolActivity,
+    ToolPhase,
+    TurnFinished,
+    TurnStarted,
+)
+from runtime.i18n import Translator
+from runtime.log import get_logger
+
+log = get_logger("telegram.delivery")
+
+TYPING_EVERY = 4.0
+_PHASE_MARK = {
+    ToolPhase.STARTED: "…",
+    ToolPhase.RUNNING: "…",
+    ToolPhase.DONE: "✓",
+    ToolPhase.FAILED: "✗",
+    ToolPhase.REJECTED: "🚫",
+    ToolPhase.CANCELLED: "⏹",
+}
+
+
+@dataclass(slots=True)
+class ToolLine:
+    name: str
+    summary: str
+    phase: ToolPhase
+
+    def html(self) -> str:
+        icon = "⚙️" if self.name == "execute_cmd" else "🔧"
+        summary = f" · <code>{escape(self.summary)}</code>" if self.summary else ""
+        return f"{icon} {escape(self.name)}{summary} {_PHASE_MARK[self.phase]}"
+
+
+@dataclass(slots=True)
+class ChatOutbox:
+    chat_id: int
+    queue: asyncio.Queue[RuntimeEvent] = field(default_factory=asyncio.Queue)
+    language: str | None = None
+    stream: MessageGroup | None = None
+    stream_text: str = ""
+    stream_dirty: bool = False
+    tools: dict[int, ToolLine] = field(default_factory=dict)
+    tools_group: MessageGroup | None = None
+    tools_dirty: bool = False
+    last_edit: float = 0.0
+    typing: asyncio.Task[None] | None = None
+    task: asyncio.Task[None] | None = None
+
+
+class Delivery:
+    def __init__(self, bot, runtime, translator: Translator, edit_interval: float) -> None:  # type: ignore[no-untyped-def]
+        self.bot = bot
+        self.runtime = runtime
+        self.t = translator
+        self.edit_interval = edit_interval
+        self.outboxes: dict[int, ChatOutbox] = {}
+        self.prompts: dict[str, str] = {}
+        self._closing = False
+
+    # --- intake (synchronous, never blocks the runtime) -------------------------
+
+    def __call__(self, event: RuntimeEvent) -> None:
+        chat_id = event.to.chat_id
+        if chat_id is None or self._closing:
+            return
+        box = self.outboxes.get(chat_id)
+        if box is None:
+            box = ChatOutbox(chat_id)
+            self.outboxes[chat_id] = box
+            box.task = asyncio.get_running_loop().create_task(self._run(box), name=f"outbox-{chat_id}")
+        if event.to.language:
+            box.language = event.to.language
+        box.queue.put_nowait(event)
+
+    async def close(self) -> None:
+        """Deliver what is queued (briefly), then stop every chat task."""
+        self._closing = True
+        for box in self.outboxes.values():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(box.queue.join(), 2.0)
+            for task in (box.typing, box.task):
+                if task is not None:
+                    task.cancel()
+        tasks = [t for b in self.outboxes.values() for t in (b.typing, b.task) if t is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def idle(self) -> None:
+        for box in list(self.outboxes.values()):
+            await box.queue.join()
+
+    # --- the per-chat worker ---------------------------------------------------
+
+    async def _run(self, box: ChatOutbox) -> None:
+        while True:
+            timeout = self._flush_delay(box)
+            try:
+                event = await asyncio.wait_for(box.queue.get(), timeout)
+            except TimeoutError:
+                await self._flush(box, force=False)
+                continue
+            try:
+                await self._handle(box, event)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a delivery failure never stops the chat's outbox
+                log.exception("delivering %s to chat %s failed", event.kind, box.chat_id)
+            finally:
+                box.queue.task_done()
+
+    def _flush_delay(self, box: ChatOutbox) -> float | None:
+        if not (box.stream_dirty or box.tools_dirty):
+            return None
+        return max(0.0, box.last_edit + self.edit_interval - time.monotonic())
+
+    async def _flush(self, box: ChatOutbox, *, force: bool) -> None:
+        if not force and time.monotonic() - box.last_edit < self.edit_interval:
+            return
+        if box.tools_dirty and box.tools_group is not None:
+            box.tools_dirty = False
+            await box.tools_group.show(self.bot, "\n".join(line.html() for line in box.tools.values()))
+            box.last_edit = time.monotonic()
+        if box.stream_dirty and box.stream is not None:
+            box.stream_dirty = False
+            await box.stream.show(self.bot, markdown_to_html(box.stream_text))
+            box.last_edit = time.monotonic()
+
+    async def _handle(self, box: ChatOutbox, event: RuntimeEvent) -> None:
+        match event:
+            case TextDelta():
+                await self._on_delta(box, event.text)
+            case StreamReset():
+                box.stream_text = ""
+            case RoundEnded():
+                await self._on_round_end(box, event.text)
+            case ToolActivity():
+                await self._on_tool(box, event)
+            case TurnStarted():
+                self._start_typing(box)
+            case TurnFinished():
+                await self._on_turn_finished(box, event)
+            case ApprovalRequested():
+                await self._flush(box, force=True)
+                await self._on_approval(box, event)
+            case ApprovalResolved():
+                await self._on_resolved(box, event)
+            case Notice():
+                await self._flush(box, force=True)
+                params = {k: escape(str(v)) if isinstance(v, str) else v for k, v in event.params.items()}
+                await send_html(
+                    self.bot, box.chat_id, self.t.t(box.language, event.key, **params), silent=event.silent
+                )
+            case Report():
+                await self._flush(box, force=True)
+                title = f"<b>{escape(event.title)}</b>\n\n" if event.title else ""
+                await send_html(
+                    self.bot, box.chat_id, title + markdown_to_html(event.text), silent=event.silent
+                )
+
+    async def _on_delta(self, box: ChatOutbox, text: str) -> None:
+        box.stream_text += text
+        box.stream_dirty = True
+        if box.stream is None and box.stream_text.strip():
+            await self._flush(box, force=True)  # the first text shows at once (after pending tool lines)
+            box.stream = MessageGroup(box.chat_id)
+            box.stream_dirty = True
+            await self._flush(box, force=True)
+
+    async def _on_round_end(self, box: ChatOutbox, text: str) -> None:
+        await self._flush(box, force=True)
+        if text.strip():
+            group = box.stream or MessageGroup(box.chat_id)
+            await group.show(self.bot, markdown_to_html(text))
+        box.stream, box.stream_text, box.stream_dirty = None, "", False
+
+    async def _on_tool(self, box: ChatOutbox, event: ToolActivity) -> None:
+        line = box.tools.get(event.tool_call_id)
+        if line is None:
+            box.tools[event.tool_call_id] = ToolLine(event.name, event.summary, event.phase)
+        else:
+            line.phase = event.phase
+        box.tools_dirty = True
+        if box.tools_group is None:
+            box.tools_group = MessageGroup(box.chat_id, silent=True)
+            await self._flush(box, force=True)
+
+    async def _on_turn_finished(self, box: ChatOutbox, event: TurnFinished) -> None:
+        await self._flush(box, force=True)
+        self._stop_typing(box)
+        box.tools, box.tools_group, box.tools_dirty = {}, None, False
+        box.stream, box.stream_text, box.stream_dirty = None, "", False
+        if event.outcome == OutcomeKind.FAILED:
+            await send_html(
+                self.bot, box.chat_id, self.t.t(box.language, "turn-failed", error=escape(event.error or ""))
+            )
+        elif event.outcome == OutcomeKind.EXHAUSTED:
+            rounds = self.runtime.settings.llm.max_tool_rounds
+            await send_html(self.bot, box.chat_id, self.t.t(box.language, "turn-exhausted", rounds=rounds))
+
+    async def _on_approval(self, box: ChatOutbox, event: ApprovalRequested) -> None:
+        prompt = approval_prompt(self.t, box.language, event.request_id, event.details)
+        sent = await send_html(self.bot, box.chat_id, prompt.html, reply_markup=prompt.keyboard)
+        if sent is None:
+            return
+        self.prompts[event.request_id] = prompt.html
+        await self.runtime.approvals.attach_message(event.request_id, box.chat_id, sent.message_id)
+        if prompt.full_diff is not None:
+            try:
+                await self.bot.send_document(
+                    box.chat_id,
+                    io.BytesIO(prompt.full_diff.encode()),
+                    filename="change.diff",
+                    reply_to_message_id=sent.message_id,
+                    disable_notification=True,
+                )
+            except TelegramError as error:
+                log.warning("could not attach the full diff: %s", error)
+
+    async def _on_resolved(self, box: ChatOutbox, event: ApprovalResolved) -> None:
+        if event.message_id is None:
+            return
+        line = decision_line(self.t, box.language, event.status, event.reason)
+        original = self.prompts.pop(event.request_id, None)
+        if original is not None:
+            await edit_html(self.bot, box.chat_id, event.message_id, f"{original}\n\n<b>{line}</b>")
+            return
+        with contextlib.suppress(TelegramError):  # prompt text unknown (sent before a restart)
+            await self.bot.edit_message_reply_markup(box.chat_id, event.message_id, reply_markup=None)
+        await send_html(self.bot, box.chat_id, line, reply_to=event.message_id, silent=True)
+
+    # --- typing ----------------------------------------------------------------
+
+    def _start_typing(self, box: ChatOutbox) -> None:
+        if box.typing is None or box.typing.done():
+            box.typing = asyncio.get_running_loop().create_task(self._typing(box.chat_id))
+
+    def _stop_typing(self, box: ChatOutbox) -> None:
+        if box.typing is not None:
+            box.typing.cancel()
+            box.typing = None
+
+    async def _typing(self, chat_id: int) -> None:
+        while True:
+            try:
+                await self.bot.send_chat_action(chat_id, ChatAction.TYPING)
+            except TelegramError as error:
+                log.debug("typing action failed: %s", error)
+            await asyncio.sleep(TYPING_EVERY)

@@ -1,0 +1,64 @@
+"""End-to-end harness: the real bot (python-telegram-bot + openai SDK) between two fakes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.telegram.app import TelegramBot
+from tests.conftest import ALLOWED_USER, make_settings
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.telegram_server import FakeTelegram, SentMessage
+
+
+@dataclass
+class Rig:
+    tg: FakeTelegram
+    llm: FakeOpenAI
+    bot: TelegramBot
+    workdir: Path
+
+    def say(self, text: str, **kwargs: Any) -> int:
+        return self.tg.send_text(ALLOWED_USER, text, **kwargs)
+
+    def chat(self) -> list[SentMessage]:
+        return [m for m in self.tg.messages(ALLOWED_USER) if not m.deleted]
+
+    def texts(self) -> list[str]:
+        return [m.visible_text for m in self.chat()]
+
+    async def wait_text(self, needle: str, timeout: float = 5.0) -> SentMessage:
+        await self.tg.wait_for(lambda: any(needle in m.visible_text for m in self.chat()), timeout)
+        return next(m for m in self.chat() if needle in m.visible_text)
+
+    async def wait_turns(self, count: int = 1, timeout: float = 5.0) -> None:
+        """Wait until ``count`` turns finished and their output was delivered."""
+        from tests.runtime.turn.harness import Recorder
+
+        recorder = self._recorder
+        assert isinstance(recorder, Recorder)
+        await recorder.wait_kind("turn_finished", count, timeout)
+        await self.bot.delivery.idle()
+
+    _recorder: object = None
+
+
+@asynccontextmanager
+async def running_bot(tmp_path: Path, **sections: Any) -> AsyncIterator[Rig]:
+    from tests.runtime.turn.harness import Recorder
+
+    async with FakeTelegram() as tg, FakeOpenAI(models=("main-model", "backup-model")) as llm:
+        settings = make_settings(tmp_path, llm.base_url, tg.root, **sections)
+        bot = TelegramBot(settings)
+        recorder = Recorder()
+        bot.runtime.bus.subscribe(recorder)
+        await bot.start()
+        rig = Rig(tg, llm, bot, settings.agent.workdir.resolve())
+        rig._recorder = recorder
+        try:
+            yield rig
+        finally:
+            await bot.stop()

@@ -1,0 +1,100 @@
+"""A conversation through the real python-telegram-bot and openai SDK, over HTTP fakes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import ALLOWED_USER, STRANGER
+from tests.e2e.harness import running_bot
+from tests.fakes.openai_server import Text, ToolCalls
+from tests.fakes.telegram_html import parse_html
+
+
+async def test_streamed_reply_is_edited_into_place(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        rig.llm.script(Text("Hello! " * 30, chunk_size=10, delay=0.05))
+        rig.say("hi")
+        await rig.wait_turns()
+        replies = [m for m in rig.chat() if "Hello!" in m.visible_text]
+        assert len(replies) == 1
+        assert replies[0].visible_text.strip() == ("Hello! " * 30).strip()
+        assert replies[0].edits, "the reply should have been streamed by edits"
+        assert rig.tg.chat_actions, "a typing action should be shown while working"
+
+
+async def test_tool_round_trip_shows_one_status_line(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        rig.workdir.mkdir(parents=True, exist_ok=True)
+        (rig.workdir / "notes.md").write_text("buy milk")
+        rig.llm.script(ToolCalls([("read_file", {"path": "notes.md"}), ("list_dir", {})]), Text("Milk."))
+        rig.say("read my notes")
+        await rig.wait_turns()
+        status = [m for m in rig.chat() if "read_file" in m.visible_text]
+        assert len(status) == 1
+        assert "notes.md" in status[0].visible_text and "✓" in status[0].visible_text
+        assert "list_dir" in status[0].visible_text
+        assert rig.texts()[-1] == "Milk."
+
+
+async def test_stranger_is_refused_once_and_never_reaches_the_model(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        rig.tg.send_text(STRANGER, "hello")
+        rig.tg.send_text(STRANGER, "hello again")
+        rig.say("/help")
+        await rig.wait_text("/stop")
+        await rig.tg.wait_for(lambda: len(rig.tg.messages(STRANGER)) >= 1)
+        assert len(rig.tg.messages(STRANGER)) == 1
+        assert rig.llm.calls == 0
+
+
+async def test_long_reply_is_split_with_nothing_lost(tmp_path: Path) -> None:
+    paragraphs = [f"Paragraph {i}: " + ("lorem ipsum " * 40).strip() for i in range(22)]
+    reply = "\n\n".join(paragraphs)
+    assert len(reply) > 10_000
+    async with running_bot(tmp_path) as rig:
+        rig.llm.script(Text(reply, chunk_size=500))
+        rig.say("write a lot")
+        await rig.wait_turns()
+        pieces = [m for m in rig.chat() if "Paragraph" in m.visible_text]
+        assert len(pieces) >= 3
+        assert all(len(m.visible_text) <= 4096 for m in pieces)
+        joined = "".join(m.visible_text for m in pieces)
+        assert "".join(joined.split()) == "".join(reply.split())
+
+
+async def test_markdown_with_specials_renders_valid_html(tmp_path: Path) -> None:
+    reply = "Use `a < b && c > d` here:\n\n```python\nif x < 3 and y & 1:\n    print('<ok>')\n```\n\n**Done** & dusted"
+    async with running_bot(tmp_path) as rig:
+        rig.llm.script(Text(reply))
+        rig.say("show code")
+        await rig.wait_turns()
+        message = rig.chat()[-1]
+        assert message.parse_mode == "HTML"
+        parse_html(message.text or "")
+        assert '<pre><code class="language-python">' in (message.text or "")
+        assert "a < b && c > d" in message.visible_text and "<ok>" in message.visible_text
+
+
+async def test_429_is_honoured_and_nothing_is_lost(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        rig.tg.fail_next("sendMessage", status=429, retry_after=1)
+        rig.llm.script(Text("after the flood"))
+        rig.say("hi")
+        await rig.wait_turns(timeout=10)
+        await rig.wait_text("after the flood", timeout=10)
+        attempts = rig.tg.calls("sendMessage")
+        assert len(attempts) >= 2
+
+
+async def test_unknown_command_gets_help_and_no_model_call(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        rig.say("/frobnicate")
+        await rig.wait_text("/new")
+        assert rig.llm.calls == 0
+
+
+async def test_sticker_gets_not_supported(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        rig.tg.send_sticker(ALLOWED_USER)
+        await rig.wait_text("stickers")
+        assert rig.llm.calls == 0

@@ -1,0 +1,1279 @@
+"""A strict fake Telegram Bot API server, spoken to over real HTTP on 127.0.0.1.
+
+Owns "what would Telegram answer?" for tests: the real python-telegram-bot (or any client) points
+its base URL at ``f"{tg.root}/bot"`` and gets Telegram's responses, errors included, byte for byte
+where we know them. Tests inject user activity (``send_text``, ``press_button`` …) as updates
+queued for ``getUpdates`` and observe what the bot did (``messages``, ``callback_answers`` …).
+
+Strictness is the point: every check here is one that real Telegram makes (HTML validity, 4096
+UTF-16 units after entity parsing, 64-byte callback data, "message is not modified", unanswered
+or reused callback queries, unknown chats, getUpdates offsets and the one-poller rule), so a bug
+that would break in production breaks the test first. Where the real server is lenient but the
+documentation says "must" (a bare ``&`` in HTML), we follow the documentation; see
+``telegram_html``.
+
+Usage::
+
+    async with FakeTelegram() as tg:
+        bot = telegram.Bot(tg.token, base_url=f"{tg.root}/bot")
+        tg.send_text(42, "/start")
+        ...
+        await tg.wait_for(lambda: tg.last_message(42) is not None)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import re
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import BodyPartReader, web
+from aiohttp.web_request import FileField
+
+from tests.fakes.telegram_html import HTMLEntity, TelegramHTMLError, parse_html_entities
+
+__all__ = [
+    "CallbackAnswer",
+    "ChatActionCall",
+    "CommandsCall",
+    "DraftCall",
+    "FakeTelegram",
+    "RecordedRequest",
+    "SentMessage",
+    "UploadedFile",
+]
+
+MAX_TEXT = 4096
+MAX_CAPTION = 1024
+MAX_CALLBACK_ANSWER = 200
+NOT_MODIFIED = (
+    "Bad Request: message is not modified: specified new message content and reply markup are exactly "
+    "the same as a current content and reply markup of the message"
+)
+CHAT_ACTIONS = frozenset(
+    {
+        "typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice",
+        "upload_document", "choose_sticker", "find_location", "record_video_note", "upload_video_note",
+    }
+)  # fmt: skip
+DEFAULT_ALLOWED_UPDATES = frozenset(
+    {
+        "message", "edited_message", "channel_post", "edited_channel_post", "business_connection",
+        "business_message", "edited_business_message", "deleted_business_messages", "inline_query",
+        "chosen_inline_result", "callback_query", "shipping_query", "pre_checkout_query",
+        "purchased_paid_media", "poll", "poll_answer", "my_chat_member", "chat_join_request",
+        "chat_boost", "removed_chat_boost",
+    }
+)  # fmt: skip
+_TOKEN_SHAPE = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
+_COMMAND_NAME = re.compile(r"^[a-z0-9_]{1,32}$")
+_BOT_COMMAND = re.compile(r"^/[A-Za-z0-9_]{1,32}(@[A-Za-z0-9_]+)?")
+_FLOOD_METHODS = frozenset(
+    {
+        "sendmessage",
+        "editmessagetext",
+        "editmessagereplymarkup",
+        "senddocument",
+        "sendphoto",
+        "editmessagecaption",
+    }
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# Observable records
+# --------------------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class UploadedFile:
+    """A file part of a multipart request."""
+
+    filename: str
+    content_type: str
+    content: bytes
+
+
+@dataclass(slots=True)
+class SentMessage:
+    """A message the bot sent, in its current state. ``text`` is the raw text (or caption) as sent,
+    markup included; ``visible_text`` is what the user sees."""
+
+    message_id: int
+    chat_id: int
+    text: str | None
+    parse_mode: str | None
+    reply_markup: dict[str, Any] | None
+    date: int
+    kind: str = "text"  # "text" | "document" | "photo"
+    visible_text: str = ""
+    entities: list[dict[str, Any]] = field(default_factory=list)
+    edits: list[str | None] = field(default_factory=list)  # previous raw texts, oldest first
+    markup_edits: list[dict[str, Any] | None] = field(default_factory=list)  # previous markups
+    edit_date: int | None = None
+    deleted: bool = False
+    disable_notification: bool = False
+    reply_to_message_id: int | None = None
+    document_filename: str | None = None
+    document_content: bytes | None = None
+    document_mime_type: str | None = None
+    file_id: str | None = None
+
+    @property
+    def caption(self) -> str | None:
+        return self.text if self.kind != "text" else None
+
+    @property
+    def buttons(self) -> list[list[tuple[str, str | None]]]:
+        """Inline keyboard as rows of (label, callback_data); url buttons have data None."""
+        rows = (self.reply_markup or {}).get("inline_keyboard") or []
+        return [[(b.get("text", ""), b.get("callback_data")) for b in row] for row in rows]
+
+    def button_data(self, label: str) -> str:
+        """callback_data of the button labelled ``label`` (exact match, then substring)."""
+        flat = [b for row in self.buttons for b in row]
+        for text, data in flat:
+            if text == label and data is not None:
+                return data
+        for text, data in flat:
+            if label in text and data is not None:
+                return data
+        raise AssertionError(f"no button {label!r} on message {self.message_id}: {flat}")
+
+
+@dataclass(slots=True)
+class CallbackAnswer:
+    callback_query_id: str
+    text: str | None
+    show_alert: bool
+    url: str | None = None
+    time: float = 0.0
+
+
+@dataclass(slots=True)
+class RecordedRequest:
+    method: str  # as the client spelled it
+    params: dict[str, Any]
+    time: float
+    status: int = 0  # HTTP status answered (0 while in flight)
+    description: str | None = None  # error description when not ok
+
+
+@dataclass(slots=True)
+class ChatActionCall:
+    chat_id: int
+    action: str
+    time: float
+
+    def __iter__(self):  # allows `chat_id, action, t = call`
+        return iter((self.chat_id, self.action, self.time))
+
+
+@dataclass(slots=True)
+class DraftCall:
+    chat_id: int
+    draft_id: int
+    text: str
+    parse_mode: str | None
+    time: float
+
+
+@dataclass(slots=True)
+class CommandsCall:
+    commands: list[tuple[str, str]]  # (command, description)
+    scope: dict[str, Any]
+    language_code: str
+
+
+@dataclass(slots=True)
+class _Failure:
+    status: int
+    description: str
+    retry_after: int | None
+    times: int
+
+
+@dataclass(slots=True)
+class _StoredFile:
+    file_id: str
+    file_unique_id: str
+    path: str
+    content: bytes
+    name: str | None
+    mime_type: str | None
+
+
+@dataclass(slots=True)
+class _PendingCallback:
+    user_id: int
+    chat_id: int
+    message_id: int
+    data: str
+    created: float
+
+
+class ApiError(Exception):
+    """An error answer; raised inside method handlers and turned into Telegram's JSON."""
+
+    def __init__(self, status: int, description: str, retry_after: int | None = None) -> None:
+        super().__init__(description)
+        self.status = status
+        self.description = description
+        self.retry_after = retry_after
+
+    def payload(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"ok": False, "error_code": self.status, "description": self.description}
+        if self.retry_after is not None:
+            body["parameters"] = {"retry_after": self.retry_after}
+        return body
+
+
+def _bad(description: str) -> ApiError:
+    return ApiError(400, f"Bad Request: {description}")
+
+
+def _utf16_len(s: str) -> int:
+    return len(s.encode("utf-16-le")) // 2
+
+
+# --------------------------------------------------------------------------------------------------
+# Parameter parsing: Telegram accepts query strings, urlencoded and multipart forms and JSON bodies.
+# Form values arrive as strings (python-telegram-bot JSON-encodes non-string values).
+# --------------------------------------------------------------------------------------------------
+async def _read_params(request: web.Request) -> dict[str, Any]:
+    params: dict[str, Any] = dict(request.query)
+    if not request.body_exists:
+        return params
+    ctype = request.content_type
+    if ctype == "application/json":
+        body = await request.json()
+        if not isinstance(body, dict):
+            raise _bad("parameters must be a JSON object")
+        params.update(body)
+    elif ctype.startswith("multipart/"):
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, BodyPartReader) or part.name is None:
+                continue
+            if part.filename is not None:
+                content = bytes(await part.read())
+                mime = part.headers.get("Content-Type", "application/octet-stream")
+                params[part.name] = UploadedFile(part.filename, mime, content)
+            else:
+                params[part.name] = await part.text()
+    else:
+        form = await request.post()
+        for key, value in form.items():
+            if isinstance(value, FileField):
+                params[key] = UploadedFile(value.filename, value.content_type, value.file.read())
+            else:
+                params[key] = value if isinstance(value, str) else bytes(value).decode()
+    return params
+
+
+def _int(params: dict[str, Any], name: str, *, required: bool = True, empty: str | None = None) -> int | None:
+    value = params.get(name)
+    if value is None or value == "":
+        if required:
+            raise _bad(empty or f"{name} is empty")
+        return None
+    if isinstance(value, bool):
+        raise _bad(f"invalid {name} specified")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise _bad(f"invalid {name} specified") from None
+
+
+def _str(params: dict[str, Any], name: str) -> str | None:
+    value = params.get(name)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, UploadedFile):
+        return value.content.decode()
+    return str(value)
+
+
+def _bool(params: dict[str, Any], name: str) -> bool:
+    value = params.get(name)
+    return value is True or (isinstance(value, str) and value.lower() in ("true", "1")) or value == 1
+
+
+def _json(params: dict[str, Any], name: str, error: str) -> Any:
+    value = params.get(name)
+    if isinstance(value, str):
+        if value == "":
+            return None
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise _bad(error) from None
+    return value
+
+
+# --------------------------------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------------------------------
+class FakeTelegram:
+    """Fake Bot API server; see the module docstring. All state is plain attributes for assertions."""
+
+    def __init__(
+        self,
+        token: str = "123456:TEST-token",
+        bot_id: int = 123456,
+        username: str = "agentgram_test_bot",
+        *,
+        first_name: str = "Agentgram Test",
+        first_update_id: int = 700_000_001,
+        max_long_poll: float = 50.0,
+        strict_html: bool = True,
+    ) -> None:
+        self.token = token
+        self.bot_id = bot_id
+        self.username = username
+        self.first_name = first_name
+        self.max_long_poll = max_long_poll
+        self.strict_html = strict_html
+        self.root = ""
+        # observable state
+        self.requests: list[RecordedRequest] = []
+        self.callback_answers: list[CallbackAnswer] = []
+        self.chat_actions: list[ChatActionCall] = []
+        self.reactions: dict[tuple[int, int], list[dict[str, Any]]] = {}
+        self.commands: list[CommandsCall] = []
+        self.drafts: list[DraftCall] = []
+        self.confirmed_offset = 0
+        self.webhook_url = ""
+        self.closed = False
+        self.logged_out = False
+        self.callback_query_ttl: float | None = None  # seconds; None = queries never expire
+        # internal state
+        self._next_update_id = first_update_id
+        self._updates: list[dict[str, Any]] = []
+        self._allowed_updates: frozenset[str] = DEFAULT_ALLOWED_UPDATES
+        self._poll_generation = 0
+        self._chats: dict[int, dict[str, Any]] = {}
+        self._users: dict[int, dict[str, Any]] = {}
+        self._blocked: set[int] = set()
+        self._next_message_id: dict[int, int] = {}
+        self._sent: dict[int, list[SentMessage]] = {}
+        self._by_id: dict[tuple[int, int], SentMessage] = {}
+        self._user_messages: dict[tuple[int, int], dict[str, Any]] = {}
+        self._callbacks: dict[str, _PendingCallback] = {}
+        self._next_callback = 1
+        self._failures: dict[str, deque[_Failure]] = {}
+        self._flood_per_chat: float | None = None
+        self._flood_hits: dict[int, deque[float]] = {}
+        self._files: dict[str, _StoredFile] = {}
+        self._changed_event = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._stopping = False
+        self._methods: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
+            name[len("_m_") :].lower(): getattr(self, name) for name in dir(self) if name.startswith("_m_")
+        }
+
+    # ---------------------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        app = web.Application(client_max_size=60 * 1024 * 1024)
+        app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.root = f"http://{host}:{port}"
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._changed()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeTelegram:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """What to give PTB's ``base_url`` (it appends the token)."""
+        return f"{self.root}/bot"
+
+    @property
+    def base_file_url(self) -> str:
+        return f"{self.root}/file/bot"
+
+    @property
+    def bot_user(self) -> dict[str, Any]:
+        return {"id": self.bot_id, "is_bot": True, "first_name": self.first_name, "username": self.username}
+
+    # ---------------------------------------------------------------------------- test controls
+    def add_chat(
+        self,
+        chat_id: int,
+        *,
+        chat_type: str = "private",
+        title: str | None = None,
+        first_name: str = "Ann",
+        language_code: str = "en",
+    ) -> None:
+        """Make a chat known (as if it had written to the bot)."""
+        if chat_type == "private":
+            self._chats.setdefault(chat_id, {"id": chat_id, "type": "private", "first_name": first_name})
+            self._users.setdefault(
+                chat_id,
+                {"id": chat_id, "is_bot": False, "first_name": first_name, "language_code": language_code},
+            )
+        else:
+            self._chats.setdefault(
+                chat_id, {"id": chat_id, "type": chat_type, "title": title or f"Group {chat_id}"}
+            )
+        self._next_message_id.setdefault(chat_id, 1)
+
+    def block(self, user_id: int) -> None:
+        """The user blocks the bot: sends to their private chat answer 403."""
+        self._blocked.add(user_id)
+
+    def unblock(self, user_id: int) -> None:
+        self._blocked.discard(user_id)
+
+    def fail_next(
+        self,
+        method: str,
+        *,
+        status: int = 429,
+        retry_after: int | None = 1,
+        description: str | None = None,
+        times: int = 1,
+    ) -> None:
+        """The next ``times`` calls of ``method`` fail (before any effect) with this error."""
+        if description is None:
+            description = {
+                429: f"Too Many Requests: retry after {retry_after}",
+                400: "Bad Request: injected failure",
+                403: "Forbidden: bot was blocked by the user",
+                409: "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+                500: "Internal Server Error",
+                502: "Bad Gateway",
+            }.get(status, "Injected failure")
+        ra = retry_after if status == 429 else None
+        self._failures.setdefault(method.lower(), deque()).append(_Failure(status, description, ra, times))
+
+    def flood_limit(self, per_chat_per_second: float | None) -> None:
+        """Answer 429 when one chat gets more than N sends/edits within one second (None = off)."""
+        self._flood_per_chat = per_chat_per_second
+        self._flood_hits.clear()
+
+    # ---------------------------------------------------------------------------- inject updates
+    def send_update(self, update: dict[str, Any]) -> int:
+        """Queue a raw update payload (without update_id); returns the assigned update_id."""
+        update_id = self._next_update_id
+        self._next_update_id += 1
+        self._updates.append({"update_id": update_id, **update})
+        self._changed()
+        return update_id
+
+    def send_text(
+        self,
+        user_id: int,
+        text: str,
+        *,
+        chat_id: int | None = None,
+        chat_type: str = "private",
+        language_code: str = "en",
+        reply_to_message_id: int | None = None,
+        first_name: str = "Ann",
+    ) -> int:
+        """The user writes ``text``; a leading ``/command`` gets a bot_command entity."""
+        message = self._user_message(
+            user_id, chat_id, chat_type, first_name, language_code, reply_to_message_id
+        )
+        message["text"] = text
+        command = _BOT_COMMAND.match(text)
+        if command:
+            message["entities"] = [
+                {"type": "bot_command", "offset": 0, "length": _utf16_len(command.group())}
+            ]
+        return self.send_update({"message": message})
+
+    def send_sticker(
+        self, user_id: int, emoji: str = "👍", *, chat_id: int | None = None, chat_type: str = "private"
+    ) -> int:
+        message = self._user_message(user_id, chat_id, chat_type, "Ann", "en", None)
+        stored = self._store_file(b"RIFF-fake-webp", "stickers", "sticker.webp", "image/webp")
+        message["sticker"] = {
+            "file_id": stored.file_id, "file_unique_id": stored.file_unique_id, "type": "regular",
+            "width": 512, "height": 512, "is_animated": False, "is_video": False, "emoji": emoji,
+            "file_size": len(stored.content),
+        }  # fmt: skip
+        return self.send_update({"message": message})
+
+    def send_photo(
+        self,
+        user_id: int,
+        content: bytes = b"\x89PNG fake",
+        *,
+        caption: str | None = None,
+        chat_id: int | None = None,
+        chat_type: str = "private",
+    ) -> int:
+        message = self._user_message(user_id, chat_id, chat_type, "Ann", "en", None)
+        stored = self._store_file(content, "photos", "photo.jpg", "image/jpeg")
+        size = {"file_id": stored.file_id, "file_unique_id": stored.file_unique_id, "file_size": len(content)}
+        message["photo"] = [{**size, "width": 90, "height": 90}, {**size, "width": 1280, "height": 1280}]
+        if caption is not None:
+            message["caption"] = caption
+        return self.send_update({"message": message})
+
+    def send_user_document(
+        self,
+        user_id: int,
+        filename: str,
+        content: bytes,
+        *,
+        mime_type: str = "application/octet-stream",
+        caption: str | None = None,
+        chat_id: int | None = None,
+        chat_type: str = "private",
+    ) -> int:
+        message = self._user_message(user_id, chat_id, chat_type, "Ann", "en", None)
+        stored = self._store_file(content, "documents", filename, mime_type)
+        message["document"] = {
+            "file_id": stored.file_id, "file_unique_id": stored.file_unique_id, "file_name": filename,
+            "mime_type": mime_type, "file_size": len(content),
+        }  # fmt: skip
+        if caption is not None:
+            message["caption"] = caption
+        return self.send_update({"message": message})
+
+    def send_edited_text(
+        self, user_id: int, message_id: int, text: str, *, chat_id: int | None = None
+    ) -> int:
+        chat_id = user_id if chat_id is None else chat_id
+        original = self._user_messages.get((chat_id, message_id))
+        if original is None or original["from"]["id"] != user_id:
+            raise AssertionError(f"user {user_id} has no message {message_id} in chat {chat_id}")
+        original["text"] = text
+        original["edit_date"] = int(time.time())
+        return self.send_update({"edited_message": dict(original)})
+
+    def press_button(
+        self,
+        user_id: int,
+        message_id: int,
+        data: str,
+        *,
+        chat_id: int | None = None,
+        require_button: bool = True,
+    ) -> int:
+        """The user presses an inline button carrying ``data`` under bot message ``message_id``.
+
+        By default the button must exist on the message as it is now (a user cannot press a
+        button that was edited away); pass ``require_button=False`` to simulate a stale client.
+        """
+        chat_id = user_id if chat_id is None else chat_id
+        sent = self._by_id.get((chat_id, message_id))
+        if sent is None or sent.deleted:
+            raise AssertionError(f"no live bot message {message_id} in chat {chat_id}")
+        if require_button and data not in [d for row in sent.buttons for _, d in row]:
+            raise AssertionError(f"message {message_id} has no button with data {data!r}: {sent.buttons}")
+        query_id = f"{self.bot_id}{self._next_callback:08d}"
+        self._next_callback += 1
+        self._callbacks[query_id] = _PendingCallback(user_id, chat_id, message_id, data, time.monotonic())
+        user = self._users.get(user_id) or {"id": user_id, "is_bot": False, "first_name": "Ann"}
+        query = {
+            "id": query_id, "from": user, "message": self._message_dict(sent),
+            "chat_instance": str(abs(chat_id) * 7 + 1), "data": data,
+        }  # fmt: skip
+        return self.send_update({"callback_query": query})
+
+    def press_button_labeled(
+        self, user_id: int, message_id: int, label: str, *, chat_id: int | None = None
+    ) -> int:
+        chat_id = user_id if chat_id is None else chat_id
+        sent = self._by_id.get((chat_id, message_id))
+        if sent is None:
+            raise AssertionError(f"no bot message {message_id} in chat {chat_id}")
+        return self.press_button(user_id, message_id, sent.button_data(label), chat_id=chat_id)
+
+    def _user_message(
+        self,
+        user_id: int,
+        chat_id: int | None,
+        chat_type: str,
+        first_name: str,
+        language_code: str,
+        reply_to_message_id: int | None,
+    ) -> dict[str, Any]:
+        if chat_id is None:
+            if chat_type != "private":
+                raise ValueError("chat_id is required for non-private chats")
+            chat_id = user_id
+        self.add_chat(chat_id, chat_type=chat_type, first_name=first_name, language_code=language_code)
+        user = self._users.setdefault(
+            user_id,
+            {"id": user_id, "is_bot": False, "first_name": first_name, "language_code": language_code},
+        )
+        message_id = self._take_message_id(chat_id)
+        message: dict[str, Any] = {
+            "message_id": message_id, "from": dict(user), "chat": dict(self._chats[chat_id]), "date": int(time.time()),
+        }  # fmt: skip
+        if reply_to_message_id is not None:
+            target = self._any_message_dict(chat_id, reply_to_message_id)
+            if target is None:
+                raise AssertionError(f"no message {reply_to_message_id} in chat {chat_id} to reply to")
+            message["reply_to_message"] = target
+        self._user_messages[(chat_id, message_id)] = message
+        return message
+
+    # ---------------------------------------------------------------------------- observe
+    def messages(self, chat_id: int, *, include_deleted: bool = True) -> list[SentMessage]:
+        """The bot's messages in ``chat_id``, in send order."""
+        return [m for m in self._sent.get(chat_id, []) if include_deleted or not m.deleted]
+
+    def last_message(self, chat_id: int) -> SentMessage | None:
+        sent = self.messages(chat_id, include_deleted=False)
+        return sent[-1] if sent else None
+
+    def message(self, chat_id: int, message_id: int) -> SentMessage:
+        try:
+            return self._by_id[(chat_id, message_id)]
+        except KeyError:
+            raise AssertionError(f"the bot sent no message {message_id} in chat {chat_id}") from None
+
+    def calls(self, method: str) -> list[RecordedRequest]:
+        """Recorded requests of one method (case-insensitive), in arrival order."""
+        return [r for r in self.requests if r.method.lower() == method.lower()]
+
+    def unconfirmed(self) -> list[int]:
+        return [u["update_id"] for u in self._updates]
+
+    def unanswered_callbacks(self) -> list[str]:
+        return list(self._callbacks)
+
+    def my_commands(self, scope_type: str = "default", language_code: str = "") -> list[tuple[str, str]]:
+        for call in reversed(self.commands):
+            if call.scope.get("type", "default") == scope_type and call.language_code == language_code:
+                return call.commands
+        return []
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Wait until ``predicate()`` holds; re-checked on every state change of the fake."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not predicate():
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                raise AssertionError(f"wait_for timed out after {timeout}s\n{self.dump()}")
+            event = self._changed_event
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), min(remaining, 0.25))
+
+    def dump(self) -> str:
+        """Human-readable state for failure messages."""
+        lines = ["-- recent requests:"]
+        for r in self.requests[-25:]:
+            shown = {
+                k: (v if not isinstance(v, UploadedFile) else f"<file {v.filename}>")
+                for k, v in r.params.items()
+            }
+            lines.append(
+                f"   {r.method} {r.status} {shown!r:.300}" + (f" -> {r.description}" if r.description else "")
+            )
+        for chat_id, sent in self._sent.items():
+            lines.append(f"-- bot messages in chat {chat_id}:")
+            for m in sent:
+                flags = " [deleted]" if m.deleted else ""
+                lines.append(f"   #{m.message_id}{flags} {m.text!r:.200} buttons={m.buttons}")
+        lines.append(
+            f"-- unconfirmed updates: {self.unconfirmed()}; confirmed_offset={self.confirmed_offset}"
+        )
+        lines.append(f"-- unanswered callback queries: {self.unanswered_callbacks()}")
+        return "\n".join(lines)
+
+    def _changed(self) -> None:
+        event, self._changed_event = self._changed_event, asyncio.Event()
+        event.set()
+
+    # ---------------------------------------------------------------------------- HTTP plumbing
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        record = RecordedRequest(method, {}, time.time())
+        self.requests.append(record)
+        try:
+            record.params = await _read_params(request)
+            self._check_token(request.match_info["token"])
+            handler = self._methods.get(method.lower())
+            if handler is None:
+                raise ApiError(404, "Not Found")
+            self._injected_failure(method.lower())
+            self._flood_control(method.lower(), record.params)
+            result = await handler(record.params)
+            record.status = 200
+            body: dict[str, Any] = {"ok": True, "result": result}
+        except ApiError as err:
+            record.status, record.description = err.status, err.description
+            body = err.payload()
+        except Exception as err:  # a bug in the fake (or a request shape it does not model): be loud
+            record.status, record.description = 500, f"Internal Server Error: fake crashed: {err!r}"
+            body = {"ok": False, "error_code": 500, "description": record.description}
+        self._changed()
+        return web.json_response(body, status=record.status)
+
+    async def _download(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return web.json_response(ApiError(401, "Unauthorized").payload(), status=401)
+        for stored in self._files.values():
+            if stored.path == request.match_info["path"]:
+                return web.Response(
+                    body=stored.content, content_type=stored.mime_type or "application/octet-stream"
+                )
+        return web.json_response(ApiError(404, "Not Found").payload(), status=404)
+
+    def _check_token(self, token: str) -> None:
+        if token == self.token:
+            return
+        if not _TOKEN_SHAPE.match(token):
+            raise ApiError(404, "Not Found")  # Telegram answers malformed tokens like unknown paths
+        raise ApiError(401, "Unauthorized")
+
+    def _injected_failure(self, method: str) -> None:
+        queue = self._failures.get(method)
+        if not queue:
+            return
+        failure = queue[0]
+        failure.times -= 1
+        if failure.times <= 0:
+            queue.popleft()
+        raise ApiError(failure.status, failure.description, failure.retry_after)
+
+    def _flood_control(self, method: str, params: dict[str, Any]) -> None:
+        if self._flood_per_chat is None or method not in _FLOOD_METHODS:
+            return
+        try:
+            chat_id = int(params.get("chat_id"))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return
+        now = time.monotonic()
+        hits = self._flood_hits.setdefault(chat_id, deque())
+        while hits and now - hits[0] >= 1.0:
+            hits.popleft()
+        if len(hits) >= self._flood_per_chat:
+            retry = max(1, math.ceil(1.0 - (now - hits[0])))
+            raise ApiError(429, f"Too Many Requests: retry after {retry}", retry)
+        hits.append(now)
+
+    # ---------------------------------------------------------------------------- shared rules
+    def _take_message_id(self, chat_id: int) -> int:
+        message_id = self._next_message_id.setdefault(chat_id, 1)
+        self._next_message_id[chat_id] = message_id + 1
+        return message_id
+
+    def _chat_id(self, params: dict[str, Any]) -> int:
+        raw = params.get("chat_id")
+        if raw is None or raw == "":
+            raise _bad("chat_id is empty")
+        try:
+            chat_id = int(raw)
+        except (TypeError, ValueError):
+            raise _bad("chat not found") from None  # @usernames of unknown channels
+        if chat_id not in self._chats:
+            raise _bad("chat not found")
+        if chat_id in self._blocked:
+            raise ApiError(403, "Forbidden: bot was blocked by the user")
+        return chat_id
+
+    def _parse_text(self, text: str, parse_mode: str | None) -> tuple[str, list[dict[str, Any]]]:
+        """Visible text and entities after applying ``parse_mode``, or Telegram's 400."""
+        mode = (parse_mode or "").lower()
+        if mode == "html":
+            try:
+                visible, entities = parse_html_entities(text, strict=self.strict_html)
+            except TelegramHTMLError as err:
+                raise ApiError(400, str(err)) from None
+            return visible, [_entity_dict(e) for e in entities]
+        if mode in ("", "markdown", "markdownv2"):
+            return text, []  # Markdown is accepted without deep validation
+        raise _bad(f"unsupported parse_mode {parse_mode}")
+
+    def _message_text(self, params: dict[str, Any]) -> tuple[str, str | None, str, list[dict[str, Any]]]:
+        text = _str(params, "text")
+        if text is None or text == "":
+            raise _bad("message text is empty")
+        parse_mode = _str(params, "parse_mode") or None
+        visible, entities = self._parse_text(text, parse_mode)
+        if not visible.strip():
+            raise _bad("message text is empty")
+        if _utf16_len(visible) > MAX_TEXT:
+            raise _bad("message is too long")
+        explicit = _json(params, "entities", "can't parse entities JSON object")
+        if explicit:
+            entities = list(explicit)
+        return text, parse_mode, visible, entities
+
+    def _reply_markup(self, params: dict[str, Any], *, inline_only: bool = False) -> dict[str, Any] | None:
+        markup = _json(params, "reply_markup", "can't parse reply keyboard markup JSON object")
+        if markup is None:
+            return None
+        if not isinstance(markup, dict):
+            raise _bad("can't parse reply keyboard markup JSON object")
+        if "inline_keyboard" in markup:
+            _check_inline_keyboard(markup["inline_keyboard"])
+        elif inline_only:
+            raise _bad("can't parse inline keyboard markup JSON object")
+        elif not any(k in markup for k in ("keyboard", "remove_keyboard", "force_reply")):
+            raise _bad("can't parse reply keyboard markup JSON object")
+        return markup
+
+    def _reply_to(self, chat_id: int, params: dict[str, Any]) -> int | None:
+        reply = _json(params, "reply_parameters", "can't parse reply parameters JSON object")
+        target: int | None
+        allow_missing = _bool(params, "allow_sending_without_reply")
+        if isinstance(reply, dict):
+            target = int(reply["message_id"]) if reply.get("message_id") is not None else None
+            allow_missing = allow_missing or bool(reply.get("allow_sending_without_reply"))
+        else:
+            target = _int(params, "reply_to_message_id", required=False)
+        if target is None:
+            return None
+        if self._any_message_dict(chat_id, target) is None:
+            if allow_missing:
+                return None
+            raise _bad("message to be replied not found")
+        return target
+
+    def _any_message_dict(self, chat_id: int, message_id: int) -> dict[str, Any] | None:
+        if (chat_id, message_id) in self._user_messages:
+            return dict(self._user_messages[(chat_id, message_id)])
+        sent = self._by_id.get((chat_id, message_id))
+        if sent is None or sent.deleted:
+            return None
+        return self._message_dict(sent)
+
+    def _message_dict(self, sent: SentMessage) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "message_id": sent.message_id, "from": self.bot_user, "chat": dict(self._chats[sent.chat_id]),
+            "date": sent.date,
+        }  # fmt: skip
+        text_key, entities_key = (
+            ("text", "entities") if sent.kind == "text" else ("caption", "caption_entities")
+        )
+        if sent.kind != "text" or sent.visible_text:
+            if sent.visible_text:
+                body[text_key] = sent.visible_text
+            if sent.entities:
+                body[entities_key] = sent.entities
+        if sent.kind in ("document", "photo") and sent.file_id is not None:
+            stored = self._files[sent.file_id]
+            if sent.kind == "document":
+                body["document"] = {
+                    "file_id": stored.file_id, "file_unique_id": stored.file_unique_id,
+                    "file_name": stored.name, "mime_type": stored.mime_type, "file_size": len(stored.content),
+                }  # fmt: skip
+            else:
+                body["photo"] = [{
+                    "file_id": stored.file_id, "file_unique_id": stored.file_unique_id, "width": 1280,
+                    "height": 1280, "file_size": len(stored.content),
+                }]  # fmt: skip
+        if sent.reply_markup and "inline_keyboard" in sent.reply_markup:
+            body["reply_markup"] = sent.reply_markup
+        if sent.edit_date is not None:
+            body["edit_date"] = sent.edit_date
+        if sent.reply_to_message_id is not None:
+            target = self._any_message_dict(sent.chat_id, sent.reply_to_message_id)
+            if target is not None:
+                target.pop("reply_to_message", None)
+                body["reply_to_message"] = target
+        return body
+
+    def _record_sent(self, sent: SentMessage) -> dict[str, Any]:
+        self._sent.setdefault(sent.chat_id, []).append(sent)
+        self._by_id[(sent.chat_id, sent.message_id)] = sent
+        return self._message_dict(sent)
+
+    def _store_file(self, content: bytes, folder: str, name: str | None, mime: str | None) -> _StoredFile:
+        n = len(self._files) + 1
+        suffix = ("." + name.rsplit(".", 1)[1]) if name and "." in name else ""
+        stored = _StoredFile(
+            f"FILE{n:06d}-{folder}", f"U{n:06d}", f"{folder}/file_{n}{suffix}", content, name, mime
+        )
+        self._files[stored.file_id] = stored
+        return stored
+
+    def _editable(self, params: dict[str, Any], missing: str) -> SentMessage:
+        if params.get("inline_message_id"):
+            raise _bad("MESSAGE_ID_INVALID")  # inline messages are not modelled
+        chat_id = self._chat_id(params)
+        message_id = _int(params, "message_id", empty="message identifier is not specified")
+        assert message_id is not None
+        sent = self._by_id.get((chat_id, message_id))
+        if sent is None or sent.deleted:
+            if (chat_id, message_id) in self._user_messages:
+                raise _bad("message can't be edited")
+            raise _bad(missing)
+        return sent
+
+    # ---------------------------------------------------------------------------- Bot API methods
+    async def _m_getMe(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            **self.bot_user, "can_join_groups": True, "can_read_all_group_messages": False,
+            "supports_inline_queries": False, "can_connect_to_business": False, "has_main_web_app": False,
+        }  # fmt: skip
+
+    async def _m_logOut(self, params: dict[str, Any]) -> bool:
+        self.logged_out = True
+        return True
+
+    async def _m_close(self, params: dict[str, Any]) -> bool:
+        self.closed = True
+        return True
+
+    async def _m_getUpdates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.webhook_url:
+            raise ApiError(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first",
+            )
+        self._poll_generation += 1
+        generation = self._poll_generation
+        self._changed()  # wakes (and so terminates) an older long poll
+        offset = _int(params, "offset", required=False) or 0
+        limit = _int(params, "limit", required=False) or 100
+        limit = limit if 1 <= limit <= 100 else 100
+        try:
+            timeout = max(0.0, min(float(params.get("timeout") or 0), self.max_long_poll))
+        except (TypeError, ValueError):
+            raise _bad("invalid timeout specified") from None
+        allowed = _json(params, "allowed_updates", "can't parse allowed updates JSON object")
+        if allowed is not None:
+            self._allowed_updates = frozenset(allowed) if allowed else DEFAULT_ALLOWED_UPDATES
+        self._confirm(offset)
+        deadline = time.monotonic() + timeout
+        while True:
+            if generation != self._poll_generation:
+                raise ApiError(
+                    409,
+                    "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+                )
+            self._drop_disallowed()
+            remaining = deadline - time.monotonic()
+            if self._updates or remaining <= 0 or self._stopping:
+                return [dict(u) for u in self._updates[:limit]]
+            event = self._changed_event
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), remaining)
+
+    def _confirm(self, offset: int) -> None:
+        if offset < 0:
+            keep = self._updates[offset:]
+            dropped = self._updates[: len(self._updates) - len(keep)]
+            if dropped:
+                self.confirmed_offset = max(self.confirmed_offset, dropped[-1]["update_id"] + 1)
+            self._updates = keep
+        elif offset > 0:
+            self._updates = [u for u in self._updates if u["update_id"] >= offset]
+            self.confirmed_offset = max(self.confirmed_offset, offset)
+
+    def _drop_disallowed(self) -> None:
+        def kind(update: dict[str, Any]) -> str:
+            return next(k for k in update if k != "update_id")
+
+        self._updates = [u for u in self._updates if kind(u) in self._allowed_updates]
+
+    async def _m_setWebhook(self, params: dict[str, Any]) -> bool:
+        self.webhook_url = _str(params, "url") or ""
+        if _bool(params, "drop_pending_updates"):
+            self._updates.clear()
+        return True
+
+    async def _m_deleteWebhook(self, params: dict[str, Any]) -> bool:
+        self.webhook_url = ""
+        if _bool(params, "drop_pending_updates"):
+            if self._updates:
+                self.confirmed_offset = max(self.confirmed_offset, self._updates[-1]["update_id"] + 1)
+            self._updates.clear()
+        return True
+
+    async def _m_getWebhookInfo(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "url": self.webhook_url,
+            "has_custom_certificate": False,
+            "pending_update_count": len(self._updates),
+        }
+
+    async def _m_setMyCommands(self, params: dict[str, Any]) -> bool:
+        raw = _json(params, "commands", "can't parse commands JSON object")
+        if not isinstance(raw, list) or len(raw) > 100:
+            raise _bad("can't parse commands JSON object")
+        commands: list[tuple[str, str]] = []
+        for item in raw:
+            command, description = str(item.get("command", "")), str(item.get("description", ""))
+            if not _COMMAND_NAME.match(command):
+                raise _bad("BOT_COMMAND_INVALID")
+            if not 1 <= len(description.strip()) <= 256:
+                raise _bad("BOT_COMMAND_DESCRIPTION_INVALID")
+            commands.append((command, description))
+        scope = _json(params, "scope", "can't parse scope JSON object") or {"type": "default"}
+        self.commands.append(CommandsCall(commands, scope, _str(params, "language_code") or ""))
+        return True
+
+    async def _m_deleteMyCommands(self, params: dict[str, Any]) -> bool:
+        scope = _json(params, "scope", "can't parse scope JSON object") or {"type": "default"}
+        self.commands.append(CommandsCall([], scope, _str(params, "language_code") or ""))
+        return True
+
+    async def _m_getMyCommands(self, params: dict[str, Any]) -> list[dict[str, str]]:
+        scope = _json(params, "scope", "can't parse scope JSON object") or {"type": "default"}
+        found = self.my_commands(scope.get("type", "default"), _str(params, "language_code") or "")
+        return [{"command": c, "description": d} for c, d in found]
+
+    async def _m_getChat(self, params: dict[str, Any]) -> dict[str, Any]:
+        chat_id = self._chat_id(params)
+        gifts = {
+            "unlimited_gifts": False, "limited_gifts": False, "unique_gifts": False,
+            "premium_subscription": False, "gifts_from_channels": False,
+        }  # fmt: skip
+        return {
+            **self._chats[chat_id],
+            "accent_color_id": 0,
+            "max_reaction_count": 11,
+            "accepted_gift_types": gifts,
+        }
+
+    async def _m_sendMessage(self, params: dict[str, Any]) -> dict[str, Any]:
+        chat_id = self._chat_id(params)
+        text, parse_mode, visible, entities = self._message_text(params)
+        markup = self._reply_markup(params)
+        reply_to = self._reply_to(chat_id, params)
+        sent = SentMessage(
+            message_id=self._take_message_id(chat_id), chat_id=chat_id, text=text, parse_mode=parse_mode,
+            reply_markup=markup, date=int(time.time()), visible_text=visible, entities=entities,
+            disable_notification=_bool(params, "disable_notification"), reply_to_message_id=reply_to,
+        )  # fmt: skip
+        return self._record_sent(sent)
+
+    async def _m_sendMessageDraft(self, params: dict[str, Any]) -> bool:
+        chat_id = self._chat_id(params)
+        if self._chats[chat_id]["type"] != "private":
+            raise _bad("TEXTDRAFT_PEER_INVALID")
+        draft_id = _int(params, "draft_id", empty="draft_id is empty")
+        if not draft_id:
+            raise _bad("DRAFT_ID_INVALID")
+        text = _str(params, "text") or ""
+        parse_mode = _str(params, "parse_mode") or None
+        visible, _ = self._parse_text(text, parse_mode)
+        if _utf16_len(visible) > MAX_TEXT:
+            raise _bad("message is too long")
+        self.drafts.append(DraftCall(chat_id, draft_id, text, parse_mode, time.time()))
+        return True
+
+    async def _m_editMessageText(self, params: dict[str, Any]) -> dict[str, Any]:
+        sent = self._editable(params, "message to edit not found")
+        if sent.kind != "text":
+            raise _bad("there is no text in the message to edit")
+        text, parse_mode, visible, entities = self._message_text(params)
+        markup = self._reply_markup(params, inline_only=True)
+        if visible == sent.visible_text and entities == sent.entities and markup == sent.reply_markup:
+            raise _bad(NOT_MODIFIED[len("Bad Request: ") :])
+        sent.edits.append(sent.text)
+        sent.markup_edits.append(sent.reply_markup)
+        sent.text, sent.parse_mode, sent.visible_text, sent.entities = text, parse_mode, visible, entities
+        sent.reply_markup = markup
+        sent.edit_date = int(time.time())
+        return self._message_dict(sent)
+
+    async def _m_editMessageCaption(self, params: dict[str, Any]) -> dict[str, Any]:
+        sent = self._editable(params, "message to edit not found")
+        if sent.kind == "text":
+            raise _bad("there is no caption in the message to edit")
+        caption = _str(params, "caption") or ""
+        parse_mode = _str(params, "parse_mode") or None
+        visible, entities = self._parse_text(caption, parse_mode)
+        if _utf16_len(visible) > MAX_CAPTION:
+            raise _bad("message caption is too long")
+        markup = self._reply_markup(params, inline_only=True)
+        if visible == sent.visible_text and entities == sent.entities and markup == sent.reply_markup:
+            raise _bad(NOT_MODIFIED[len("Bad Request: ") :])
+        sent.edits.append(sent.text)
+        sent.markup_edits.append(sent.reply_markup)
+        sent.text, sent.parse_mode, sent.visible_text, sent.entities = (
+            caption or None,
+            parse_mode,
+            visible,
+            entities,
+        )
+        sent.reply_markup = markup
+        sent.edit_date = int(time.time())
+        return self._message_dict(sent)
+
+    async def _m_editMessageReplyMarkup(self, params: dict[str, Any]) -> dict[str, Any]:
+        sent = self._editable(params, "message to edit not found")
+        markup = self._reply_markup(params, inline_only=True)
+        if markup == sent.reply_markup or (
+            markup is None and "inline_keyboard" not in (sent.reply_markup or {})
+        ):
+            raise _bad(NOT_MODIFIED[len("Bad Request: ") :])
+        sent.markup_edits.append(sent.reply_markup)
+        sent.reply_markup = markup
+        sent.edit_date = int(time.time())
+        return self._message_dict(sent)
+
+    async def _m_deleteMessage(self, params: dict[str, Any]) -> bool:
+        chat_id = self._chat_id(params)
+        message_id = _int(params, "message_id", empty="message identifier is not specified")
+        assert message_id is not None
+        sent = self._by_id.get((chat_id, message_id))
+        if sent is not None and not sent.deleted:
+            sent.deleted = True
+            return True
+        if (chat_id, message_id) in self._user_messages and self._chats[chat_id]["type"] == "private":
+            del self._user_messages[(chat_id, message_id)]
+            return True
+        raise _bad("message to delete not found")
+
+    async def _m_sendChatAction(self, params: dict[str, Any]) -> bool:
+        chat_id = self._chat_id(params)
+        action = _str(params, "action")
+        if not action:
+            raise _bad("action is empty")
+        if action not in CHAT_ACTIONS:
+            raise _bad("wrong parameter action in request")
+        self.chat_actions.append(ChatActionCall(chat_id, action, time.time()))
+        return True
+
+    async def _m_answerCallbackQuery(self, params: dict[str, Any]) -> bool:
+        query_id = _str(params, "callback_query_id") or ""
+        pending = self._callbacks.get(query_id)
+        expired = (
+            pending is not None
+            and self.callback_query_ttl is not None
+            and time.monotonic() - pending.created > self.callback_query_ttl
+        )
+        if pending is None or expired:
+            raise _bad("query is too old and response timeout expired or query ID is invalid")
+        text = _str(params, "text")
+        if text is not None and len(text) > MAX_CALLBACK_ANSWER:
+            raise _bad("MESSAGE_TOO_LONG")
+        del self._callbacks[query_id]
+        answer = CallbackAnswer(query_id, text, _bool(params, "show_alert"), _str(params, "url"), time.time())
+        self.callback_answers.append(answer)
+        return True
+
+    async def _m_setMessageReaction(self, params: dict[str, Any]) -> bool:
+        chat_id = self._chat_id(params)
+        message_id = _int(params, "message_id", empty="message identifier is not specified")
+        assert message_id is not None
+        if self._any_message_dict(chat_id, message_id) is None:
+            raise _bad("message to react not found")
+        reaction = _json(params, "reaction", "can't parse reaction types JSON object") or []
+        if not isinstance(reaction, list):
+            raise _bad("can't parse reaction types JSON object")
+        if len(reaction) > 1:
+            raise _bad("REACTIONS_TOO_MANY")
+        for item in reaction:
+            if not isinstance(item, dict) or item.get("type") not in ("emoji", "custom_emoji", "paid"):
+                raise _bad("can't parse reaction types JSON object")
+            if item["type"] == "emoji" and item.get("emoji") not in _reaction_emojis():
+                raise _bad("REACTION_INVALID")
+        self.reactions[(chat_id, message_id)] = reaction
+        return True
+
+    async def _m_sendDocument(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._send_file(params, "document")
+
+    async def _m_sendPhoto(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._send_file(params, "photo")
+
+    def _send_file(self, params: dict[str, Any], kind: str) -> dict[str, Any]:
+        chat_id = self._chat_id(params)
+        stored = self._resolve_file(params.get(kind), kind)
+        caption = _str(params, "caption")
+        parse_mode = _str(params, "parse_mode") or None
+        visible, entities = self._parse_text(caption or "", parse_mode)
+        if _utf16_len(visible) > MAX_CAPTION:
+            raise _bad("message caption is too long")
+        sent = SentMessage(
+            message_id=self._take_message_id(chat_id), chat_id=chat_id, text=caption, parse_mode=parse_mode,
+            reply_markup=self._reply_markup(params), date=int(time.time()), kind=kind, visible_text=visible,
+            entities=entities, disable_notification=_bool(params, "disable_notification"),
+            reply_to_message_id=self._reply_to(chat_id, params), document_filename=stored.name,
+            document_content=stored.content, document_mime_type=stored.mime_type, file_id=stored.file_id,
+        )  # fmt: skip
+        return self._record_sent(sent)
+
+    def _resolve_file(self, value: Any, kind: str) -> _StoredFile:
+        if isinstance(value, UploadedFile):
+            if not value.content:
+                raise _bad("file must be non-empty")
+            return self._store_file(value.content, kind + "s", value.filename, value.content_type)
+        if isinstance(value, str) and value in self._files:
+            return self._files[value]
+        if not value:
+            raise _bad(f"there is no {kind} in the request")
+        raise _bad("wrong file identifier/HTTP URL specified")
+
+    async def _m_getFile(self, params: dict[str, Any]) -> dict[str, Any]:
+        stored = self._files.get(_str(params, "file_id") or "")
+        if stored is None:
+            raise _bad("invalid file_id")
+        return {
+            "file_id": stored.file_id, "file_unique_id": stored.file_unique_id,
+            "file_size": len(stored.content), "file_path": stored.path,
+        }  # fmt: skip
+
+
+def _entity_dict(entity: HTMLEntity) -> dict[str, Any]:
+    body: dict[str, Any] = {"type": entity.type, "offset": entity.offset, "length": entity.length}
+    if entity.type == "text_link":
+        body["url"] = entity.argument
+    elif entity.type == "custom_emoji":
+        body["custom_emoji_id"] = entity.argument
+    elif entity.type == "pre" and entity.argument:
+        body["language"] = entity.argument
+    return body
+
+
+def _check_inline_keyboard(rows: Any) -> None:
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+        raise _bad("can't parse inline keyboard markup JSON object")
+    for row in rows:
+        for button in row:
+            if not isinstance(button, dict) or not isinstance(button.get("text"), str):
+                raise _bad('can\'t parse inline keyboard button: Field "text" must be of type String')
+            if not button["text"]:
+                raise _bad("BUTTON_TEXT_INVALID")  # not verified against Telegram
+            if "callback_data" in button:
+                data = button["callback_data"]
+                if not isinstance(data, str) or not 1 <= len(data.encode("utf-8")) <= 64:
+                    raise _bad("BUTTON_DATA_INVALID")
+            elif "url" in button:
+                if not re.match(r"^(https?|tg)://\S+$", str(button["url"])):
+                    raise _bad("BUTTON_URL_INVALID")
+            elif not any(
+                k in button
+                for k in ("web_app", "login_url", "switch_inline_query", "switch_inline_query_current_chat",
+                          "switch_inline_query_chosen_chat", "copy_text", "callback_game", "pay")
+            ):  # fmt: skip
+                raise _bad(
+                    "can't parse inline keyboard button: Text buttons are unallowed in the inline keyboard"
+                )
+
+
+_REACTIONS: frozenset[str] | None = None
+
+
+def _reaction_emojis() -> frozenset[str]:
+    global _REACTIONS
+    if _REACTIONS is None:
+        from telegram.constants import ReactionEmoji
+
+        _REACTIONS = frozenset(str(e.value) for e in ReactionEmoji)
+    return _REACTIONS

@@ -1,0 +1,385 @@
+"""The fake Bot API must answer like Telegram: driven here with the real python-telegram-bot."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, ReactionTypeEmoji
+from telegram.constants import ParseMode
+from telegram.error import BadRequest, Conflict, EndPointNotFound, Forbidden, InvalidToken, RetryAfter
+from telegram.request import HTTPXRequest
+
+from tests.fakes.telegram_html import TelegramHTMLError, parse_html, visible_length
+from tests.fakes.telegram_server import FakeTelegram
+
+USER = 42
+
+
+@pytest.fixture(autouse=True)
+def ptb_timedelta(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without it PTB 22.8 warns (an error under filterwarnings=error) whenever it builds RetryAfter."""
+    monkeypatch.setenv("PTB_TIMEDELTA", "1")
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def bot(tg: FakeTelegram) -> AsyncIterator[Bot]:
+    async with Bot(tg.token, base_url=tg.base_url, base_file_url=tg.base_file_url) as b:
+        yield b
+
+
+def keyboard(*data: str) -> InlineKeyboardMarkup:
+    return InlineKeyboardMarkup([[InlineKeyboardButton(d, callback_data=d) for d in data]])
+
+
+# ------------------------------------------------------------------------------------------ parse_html
+def test_parse_html_nested_tags_and_entities() -> None:
+    text = '<b>bold <i>both</i></b> &lt;tag&gt; &amp; &quot;q&quot; &#128512;&#x1F600; <a href="https://x.y/?a=1&amp;b=2">l</a>'
+    assert parse_html(text) == 'bold both <tag> & "q" 😀😀 l'
+
+
+def test_parse_html_pre_code_language_spoiler_blockquote() -> None:
+    assert parse_html('<pre><code class="language-python">x = 1</code></pre>') == "x = 1"
+    assert parse_html('<span class="tg-spoiler">s</span><tg-spoiler>t</tg-spoiler>') == "st"
+    assert parse_html("<blockquote expandable>q</blockquote>") == "q"
+    assert parse_html('<tg-emoji emoji-id="5368324170671202286">👍</tg-emoji>') == "👍"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("Hello<div>x</div>", 'Unsupported start tag "div" at byte offset 5'),
+        ("é<div>", 'Unsupported start tag "div" at byte offset 2'),  # UTF-8 bytes, not characters
+        ("a < b", 'Unsupported start tag "" at byte offset 2'),
+        ("fish & chips", "Character entity expected at byte offset 5"),
+        ("a&nbsp;b", "Character entity expected at byte offset 1"),
+        ("<b>open", 'Can\'t find end tag corresponding to start tag "b"'),
+        ("</b>", "Unexpected end tag at byte offset 0"),
+        ("<b><i>x</b></i>", 'Unmatched end tag at byte offset 7, expected "</i>", found "</b>"'),
+        ('<span class="x">s</span>', 'Tag "span" must have class "tg-spoiler" at byte offset 0'),
+        ("<b", "Unclosed start tag at byte offset 0"),
+        ("<a>x</a>", 'Tag "a" must have non-empty attribute "href" at byte offset 0'),
+    ],
+)
+def test_parse_html_rejects_like_telegram(text: str, reason: str) -> None:
+    with pytest.raises(TelegramHTMLError) as err:
+        parse_html(text)
+    assert str(err.value) == f"Bad Request: can't parse entities: {reason}"
+
+
+def test_parse_html_lenient_mode_matches_tdlib() -> None:
+    assert parse_html("fish & chips > fries", strict=False) == "fish & chips > fries"
+
+
+def test_visible_length_counts_utf16_units() -> None:
+    assert visible_length("<b>😀</b>&amp;") == 3
+
+
+@given(st.text())
+def test_escaped_text_always_parses_back(text: str) -> None:
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    assert parse_html(f"<b>{escaped}</b>") == text
+
+
+# ------------------------------------------------------------------------------------------ server
+async def test_get_me(bot: Bot, tg: FakeTelegram) -> None:
+    me = await bot.get_me()
+    assert (me.id, me.username, me.is_bot) == (tg.bot_id, tg.username, True)
+
+
+async def test_wrong_token_is_unauthorized_everywhere(tg: FakeTelegram) -> None:
+    requests = (HTTPXRequest(), HTTPXRequest())
+    wrong = Bot("123456:WRONG", base_url=tg.base_url, request=requests[0], get_updates_request=requests[1])
+    try:
+        with pytest.raises(InvalidToken):
+            await wrong.initialize()  # getMe
+        with pytest.raises(InvalidToken):
+            await wrong.get_updates()
+    finally:
+        for request in requests:
+            await request.shutdown()
+    assert [r.status for r in tg.requests] == [401, 401]
+
+
+async def test_unknown_method_is_404(bot: Bot, tg: FakeTelegram) -> None:
+    with pytest.raises(EndPointNotFound):  # PTB's reading of Telegram's 404 "Not Found"
+        await bot.do_api_request("noSuchMethod")
+    assert (tg.requests[-1].status, tg.requests[-1].description) == (404, "Not Found")
+
+
+async def test_send_to_unknown_chat_is_chat_not_found(bot: Bot) -> None:
+    with pytest.raises(BadRequest, match=r"(?i)chat not found"):
+        await bot.send_message(999, "hi")
+
+
+async def test_send_edit_and_not_modified(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    msg = await bot.send_message(
+        USER, "<b>Hi</b> there", parse_mode=ParseMode.HTML, reply_markup=keyboard("a")
+    )
+    assert msg.text == "Hi there" and msg.entities[0].type == "bold"
+    sent = tg.last_message(USER)
+    assert sent is not None and sent.text == "<b>Hi</b> there" and sent.buttons == [[("a", "a")]]
+
+    edited = await bot.edit_message_text("Bye", chat_id=USER, message_id=msg.message_id)
+    assert edited.text == "Bye"  # type: ignore[union-attr]
+    assert sent.edits == ["<b>Hi</b> there"] and sent.reply_markup is None  # no markup = keyboard removed
+
+    with pytest.raises(BadRequest, match=r"(?i)message is not modified"):
+        await bot.edit_message_text("Bye", chat_id=USER, message_id=msg.message_id)
+    with pytest.raises(BadRequest, match=r"(?i)message to edit not found"):
+        await bot.edit_message_text("x", chat_id=USER, message_id=999)
+    with pytest.raises(BadRequest, match=r"(?i)message is not modified"):
+        await bot.edit_message_reply_markup(chat_id=USER, message_id=msg.message_id)
+
+
+async def test_not_modified_compares_rendered_content(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    msg = await bot.send_message(USER, "<b>x</b>", parse_mode=ParseMode.HTML)
+    with pytest.raises(BadRequest, match=r"(?i)message is not modified"):
+        await bot.edit_message_text(
+            "<strong>x</strong>", chat_id=USER, message_id=msg.message_id, parse_mode="HTML"
+        )
+
+
+async def test_text_length_is_checked_after_parsing_in_utf16(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    await bot.send_message(USER, "<b>" + "a" * 4096 + "</b>", parse_mode=ParseMode.HTML)
+    with pytest.raises(BadRequest, match=r"(?i)message is too long"):
+        await bot.send_message(USER, "😀" * 2049)  # 2049 characters, 4098 UTF-16 units
+    with pytest.raises(BadRequest, match=r"(?i)message text is empty"):
+        await bot.send_message(USER, "<b> </b>", parse_mode=ParseMode.HTML)
+
+
+async def test_bad_html_is_rejected(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    with pytest.raises(
+        BadRequest, match=r"(?i)can't parse entities: Unsupported start tag \"div\" at byte offset 0"
+    ):
+        await bot.send_message(USER, "<div>x</div>", parse_mode=ParseMode.HTML)
+    assert tg.messages(USER) == []
+
+
+async def test_message_ids_are_shared_between_user_and_bot(bot: Bot, tg: FakeTelegram) -> None:
+    tg.send_text(USER, "hello")  # message 1
+    msg = await bot.send_message(USER, "hi", reply_to_message_id=1)
+    assert msg.message_id == 2 and msg.reply_to_message is not None
+    tg.send_text(USER, "again")
+    updates = await bot.get_updates()
+    assert [u.message.message_id for u in updates if u.message] == [1, 3]
+
+
+async def test_get_updates_offsets_confirm_forever(bot: Bot, tg: FakeTelegram) -> None:
+    first = tg.send_text(USER, "/start")
+    second = tg.send_text(USER, "two")
+    updates = await bot.get_updates()
+    assert [u.update_id for u in updates] == [first, second]
+    assert updates[0].message is not None and updates[0].message.entities[0].type == "bot_command"
+    assert [u.update_id for u in await bot.get_updates(offset=first + 1)] == [second]
+    assert tg.unconfirmed() == [second] and tg.confirmed_offset == first + 1
+    assert [u.update_id for u in await bot.get_updates()] == [
+        second
+    ]  # offset omitted: unconfirmed ones again
+    assert await bot.get_updates(offset=second + 1) == ()
+    assert tg.unconfirmed() == []
+
+
+async def test_get_updates_limit(bot: Bot, tg: FakeTelegram) -> None:
+    ids = [tg.send_text(USER, str(i)) for i in range(3)]
+    assert [u.update_id for u in await bot.get_updates(limit=2)] == ids[:2]
+
+
+async def test_long_poll_waits_for_an_update(bot: Bot, tg: FakeTelegram) -> None:
+    poll = asyncio.create_task(bot.get_updates(timeout=10))
+    await tg.wait_for(lambda: len(tg.calls("getUpdates")) == 1)
+    await asyncio.sleep(0.05)
+    assert not poll.done()
+    update_id = tg.send_text(USER, "wake up")
+    updates = await asyncio.wait_for(poll, 2)
+    assert [u.update_id for u in updates] == [update_id]
+
+
+async def test_long_poll_times_out_empty(bot: Bot) -> None:
+    assert await bot.get_updates(timeout=1) == ()
+
+
+async def test_second_poller_terminates_the_first(bot: Bot, tg: FakeTelegram) -> None:
+    """Two bot instances polling one token: Telegram ends the older long poll with 409."""
+    first = asyncio.create_task(bot.get_updates(timeout=10))
+    await tg.wait_for(lambda: len(tg.calls("getUpdates")) == 1)
+    async with Bot(tg.token, base_url=tg.base_url) as other:
+        second = asyncio.create_task(other.get_updates(timeout=10))
+        with pytest.raises(Conflict, match=r"(?i)terminated by other getUpdates request"):
+            await asyncio.wait_for(first, 2)
+        tg.send_text(USER, "x")
+        assert len(await asyncio.wait_for(second, 2)) == 1
+
+
+async def test_fail_next_429_raises_retry_after(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    tg.fail_next("sendMessage", retry_after=3)
+    with pytest.raises(RetryAfter) as err:
+        await bot.send_message(USER, "x")
+    assert err.value.retry_after == dt.timedelta(seconds=3)
+    assert tg.messages(USER) == []
+    await bot.send_message(USER, "x")
+    assert len(tg.messages(USER)) == 1
+
+
+async def test_flood_limit_per_chat(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    tg.flood_limit(2)
+    await bot.send_message(USER, "1")
+    await bot.send_message(USER, "2")
+    with pytest.raises(RetryAfter):
+        await bot.send_message(USER, "3")
+
+
+async def test_callback_query_is_answered_once(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    msg = await bot.send_message(USER, "Approve?", reply_markup=keyboard("yes", "no"))
+    tg.press_button(USER, msg.message_id, "yes")
+    (update,) = await bot.get_updates()
+    query = update.callback_query
+    assert query is not None and query.data == "yes" and query.message is not None
+    assert query.message.message_id == msg.message_id
+    with pytest.raises(BadRequest):
+        await bot.answer_callback_query(query.id, text="x" * 201)
+    assert await bot.answer_callback_query(query.id, text="Approved")
+    assert tg.callback_answers[-1].text == "Approved" and tg.unanswered_callbacks() == []
+    with pytest.raises(BadRequest, match=r"(?i)query is too old"):
+        await bot.answer_callback_query(query.id)
+
+
+async def test_pressing_a_missing_button_is_a_test_error(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    msg = await bot.send_message(USER, "Approve?", reply_markup=keyboard("yes"))
+    with pytest.raises(AssertionError, match=r"(?i)no button"):
+        tg.press_button(USER, msg.message_id, "maybe")
+
+
+async def test_callback_data_over_64_bytes_is_rejected(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    with pytest.raises(BadRequest, match=r"(?i)BUTTON_DATA_INVALID"):
+        await bot.send_message(USER, "x", reply_markup=keyboard("é" * 33))  # 33 chars, 66 bytes
+    await bot.send_message(USER, "x", reply_markup=keyboard("é" * 32))
+
+
+async def test_blocked_user_is_forbidden(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    tg.block(USER)
+    with pytest.raises(Forbidden, match=r"(?i)bot was blocked by the user"):
+        await bot.send_message(USER, "x")
+
+
+async def test_document_upload_and_download(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    msg = await bot.send_document(
+        USER, b"hello bytes", filename="notes.txt", caption="<i>notes</i>", parse_mode="HTML"
+    )
+    sent = tg.last_message(USER)
+    assert sent is not None and sent.kind == "document"
+    assert (sent.document_filename, sent.document_content, sent.caption) == (
+        "notes.txt",
+        b"hello bytes",
+        "<i>notes</i>",
+    )
+    assert msg.document is not None
+    file = await bot.get_file(msg.document.file_id)
+    assert bytes(await file.download_as_bytearray()) == b"hello bytes"
+    with pytest.raises(BadRequest, match=r"(?i)there is no text in the message to edit"):
+        await bot.edit_message_text("x", chat_id=USER, message_id=msg.message_id)
+
+
+async def test_actions_reactions_commands_drafts_delete(bot: Bot, tg: FakeTelegram) -> None:
+    tg.send_text(USER, "hi")
+    await bot.send_chat_action(USER, "typing")
+    assert [(c.chat_id, c.action) for c in tg.chat_actions] == [(USER, "typing")]
+    await bot.set_message_reaction(USER, 1, [ReactionTypeEmoji("👍")])
+    assert tg.reactions[(USER, 1)] == [{"type": "emoji", "emoji": "👍"}]
+    await bot.set_my_commands([("stop", "Stop the current turn")])
+    assert [(c.command, c.description) for c in await bot.get_my_commands()] == [
+        ("stop", "Stop the current turn")
+    ]
+    with pytest.raises(BadRequest, match=r"(?i)BOT_COMMAND_INVALID"):
+        await bot.set_my_commands([("Stop", "bad")])
+    assert await bot.send_message_draft(USER, 7, "thinking")
+    assert tg.drafts[-1].draft_id == 7
+    with pytest.raises(BadRequest):
+        await bot.send_message_draft(USER, 0, "x")
+    msg = await bot.send_message(USER, "temp")
+    assert await bot.delete_message(USER, msg.message_id)
+    assert tg.messages(USER)[-1].deleted and tg.last_message(USER) is None
+    with pytest.raises(BadRequest, match=r"(?i)message to delete not found"):
+        await bot.delete_message(USER, msg.message_id)
+
+
+async def test_wait_for_times_out_with_a_dump(tg: FakeTelegram) -> None:
+    with pytest.raises(AssertionError, match=r"(?i)recent requests"):
+        await tg.wait_for(lambda: False, timeout=0.1)
+
+
+async def test_raw_form_and_json_bodies(tg: FakeTelegram) -> None:
+    """Not only PTB's encoding: JSON bodies and GET query strings work, as with Telegram."""
+    import json
+    import urllib.parse
+
+    from aiohttp import ClientSession
+
+    tg.add_chat(USER)
+    async with ClientSession() as http:
+        url = f"{tg.root}/bot{tg.token}/sendMessage"
+        async with http.post(url, json={"chat_id": USER, "text": "json"}) as resp:
+            assert (await resp.json())["result"]["text"] == "json"
+        query = urllib.parse.urlencode({"chat_id": USER, "text": "get"})
+        async with http.get(f"{url}?{query}") as resp:
+            assert (await resp.json())["ok"] is True
+        async with http.post(url, json={"chat_id": USER, "text": "a & b", "parse_mode": "HTML"}) as resp:
+            body = json.loads(await resp.text())
+            assert resp.status == 400 and body["error_code"] == 400
+            assert body["description"].startswith(
+                "Bad Request: can't parse entities: Character entity expected"
+            )
+
+
+async def test_application_polling_end_to_end(tg: FakeTelegram) -> None:
+    """The real PTB Application (updater, handlers) works against the fake."""
+    from telegram import Update
+    from telegram.ext import ApplicationBuilder, CallbackQueryHandler, CommandHandler, ContextTypes
+
+    async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        assert update.effective_chat is not None
+        await context.bot.send_message(update.effective_chat.id, "Approve?", reply_markup=keyboard("yes"))
+
+    async def pressed(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        assert update.callback_query is not None
+        await update.callback_query.answer("ok")
+        await update.callback_query.edit_message_text(f"chose {update.callback_query.data}")
+
+    app = ApplicationBuilder().token(tg.token).base_url(tg.base_url).build()
+    app.add_handler(CommandHandler("start", start))
+    app.add_handler(CallbackQueryHandler(pressed))
+    async with app:
+        await app.start()
+        assert app.updater is not None
+        await app.updater.start_polling(poll_interval=0, timeout=1)
+        tg.send_text(USER, "/start")
+        await tg.wait_for(lambda: tg.last_message(USER) is not None)
+        message = tg.last_message(USER)
+        assert message is not None
+        tg.press_button_labeled(USER, message.message_id, "yes")
+        await tg.wait_for(lambda: message.text == "chose yes")
+        assert tg.callback_answers[-1].text == "ok" and message.reply_markup is None
+        await app.updater.stop()
+        await app.stop()
+    assert tg.unconfirmed() == []

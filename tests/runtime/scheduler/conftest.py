@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+
+import runtime.scheduler.models  # noqa: F401  (registers the tables before migrating)
+from runtime.scheduler.clock import FakeClock
+from runtime.storage.db import Database
+from runtime.storage.migrations import migrate
+
+BERLIN = ZoneInfo("Europe/Berlin")
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(datetime(2026, 3, 27, 12, 0, tzinfo=UTC))  # a Friday, 13:00 in Berlin
+
+
+@pytest.fixture
+async def db() -> AsyncIterator[Database]:
+    database = Database("sqlite+aiosqlite://")
+    await migrate(database)
+    yield database
+    await database.close()
