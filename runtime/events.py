@@ -45,6 +45,16 @@ class TextDelta:
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
+class Thinking:
+    """Reasoning the provider streamed (``reasoning_content``); adapters may show or ignore it."""
+
+    to: Address
+    turn_id: int
+    text: str
+    kind: Literal["thinking"] = "thinking"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
 class StreamReset:
     """Text streamed so far in this round is void (the client fell back to another model)."""
 
@@ -162,6 +172,7 @@ class Report:
 RuntimeEvent = (
     TurnStarted
     | TextDelta
+    | Thinking
     | StreamReset
     | RoundEnded
     | ToolActivity

@@ -37,10 +37,11 @@ from runtime.events import (
     RoundEnded,
     StreamReset,
     TextDelta,
+    Thinking,
     ToolActivity,
     ToolPhase,
 )
-from runtime.llm.types import LLMClient, LLMRound, ModelFallback, StreamEvent
+from runtime.llm.types import LLMClient, LLMRound, ModelFallback, ReasoningDelta, StreamEvent
 from runtime.llm.types import TextDelta as LLMTextDelta
 from runtime.log import get_logger
 from runtime.mailbox import Mailbox
@@ -160,6 +161,8 @@ class TurnRunner:
             if isinstance(event, LLMTextDelta):
                 self.partial_text += event.text
                 s.bus.emit(TextDelta(to=self.address, turn_id=self.turn_id, text=event.text))
+            elif isinstance(event, ReasoningDelta):
+                s.bus.emit(Thinking(to=self.address, turn_id=self.turn_id, text=event.text))
             elif isinstance(event, ModelFallback):
                 self.partial_text = ""
                 s.bus.emit(StreamReset(to=self.address, turn_id=self.turn_id))

@@ -24,12 +24,23 @@ def _write(path: Path, data: dict) -> Path:
 def _agentgram(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PTB_TIMEDELTA": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "bot", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
+        [sys.executable, "-m", "bot", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
     )
 
 
 def test_check_config_prints_effective_config_with_secrets_masked(tmp_path: Path) -> None:
-    config = _write(tmp_path / "c.yml", {"telegram": {"token": "1:topsecret", "allowed_user_ids": [7]}, "llm": {"model": "m", "api_key": "sk-zzz"}})
+    config = _write(
+        tmp_path / "c.yml",
+        {
+            "telegram": {"token": "1:topsecret", "allowed_user_ids": [7]},
+            "llm": {"model": "m", "api_key": "sk-zzz"},
+        },
+    )
     result = _agentgram("check-config", "--config", str(config))
     assert result.returncode == 0, result.stderr
     printed = json.loads(result.stdout)
@@ -38,7 +49,9 @@ def test_check_config_prints_effective_config_with_secrets_masked(tmp_path: Path
 
 
 def test_invalid_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    config = _write(tmp_path / "c.yml", {"telegram": {"token": "1:x", "allowed_user_ids": "me"}, "llm": {"model": "m"}})
+    config = _write(
+        tmp_path / "c.yml", {"telegram": {"token": "1:x", "allowed_user_ids": "me"}, "llm": {"model": "m"}}
+    )
     result = _agentgram("run", "--config", str(config))
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
@@ -70,6 +83,12 @@ async def _spawn(*args: str):  # type: ignore[no-untyped-def]
 
     env = {**os.environ, "PTB_TIMEDELTA": "1"}
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", *args, cwd=ROOT, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )

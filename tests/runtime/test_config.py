@@ -24,7 +24,11 @@ def test_defaults_fill_everything() -> None:
 
 
 def test_env_vars_expand_inside_values() -> None:
-    raw = {**BASE, "telegram": {"token": "${TG}", "allowed_user_ids": [5]}, "llm": {"model": "m", "base_url": "http://${HOST}/v1"}}
+    raw = {
+        **BASE,
+        "telegram": {"token": "${TG}", "allowed_user_ids": [5]},
+        "llm": {"model": "m", "base_url": "http://${HOST}/v1"},
+    }
     settings = settings_from_mapping(raw, {"TG": "9:zz", "HOST": "127.0.0.1:11434"})
     assert settings.telegram.token.get_secret_value() == "9:zz"
     assert settings.llm.base_url == "http://127.0.0.1:11434/v1"
@@ -37,7 +41,11 @@ def test_missing_env_var_names_the_key() -> None:
 
 
 def test_env_overrides_section_keys() -> None:
-    env = {"AGENTGRAM_LLM__MODEL": "other", "AGENTGRAM_LLM__FALLBACK_MODELS": "[a, b]", "AGENTGRAM_TIC__ENABLED": "false"}
+    env = {
+        "AGENTGRAM_LLM__MODEL": "other",
+        "AGENTGRAM_LLM__FALLBACK_MODELS": "[a, b]",
+        "AGENTGRAM_TIC__ENABLED": "false",
+    }
     settings = settings_from_mapping(BASE, env)
     assert settings.llm.model == "other"
     assert settings.llm.fallback_models == ["a", "b"]
@@ -52,7 +60,10 @@ def test_env_overrides_section_keys() -> None:
         ({**BASE, "llm": {"model": "m", "max_tool_rounds": "lots"}}, "llm.max_tool_rounds"),
         ({**BASE, "agent": {"timezone": "Mars/Olympus"}}, "agent.timezone: unknown IANA time zone"),
         ({**BASE, "quiet_hours": {"range": "late"}}, "quiet_hours.range"),
-        ({**BASE, "telegram": {"token": "x", "allowed_user_ids": [1], "colour": "red"}}, "telegram.colour: is not a known key"),
+        (
+            {**BASE, "telegram": {"token": "x", "allowed_user_ids": [1], "colour": "red"}},
+            "telegram.colour: is not a known key",
+        ),
         ({**BASE, "tic": {"interval": "soon"}}, "tic.interval"),
     ],
 )
@@ -73,7 +84,9 @@ def test_durations() -> None:
 
 def test_masked_hides_secrets(tmp_path: Path) -> None:
     path = tmp_path / "c.yml"
-    path.write_text("telegram: {token: '1:supersecret', allowed_user_ids: [1]}\nllm: {model: m, api_key: sk-hidden}\n")
+    path.write_text(
+        "telegram: {token: '1:supersecret', allowed_user_ids: [1]}\nllm: {model: m, api_key: sk-hidden}\n"
+    )
     dumped = str(masked(load_config(path)))
     assert "supersecret" not in dumped and "sk-hidden" not in dumped
 

@@ -28,7 +28,9 @@ async def test_fresh_database_is_created_in_wal_mode_and_stamped(tmp_path: Path)
     assert raw.execute("SELECT version FROM schema_version").fetchone()[0] == migrations.SCHEMA_VERSION
 
 
-async def test_older_database_upgrades_in_place_keeping_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_older_database_upgrades_in_place_keeping_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = Database(_url(tmp_path / "a.db"))
     await migrate(db)
     async with db.write() as tx:

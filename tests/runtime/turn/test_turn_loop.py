@@ -49,3 +49,53 @@ async def test_tool_round_trip_pairs_history(tmp_path: Path, fake_llm: FakeOpenA
         assert [c.status for e in entries for c in e.calls] == [ToolCallStatus.DONE]
     finally:
         await runtime.close()
+
+
+async def test_reasoning_and_usage_are_stored_per_row(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    fake_llm.script(Text("42", reasoning="let me think", usage=(120, 7)))
+    runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
+    try:
+        session = await runtime.chat_session(1001, user_id=1001, language="en")
+        await runtime.post_user_message(session, "answer?", envelope_id="u1")
+        await rec.wait_kind("turn_finished")
+        rows = await runtime.history.all_rows(session.id or 0)
+        assistant = rows[-1]
+        assert assistant.reasoning == "let me think"
+        assert (assistant.input_tokens, assistant.output_tokens) == (120, 7)
+        assert assistant.model == "main-model"
+        assert "".join(e.text for e in rec.of("thinking")) == "let me think"  # type: ignore[union-attr]
+    finally:
+        await runtime.close()
+
+
+async def test_exhausted_after_max_rounds(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    fake_llm.handler = lambda request: ToolCalls([("list_dir", {})])
+    runtime, rec = await started_runtime(
+        make_settings(tmp_path, fake_llm.base_url, llm={"max_tool_rounds": 3})
+    )
+    try:
+        session = await runtime.chat_session(1001, user_id=1001, language="en")
+        await runtime.post_user_message(session, "loop forever", envelope_id="u1")
+        await rec.wait_kind("turn_finished")
+        finished = rec.of("turn_finished")[0]
+        assert finished.outcome == "exhausted"  # type: ignore[union-attr]
+        assert finished.error == "Exceeded 3 tool-call rounds without a final answer."  # type: ignore[union-attr]
+        assert fake_llm.calls == 3
+    finally:
+        await runtime.close()
+
+
+async def test_bad_tool_arguments_and_unknown_tools_are_failed_results(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.script(ToolCalls([("read_file", {"nope": 1}), ("teleport", {})]), Text("ok"))
+    runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
+    try:
+        session = await runtime.chat_session(1001, user_id=1001, language="en")
+        await runtime.post_user_message(session, "go", envelope_id="u1")
+        await rec.wait_kind("turn_finished")
+        tool_messages = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+        assert tool_messages[0]["content"].startswith("Error: invalid arguments")
+        assert "unknown tool 'teleport'" in tool_messages[1]["content"]
+    finally:
+        await runtime.close()
