@@ -32,6 +32,7 @@ import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import Field
 
@@ -46,6 +47,7 @@ KILL_SETTLE_SECONDS = 0.5
 # After the shell exits, how long to wait for output still in the pipe (or held
 # open by a background child) before returning.
 DRAIN_SECONDS = 0.5
+T = TypeVar("T")
 SECRET_MARKERS = ("TOKEN", "SECRET", "API_KEY", "PASSWORD")
 
 
@@ -137,13 +139,13 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 
 async def _group_gone(pgid: int) -> None:
-    """Return once no process is left in the group (polled: there is no event for it).
+    """Return once no live process is left in the group (polled: there is no event for it).
 
-    Zombies still count for ``killpg(pgid, 0)``; members re-parented to init
-    are reaped by it, so this may lag — callers bound it with a timeout.
+    The ``/proc`` scan runs in a thread so a busy host does not stall the loop;
+    callers bound the wait with a timeout.
     """
     while True:
-        if not _group_alive(pgid):
+        if not await asyncio.to_thread(_group_alive, pgid):
             return
         await asyncio.sleep(0.02)
 
@@ -152,21 +154,12 @@ async def _kill_group(transport: asyncio.SubprocessTransport, proto: _Protocol) 
     """SIGTERM the group, give it :data:`TERM_GRACE_SECONDS`, SIGKILL it, reap the shell."""
     pgid = transport.get_pid()  # session leader: its pid is the group id
     _signal_group(pgid, signal.SIGTERM)
-    import time as _t
-
-    _t0 = _t.monotonic()
-    os.system("echo '" + f"TERM {pgid} exited={proto.exited.is_set()}\n" + "' >> /tmp/kg.log")
-    os.system(f"ps -eo pid,ppid,pgid,stat,comm,args | awk '$3=={pgid}' >> /tmp/kg.log")
     try:
         async with asyncio.timeout(TERM_GRACE_SECONDS):
             await proto.exited.wait()
             await _group_gone(pgid)
     except TimeoutError:
         pass
-    os.system(
-        "echo '" + f"KILL after {_t.monotonic() - _t0} exited={proto.exited.is_set()}\n" + "' >> /tmp/kg.log"
-    )
-    os.system(f"ps -eo pid,ppid,pgid,stat,comm,args | awk '$3=={pgid}' >> /tmp/kg.log")
     _signal_group(pgid, signal.SIGKILL)
     await proto.exited.wait()
     transport.close()
@@ -179,18 +172,60 @@ async def _kill_group(transport: asyncio.SubprocessTransport, proto: _Protocol) 
         pass
 
 
-async def _cleanup_then(transport: asyncio.SubprocessTransport, proto: _Protocol) -> None:
-    """Run :func:`_kill_group` to completion even if we are cancelled again meanwhile."""
-    cleanup = asyncio.ensure_future(_kill_group(transport, proto))
-    while not cleanup.done():
+async def _finish(task: asyncio.Future[T]) -> T:
+    """Await ``task`` to completion even if we are cancelled meanwhile, then re-raise that.
+
+    For work that must not be abandoned half-way: starting and stopping the
+    process group. A second /stop during the stop is absorbed until the group
+    is gone, then delivered.
+    """
+    cancelled = False
+    while not task.done():
         try:
-            await asyncio.shield(cleanup)
+            await asyncio.shield(task)
         except asyncio.CancelledError:
-            if cleanup.done():
-                break
-            # A second /stop while we are already stopping: keep reaping; the
-            # caller re-raises its CancelledError once we return.
-    cleanup.result()
+            if task.cancelled():
+                raise
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return task.result()
+
+
+async def _kill_when_started(start: asyncio.Future[tuple[asyncio.SubprocessTransport, _Protocol]]) -> None:
+    try:
+        transport, proto = await start
+    except Exception:
+        return  # never started: nothing to kill
+    await _kill_group(transport, proto)
+
+
+async def _spawn(command: str, cwd: Path) -> tuple[asyncio.SubprocessTransport, _Protocol]:
+    """Start the shell; if cancelled while it starts, kill what started and re-raise.
+
+    (``loop.subprocess_exec`` itself only SIGKILLs the shell on cancellation,
+    which would orphan anything the shell has already spawned.)
+    """
+    loop = asyncio.get_running_loop()
+    start = asyncio.ensure_future(
+        loop.subprocess_exec(
+            _Protocol,
+            "/bin/sh",
+            "-c",
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=command_env(),
+            start_new_session=True,
+        )
+    )
+    try:
+        return await asyncio.shield(start)
+    except asyncio.CancelledError:
+        await _finish(asyncio.ensure_future(_kill_when_started(start)))
+        raise
 
 
 async def run_command(command: str, cwd: Path, timeout_seconds: float) -> tuple[int, str, bool]:
@@ -199,25 +234,13 @@ async def run_command(command: str, cwd: Path, timeout_seconds: float) -> tuple[
     Raises :class:`TimeoutError` (after killing the group, output in its
     ``args[0]``) and re-raises cancellation after killing the group.
     """
-    loop = asyncio.get_running_loop()
-    transport, proto = await loop.subprocess_exec(
-        _Protocol,
-        "/bin/sh",
-        "-c",
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=cwd,
-        env=command_env(),
-        start_new_session=True,
-    )
+    transport, proto = await _spawn(command, cwd)
     try:
         try:
             async with asyncio.timeout(timeout_seconds):
                 await proto.exited.wait()
         except TimeoutError:
-            await _cleanup_then(transport, proto)
+            await _finish(asyncio.ensure_future(_kill_group(transport, proto)))
             raise TimeoutError(proto.capture.text()) from None
         lingering = False
         try:
@@ -226,7 +249,7 @@ async def run_command(command: str, cwd: Path, timeout_seconds: float) -> tuple[
         except TimeoutError:
             lingering = True
     except asyncio.CancelledError:
-        await _cleanup_then(transport, proto)
+        await _finish(asyncio.ensure_future(_kill_group(transport, proto)))
         raise
     transport.close()
     code = transport.get_returncode()

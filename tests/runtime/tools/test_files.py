@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,7 @@ async def test_read_empty_file(ctx: ToolContext, tmp_path: Path) -> None:
 
 
 async def test_read_missing_file(ctx: ToolContext, tmp_path: Path) -> None:
-    with pytest.raises(ToolError, match=f"file not found: {tmp_path / 'nope.txt'}"):
+    with pytest.raises(ToolError, match=re.escape(f"file not found: {tmp_path / 'nope.txt'}")):
         await read(ctx, path="nope.txt")
 
 
@@ -144,7 +145,7 @@ async def test_edit_replaces_once(ctx: ToolContext, tmp_path: Path) -> None:
 
 async def test_edit_old_text_not_found(ctx: ToolContext, tmp_path: Path) -> None:
     (tmp_path / "f.py").write_text("a = 1\n")
-    with pytest.raises(ToolError, match=f"old_text not found in {tmp_path / 'f.py'}$"):
+    with pytest.raises(ToolError, match=re.escape(f"old_text not found in {tmp_path / 'f.py'}") + "$"):
         await edit(ctx, path="f.py", old_text="zzz", new_text="y")
 
 

@@ -39,8 +39,11 @@ async def run(ctx: ToolContext, **raw: object) -> str:
 
 
 async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Poll an observable condition (a file, a process) with a deadline."""
     async with asyncio.timeout(timeout):
-        while not predicate():
+        while True:
+            if predicate():
+                return
             await asyncio.sleep(0.01)
 
 
@@ -78,7 +81,7 @@ async def test_runs_in_workdir_and_relative_workdir(ctx: ToolContext, tmp_path: 
 
 
 async def test_missing_workdir(ctx: ToolContext) -> None:
-    with pytest.raises(ToolError, match="workdir .*nope does not exist"):
+    with pytest.raises(ToolError, match=r"workdir .*nope does not exist"):
         await run(ctx, command="pwd", workdir="nope")
 
 
@@ -177,3 +180,30 @@ async def test_cancel_reaps_the_shell(ctx: ToolContext, tmp_path: Path) -> None:
     # The shell is our child: after cancellation it must be reaped, not a zombie of ours.
     zombies = [c for c in psutil.Process().children() if c.pid == pgid]
     assert zombies == []
+
+
+def live_in(directory: Path) -> list[psutil.Process]:
+    """Non-zombie processes whose working directory is ``directory``."""
+    alive = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.cwd() == str(directory) and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return alive
+
+
+@pytest.mark.parametrize("yields", [1, 2, 3, 5, 8])
+async def test_cancel_while_starting_leaves_nothing(ctx: ToolContext, tmp_path: Path, yields: int) -> None:
+    # Regression: cancelling inside loop.subprocess_exec only SIGKILLed the shell
+    # and orphaned the children it had already started.
+    task = asyncio.create_task(run(ctx, command="sleep 30 & sh -c 'sleep 30'; wait; touch marker"))
+    for _ in range(yields):
+        await asyncio.sleep(0)
+    task.cancel()
+    async with asyncio.timeout(3):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert live_in(tmp_path) == []
+    assert not (tmp_path / "marker").exists()
