@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -73,16 +74,19 @@ async def _run(settings: Settings) -> int:
         await bot.stop()
         return EXIT_CONFIG
     waiter = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait(
-        {waiter, asyncio.ensure_future(bot.wait())}, return_when=asyncio.FIRST_COMPLETED
-    )
+    polling = asyncio.ensure_future(bot.wait())
+    done, _ = await asyncio.wait({waiter, polling}, return_when=asyncio.FIRST_COMPLETED)
     log.info("shutting down")
     await bot.stop()
     waiter.cancel()
-    for task in done:
-        if task is not waiter and task.exception() is not None:
-            log.error("polling stopped: %s", task.exception())
-            return 1
+    if polling not in done:  # stopped by a signal: polling ended because we stopped it
+        polling.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await polling
+        return 0
+    if polling.exception() is not None:
+        log.error("polling stopped: %s", polling.exception())
+        return 1
     return 0
 
 

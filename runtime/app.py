@@ -35,6 +35,7 @@ from runtime.mailbox import (
     UserMessageBody,
 )
 from runtime.prompt import build_static_prompt
+from runtime.scheduler.service import SchedulerService
 from runtime.sessions.hub import HubOptions, SessionHub
 from runtime.storage.db import Database
 from runtime.storage.history import HistoryStore
@@ -50,6 +51,8 @@ from runtime.storage.models import (
 from runtime.storage.sessions import SessionStore
 from runtime.tools.base import ToolRegistry
 from runtime.tools.builtin import default_registry
+from runtime.tools.processes import SqlProcessLedger
+from runtime.tools.schedule import schedule_tools
 from runtime.turn.context import ContextSettings
 from runtime.turn.loop import TurnServices
 
@@ -111,6 +114,7 @@ class Runtime:
             llm = OpenAIClient(settings.llm)
         self.llm = llm
         self.tools = tools or default_registry()
+        self.processes = SqlProcessLedger(self.sessions)
         self.services = TurnServices(
             db=self.db,
             sessions=self.sessions,
@@ -131,8 +135,13 @@ class Runtime:
             max_rounds=settings.llm.max_tool_rounds,
             clock=utcnow,
             notice=self.notice,
+            processes=self.processes,
         )
         self.hub = SessionHub(self.services, HubOptions(resume_on_message=settings.mailbox.resume_on_message))
+        self.scheduler = SchedulerService(self)
+        for tool in schedule_tools(self.scheduler):
+            if self.tools.get(tool.name) is None:
+                self.tools.register(tool)
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -144,6 +153,8 @@ class Runtime:
         warning = await self.llm.probe()
         if warning:
             log.warning("LLM endpoint: %s", warning)
+        await self.processes.reap_orphans()  # before any interrupted command is re-run
+        await self.scheduler.start()  # before recover: it settles tic/cron turns a crash cut short
         await self.recover()
 
     async def recover(self) -> None:
@@ -159,6 +170,7 @@ class Runtime:
             self.hub.wake(session_id)
 
     async def close(self) -> None:
+        await self.scheduler.stop()
         await self.hub.shutdown()
         closer = getattr(self.llm, "aclose", None)
         if closer is not None:
@@ -220,24 +232,28 @@ class Runtime:
             return PostResult.PAUSED
         return PostResult.STARTED
 
-    async def _control(self, session: ChatSession, action: ControlAction, envelope_id: str) -> bool:
+    async def _control(
+        self, session: ChatSession, action: ControlAction, envelope_id: str, *, quiet: bool = False
+    ) -> bool:
         assert session.id is not None
         envelope = Envelope(
             id=envelope_id,
             session_id=session.id,
             sender=Sender(kind=SenderKind.USER),
             priority=Priority.INTERRUPT,
-            body=ControlBody(action=action),
+            body=ControlBody(action=action, quiet=quiet),
         )
         return not (await self.mailbox.accept(envelope)).duplicate
 
     async def stop(self, session: ChatSession, envelope_id: str, *, quiet: bool = False) -> StopResult:
-        """Stop at once: cancel the running turn now, then let the worker settle the rest."""
+        """Stop at once: store the stop mail, cancel the running turn, let the worker settle the rest.
+
+        The mail is stored first so the worker, once the turn ends, finds it
+        before any queued message (which it then drops instead of starting a turn).
+        """
         assert session.id is not None
-        was_running = self.hub.cancel_turn(session.id)
-        if not await self._control(session, ControlAction.STOP, envelope_id):
-            return StopResult(was_running=was_running)
-        return StopResult(was_running=was_running)
+        await self._control(session, ControlAction.STOP, envelope_id, quiet=quiet)
+        return StopResult(was_running=self.hub.cancel_turn(session.id))
 
     async def pause(self, session: ChatSession, envelope_id: str) -> bool:
         assert session.id is not None
@@ -249,7 +265,8 @@ class Runtime:
     async def resume(self, session: ChatSession, envelope_id: str) -> bool:
         assert session.id is not None
         latest = await self.sessions.latest_turn(session.id)
-        if latest is None or latest.status != TurnStatus.PAUSED:
+        paused = latest is not None and latest.status == TurnStatus.PAUSED
+        if not paused and not await self.hub.pause_pending(session.id):
             return False
         await self._control(session, ControlAction.RESUME, envelope_id)
         return True
@@ -288,7 +305,7 @@ class Runtime:
     async def trust_for_a_while(self, request_id: str, *, envelope_id: str) -> tuple[DecisionResult, int]:
         """ "⏱ 15 min": bypass this call's tool group for the session, and approve this call."""
         found = await self._request_call(request_id)
-        minutes = int(self.settings.approval.bypass_duration // 60)
+        minutes = max(1, round(self.settings.approval.bypass_duration / 60))
         if found is None or found[0].status != ApprovalStatus.PENDING:
             return await self.approvals.decide(request_id, True), minutes
         request, call = found
@@ -308,8 +325,12 @@ class Runtime:
         rule = await self.propose_always(request_id)
         if rule is None:
             return await self.approvals.decide(request_id, True), None
-        saved = await self.approvals.add_rule(rule)
-        return await self.decide(request_id, approved=True, reason=None, envelope_id=envelope_id), saved
+        saved = await self.approvals.add_rule(rule)  # before the decision wakes the turn
+        result = await self.decide(request_id, approved=True, reason=None, envelope_id=envelope_id)
+        if not result.applied:  # a concurrent tap decided first: keep no rule nobody confirmed
+            await self.approvals.delete_rule(saved.id)
+            return result, None
+        return result, saved
 
     async def call_for_request(self, request_id: str) -> ToolCallRow | None:
         found = await self._request_call(request_id)

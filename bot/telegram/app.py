@@ -87,6 +87,7 @@ class TelegramBot:
             self._ingest_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._ingest_task
+        await self.runtime.scheduler.stop()  # nothing new is posted while the hub shuts down
         await self.runtime.hub.shutdown()
         await self.delivery.close()
         await self.runtime.close()

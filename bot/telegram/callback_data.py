@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 MAX_BYTES = 64
 _PREFIX = "ag1"
-_ARG = re.compile(r"^[A-Za-z0-9_\-]{1,40}$")
+_ARG = re.compile(r"[A-Za-z0-9_\-]{1,40}")
 
 
 class ButtonAction(enum.StrEnum):
@@ -40,7 +40,7 @@ class Button:
 
 
 def encode(button: Button) -> str:
-    if not _ARG.match(button.arg):
+    if not _ARG.fullmatch(button.arg):
         raise ValueError(f"button argument {button.arg!r} is not opaque-safe")
     data = f"{_PREFIX}:{button.action.value}:{button.arg}"
     if len(data.encode()) > MAX_BYTES:
@@ -52,7 +52,7 @@ def decode(data: str | None) -> Button | None:
     if not data or len(data.encode()) > MAX_BYTES:
         return None
     parts = data.split(":")
-    if len(parts) != 3 or parts[0] != _PREFIX or not _ARG.match(parts[2]):
+    if len(parts) != 3 or parts[0] != _PREFIX or not _ARG.fullmatch(parts[2]):
         return None
     try:
         action = ButtonAction(parts[1])

@@ -44,6 +44,8 @@ from runtime.log import get_logger
 log = get_logger("telegram.delivery")
 
 TYPING_EVERY = 4.0
+_HEADLESS = frozenset({"tic", "cron"})
+_HEADLESS_SPEAKS = (ApprovalRequested, ApprovalResolved, Report)
 _PHASE_MARK = {
     ToolPhase.STARTED: "…",
     ToolPhase.RUNNING: "…",
@@ -89,7 +91,7 @@ class Delivery:
         self.t = translator
         self.edit_interval = edit_interval
         self.outboxes: dict[int, ChatOutbox] = {}
-        self.prompts: dict[str, str] = {}
+        self.prompts: dict[str, tuple[int, str]] = {}  # request id → (message id, prompt html)
         self._closing = False
 
     # --- intake (synchronous, never blocks the runtime) -------------------------
@@ -98,6 +100,8 @@ class Delivery:
         chat_id = event.to.chat_id
         if chat_id is None or self._closing:
             return
+        if event.to.source in _HEADLESS and not isinstance(event, _HEADLESS_SPEAKS):
+            return  # tic and cron turns reach the chat only as reports and approval prompts
         box = self.outboxes.get(chat_id)
         if box is None:
             box = ChatOutbox(chat_id)
@@ -236,14 +240,14 @@ class Delivery:
         sent = await send_html(self.bot, box.chat_id, prompt.html, reply_markup=prompt.keyboard)
         if sent is None:
             return
-        self.prompts[event.request_id] = prompt.html
+        self.prompts[event.request_id] = (sent.message_id, prompt.html)
         await self.runtime.approvals.attach_message(event.request_id, box.chat_id, sent.message_id)
-        if prompt.full_diff is not None:
+        if prompt.attachment is not None:
             try:
                 await self.bot.send_document(
                     box.chat_id,
-                    io.BytesIO(prompt.full_diff.encode()),
-                    filename="change.diff",
+                    io.BytesIO(prompt.attachment.text.encode()),
+                    filename=prompt.attachment.filename,
                     reply_to_message_id=sent.message_id,
                     disable_notification=True,
                 )
@@ -251,12 +255,12 @@ class Delivery:
                 log.warning("could not attach the full diff: %s", error)
 
     async def _on_resolved(self, box: ChatOutbox, event: ApprovalResolved) -> None:
-        if event.message_id is None:
-            return
         line = decision_line(self.t, box.language, event.status, event.reason)
-        original = self.prompts.pop(event.request_id, None)
-        if original is not None:
-            await edit_html(self.bot, box.chat_id, event.message_id, f"{original}\n\n<b>{line}</b>")
+        known = self.prompts.pop(event.request_id, None)  # the event may predate attach_message
+        if known is not None:
+            await edit_html(self.bot, box.chat_id, known[0], f"{known[1]}\n\n<b>{line}</b>")
+            return
+        if event.message_id is None:
             return
         with contextlib.suppress(TelegramError):  # prompt text unknown (sent before a restart)
             await self.bot.edit_message_reply_markup(box.chat_id, event.message_id, reply_markup=None)

@@ -1,4 +1,9 @@
-"""How an approval request looks in the chat: text, keyboard, optional full diff."""
+"""How an approval request looks in the chat: text, keyboard, and the full text when it was cut.
+
+The prompt must show exactly what will run, so anything too long to show
+inline (a long diff, command or argument list) is cut at a line break with a
+note, and its full text is attached as a document.
+"""
 
 from __future__ import annotations
 
@@ -11,40 +16,56 @@ from bot.telegram.callback_data import Button, ButtonAction, encode
 from bot.telegram.render import escape
 from runtime.events import ApprovalDetails
 from runtime.i18n import Translator
+from runtime.storage.models import ApprovalStatus
 
 MAX_SHOWN = 3000
 """Characters of command/diff/arguments shown inline; longer ones are cut with a note."""
 
 
 @dataclass(slots=True, frozen=True)
+class Attachment:
+    """The full text of a command, diff or arguments that was cut in the prompt."""
+
+    filename: str
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
 class Prompt:
     html: str
     keyboard: InlineKeyboardMarkup
-    full_diff: str | None = None  # attached as a document when the inline diff was cut
+    attachment: Attachment | None = None  # sent as a document, in reply to the prompt
 
 
 def approval_prompt(t: Translator, lang: str | None, request_id: str, details: ApprovalDetails) -> Prompt:
-    lines = [t.t(lang, "approval-title")]
-    full_diff = None
+    body, attachment = _body(t, lang, details)
+    html = "\n".join([t.t(lang, "approval-title"), *body, f"<i>{t.t(lang, 'approval-reply-hint')}</i>"])
+    return Prompt(html, approval_keyboard(t, lang, request_id), attachment)
+
+
+def _body(t: Translator, lang: str | None, details: ApprovalDetails) -> tuple[list[str], Attachment | None]:
+    """What will happen: the command and its directory, the file's diff, or the raw arguments."""
     if details.command is not None:
-        lines.append(t.t(lang, "approval-command", workdir=escape(details.workdir or ".")))
-        lines.append(_pre(_cut(details.command)[0]))
-    elif details.path is not None and details.diff is not None:
+        header = t.t(lang, "approval-command", workdir=escape(details.workdir or "."))
+        return _shown(t, lang, header, details.command, None, "command.sh")
+    if details.path is not None and details.diff is not None:
         header = t.t(lang, "approval-file", path=escape(details.path))
         if details.new_file:
             header += " " + t.t(lang, "approval-new-file")
-        lines.append(header)
-        shown, cut = _cut(details.diff)
-        lines.append(_pre(shown, language="diff"))
-        if cut:
-            lines.append(t.t(lang, "approval-diff-cut"))
-            full_diff = details.diff
-    else:
-        lines.append(t.t(lang, "approval-args", tool=escape(details.tool_name)))
-        pretty = json.dumps(details.arguments, ensure_ascii=False, indent=2)
-        lines.append(_pre(_cut(pretty)[0], language="json"))
-    lines.append(f"<i>{t.t(lang, 'approval-reply-hint')}</i>")
-    return Prompt("\n".join(lines), approval_keyboard(t, lang, request_id), full_diff)
+        return _shown(t, lang, header, details.diff, "diff", "change.diff")
+    header = t.t(lang, "approval-args", tool=escape(details.tool_name))
+    pretty = json.dumps(details.arguments, ensure_ascii=False, indent=2)
+    return _shown(t, lang, header, pretty, "json", "arguments.json")
+
+
+def _shown(
+    t: Translator, lang: str | None, header: str, text: str, language: str | None, filename: str
+) -> tuple[list[str], Attachment | None]:
+    shown, cut = _cut(text)
+    lines = [header, _pre(shown, language)]
+    if not cut:
+        return lines, None
+    return [*lines, t.t(lang, "approval-diff-cut")], Attachment(filename, text)
 
 
 def approval_keyboard(t: Translator, lang: str | None, request_id: str) -> InlineKeyboardMarkup:
@@ -59,24 +80,34 @@ def approval_keyboard(t: Translator, lang: str | None, request_id: str) -> Inlin
     )
 
 
+REASON_SHOWN = 300
+"""Characters of a rejection reason repeated under the prompt (the model reads all of it)."""
+
+_DECISION_KEYS = {
+    ApprovalStatus.APPROVED: "approval-approved",
+    ApprovalStatus.REJECTED: "approval-rejected",
+    ApprovalStatus.EXPIRED: "approval-expired",
+    ApprovalStatus.CANCELLED: "approval-cancelled",
+}
+
+
 def decision_line(t: Translator, lang: str | None, status: str, reason: str | None) -> str:
-    if status == "approved":
-        return t.t(lang, "approval-approved")
-    if status == "rejected":
-        return (
-            t.t(lang, "approval-rejected-reason", reason=escape(reason))
-            if reason
-            else t.t(lang, "approval-rejected")
-        )
-    if status == "expired":
-        return t.t(lang, "approval-expired")
-    return t.t(lang, "approval-cancelled")
+    """What the prompt ends with once decided; the prompt plus this line stays within one message."""
+    if status == ApprovalStatus.REJECTED and reason:
+        shown = reason if len(reason) <= REASON_SHOWN else reason[: REASON_SHOWN - 1] + "…"
+        return t.t(lang, "approval-rejected-reason", reason=escape(shown))
+    return t.t(lang, _DECISION_KEYS.get(ApprovalStatus(status), "approval-cancelled"))
 
 
 def _cut(text: str) -> tuple[str, bool]:
+    """At most :data:`MAX_SHOWN` characters, ending at a line break when one is near."""
     if len(text) <= MAX_SHOWN:
         return text, False
-    return text[:MAX_SHOWN] + "\n…", True
+    head = text[:MAX_SHOWN]
+    newline = head.rfind("\n")
+    if newline > MAX_SHOWN // 2:
+        head = head[: newline + 1]
+    return head.rstrip("\n") + "\n…", True
 
 
 def _pre(text: str, language: str | None = None) -> str:

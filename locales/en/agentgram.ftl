@@ -44,6 +44,8 @@ nothing-to-stop = Nothing to stop — I'm idle.
 paused = ⏸ Paused. I'll hold here until you send /resume.
 resumed = ▶️ Resuming.
 nothing-to-resume = Nothing to resume.
+pausing = ⏸ I'll pause at my next step (a running tool finishes first). If I finish before that, you just get the answer.
+nothing-to-pause = Nothing to pause — I'm idle.
 noted-busy = 📝 Noted — I'll read this at my next step.
 mailbox-full = ⚠️ Too many unread messages — please wait for me to catch up, or send /stop.
 restarted-continuing = 🔄 Restarted — continuing your last request.
@@ -68,7 +70,7 @@ approval-title = 🔐 <b>Approval needed</b>
 approval-command = Run a command in <code>{ $workdir }</code>:
 approval-file = Change file <code>{ $path }</code>:
 approval-new-file = (new file)
-approval-diff-cut = … (diff cut short)
+approval-diff-cut = … (cut short — the full text is attached)
 approval-args = Call <code>{ $tool }</code> with:
 btn-approve = ✅ Approve
 btn-reject = ❌ Reject
@@ -93,9 +95,10 @@ approvals-list-header = <b>Waiting for your approval</b>
 trust-none = I ask before anything that changes something — no standing permissions.
 trust-header = <b>What I may do without asking</b>
 trust-revoked = Permission revoked.
-trust-always-confirm = 🔁 From now on I won't ask about: <code>{ $rule }</code>
+trust-always-confirm = 🔁 Always allow <code>{ $rule }</code> without asking?
+trust-always-saved = 🔁 Saved: I won't ask about <code>{ $rule }</code> any more.
 trust-bypass-on = ⏱ For the next { $minutes } min I won't ask for approval.
-trust-bypass-until = Approvals are off until { $until }.
+trust-bypass-until = no approval asked until { $until }
 btn-revoke = 🗑 Revoke
 
 ## Tic (periodic check-ins)
@@ -113,6 +116,18 @@ tic-started = 🕰 Running a check-in now.
 state-on = on
 state-off = off
 tic-never = never
+tic-report-title = 🕰 Check-in
+tic-nothing-to-do = 🕰 Nothing to check: TIC.md is empty, there is no tic.prompt and nothing happened since the last check-in.
+tic-deferred = 🕰 I'll check in as soon as the current request is done.
+tic-bad-interval = I don't understand that interval: { $error }
+tic-usage = Use /tic for the status, or /tic now, /tic on, /tic off, /tic every 45m.
+tic-last = { $when } — { $result }
+tic-result-reported = reported
+tic-result-silent = nothing to report
+tic-result-skipped = skipped ({ $reason })
+tic-result-deferred = waited for your request to finish
+tic-result-failed = failed
+tic-result-running = running
 
 ## Cron (scheduled tasks)
 
@@ -130,6 +145,16 @@ cron-paused = ⏸ Task paused.
 cron-resumed = ▶️ Task resumed.
 cron-confirm-delete = Delete this task? This can't be undone.
 cron-not-found = No such task.
+cron-usage = Use /cron to list tasks, /cron add &lt;schedule&gt; &lt;prompt&gt; (e.g. <code>/cron add every 2h check the build</code>) or /cron kill &lt;id&gt;.
+cron-item =
+    { $state } <b>{ $title }</b> · <code>{ $id }</code>
+    { $schedule }
+    Next run: { $next }
+cron-next-none = —
+cron-run-started = ▶️ Running it now.
+cron-already-running = It's already running.
+cron-run-failed = ⚠️ Failed: { $error }
+quiet-hours-digest-title = 🌙 While you were away ({ $count })
 btn-run-now = ▶️ Run now
 btn-pause = ⏸ Pause
 btn-resume = ▶️ Resume

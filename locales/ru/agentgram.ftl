@@ -46,6 +46,8 @@ nothing-to-stop = Останавливать нечего — я ничем не
 paused = ⏸ Пауза. Жду /resume, чтобы продолжить.
 resumed = ▶️ Продолжаю.
 nothing-to-resume = Продолжать нечего.
+pausing = ⏸ Остановлюсь на следующем шаге (запущенный инструмент сначала доработает). Если успею закончить раньше — просто пришлю ответ.
+nothing-to-pause = Ставить на паузу нечего — я ничем не занят.
 noted-busy = 📝 Принято — прочитаю на следующем шаге.
 mailbox-full = ⚠️ Слишком много непрочитанных сообщений — подождите, пока я разберусь, или отправьте /stop.
 restarted-continuing = 🔄 Я перезапустился — продолжаю ваш последний запрос.
@@ -70,7 +72,7 @@ approval-title = 🔐 <b>Нужно ваше подтверждение</b>
 approval-command = Выполнить команду в <code>{ $workdir }</code>:
 approval-file = Изменить файл <code>{ $path }</code>:
 approval-new-file = (новый файл)
-approval-diff-cut = … (изменения показаны не полностью)
+approval-diff-cut = … (показано не полностью — полный текст во вложении)
 approval-args = Вызвать <code>{ $tool }</code> с параметрами:
 btn-approve = ✅ Разрешить
 btn-reject = ❌ Отклонить
@@ -95,9 +97,10 @@ approvals-list-header = <b>Ждут вашего подтверждения</b>
 trust-none = Я спрашиваю перед любым действием, которое что-то меняет, — постоянных разрешений нет.
 trust-header = <b>Что мне можно делать без спроса</b>
 trust-revoked = Разрешение отозвано.
-trust-always-confirm = 🔁 Больше не буду спрашивать про: <code>{ $rule }</code>
+trust-always-confirm = 🔁 Всегда разрешать <code>{ $rule }</code> без вопросов?
+trust-always-saved = 🔁 Сохранено: больше не буду спрашивать про <code>{ $rule }</code>.
 trust-bypass-on = ⏱ Следующие { $minutes } мин не буду спрашивать подтверждения.
-trust-bypass-until = Подтверждения отключены до { $until }.
+trust-bypass-until = без подтверждений до { $until }
 btn-revoke = 🗑 Отозвать
 
 ## Tic (регулярные проверки)
@@ -115,6 +118,18 @@ tic-started = 🕰 Запускаю проверку.
 state-on = вкл.
 state-off = выкл.
 tic-never = ещё не было
+tic-report-title = 🕰 Регулярная проверка
+tic-nothing-to-do = 🕰 Проверять нечего: TIC.md пуст, tic.prompt не задан и с прошлой проверки ничего не произошло.
+tic-deferred = 🕰 Проверю, как только закончу текущий запрос.
+tic-bad-interval = Не понимаю такой интервал: { $error }
+tic-usage = /tic — состояние; /tic now, /tic on, /tic off, /tic every 45m.
+tic-last = { $when } — { $result }
+tic-result-reported = отправлен отчёт
+tic-result-silent = сообщать было нечего
+tic-result-skipped = пропущена ({ $reason })
+tic-result-deferred = ждала окончания вашего запроса
+tic-result-failed = не удалась
+tic-result-running = идёт сейчас
 
 ## Cron (задачи по расписанию)
 
@@ -132,6 +147,16 @@ cron-paused = ⏸ Задача приостановлена.
 cron-resumed = ▶️ Задача снова активна.
 cron-confirm-delete = Удалить эту задачу? Отменить это будет нельзя.
 cron-not-found = Такой задачи нет.
+cron-usage = /cron — список задач; /cron add &lt;расписание&gt; &lt;задание&gt; (например, <code>/cron add every 2h проверь сборку</code>); /cron kill &lt;номер&gt;.
+cron-item =
+    { $state } <b>{ $title }</b> · <code>{ $id }</code>
+    { $schedule }
+    Следующий запуск: { $next }
+cron-next-none = —
+cron-run-started = ▶️ Запускаю.
+cron-already-running = Задача уже выполняется.
+cron-run-failed = ⚠️ Не выполнилась: { $error }
+quiet-hours-digest-title = 🌙 Пока вы отдыхали ({ $count })
 btn-run-now = ▶️ Запустить
 btn-pause = ⏸ Пауза
 btn-resume = ▶️ Продолжить

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlmodel import col, delete, select
 
@@ -38,20 +38,21 @@ class ApprovalManager:
         self._db = db
         self._settings = settings
         self._rules: list[Rule] = []
-        self._waiters: dict[str, asyncio.Future[None]] = {}
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
         self.bypasses = BypassTable()
 
     # --- rules ---------------------------------------------------------------
 
     async def load_rules(self) -> None:
-        """Seed defaults once, replace config rules with the current file's, cache all."""
+        """Replace the seeded and the configured rules with this version's and this file's; cache all.
+
+        Saved ("Always") rules are kept. Seeds are rewritten on every start so a
+        changed default takes effect after an upgrade.
+        """
+        configured = [Rule(origin="config", **rule.model_dump()) for rule in self._settings.rules]
         async with self._db.write() as tx:
-            seeded = (await tx.exec(select(ApprovalRuleRow).where(ApprovalRuleRow.origin == "seed"))).first()
-            if seeded is None:
-                tx.add_all(_row(rule) for rule in SEEDED_RULES)
-            await tx.exec(delete(ApprovalRuleRow).where(col(ApprovalRuleRow.origin) == "config"))
-            for configured in self._settings.rules:
-                tx.add(_row(Rule(origin="config", **configured.model_dump())))
+            await tx.exec(delete(ApprovalRuleRow).where(col(ApprovalRuleRow.origin).in_(("seed", "config"))))
+            tx.add_all(_row(rule) for rule in (*SEEDED_RULES, *configured))
         await self._refresh()
 
     async def _refresh(self) -> None:
@@ -80,6 +81,7 @@ class ApprovalManager:
         return True
 
     def check(self, session_id: int, facts: CallFacts, now: datetime | None = None) -> Action:
+        """The rules' answer, with a ``require`` lifted by the session's bypass (``deny`` never is)."""
         action, _ = decide(self._rules, facts)
         if action == Action.REQUIRE and self.bypasses.covers(
             session_id, facts.tool, facts.group, now or utcnow()
@@ -87,10 +89,9 @@ class ApprovalManager:
             return Action.ALLOW
         return action
 
-    def grant_bypass(self, session_id: int, scope: str, minutes: float | None = None) -> Bypass:
-        duration = (
-            timedelta(minutes=minutes) if minutes else timedelta(seconds=self._settings.bypass_duration)
-        )
+    def grant_bypass(self, session_id: int, scope: str) -> Bypass:
+        """Trust ``scope`` in this session for ``approval.bypass_duration``."""
+        duration = timedelta(seconds=self._settings.bypass_duration)
         return self.bypasses.grant(session_id, scope, utcnow(), duration)
 
     # --- requests ------------------------------------------------------------
@@ -182,35 +183,44 @@ class ApprovalManager:
         return cancelled
 
     async def wait(self, request_id: str) -> ApprovalRequestRow:
-        """Block until the request is decided, cancelled or expired (``approval.timeout``)."""
+        """Block until the request is decided, cancelled or expired (``approval.timeout``).
+
+        The wake-up is registered *before* the row is read, so a decision that
+        lands while the read is in flight is never missed.
+        """
         while True:
-            row = await self.get(request_id)
-            if row is None:
-                raise LookupError(request_id)
-            if row.status != ApprovalStatus.PENDING:
-                return row
-            waiter = self._waiters.setdefault(request_id, asyncio.get_running_loop().create_future())
-            timeout = _seconds_until(row.expires_at)
+            woken = asyncio.get_running_loop().create_future()
+            self._waiters.setdefault(request_id, set()).add(woken)
             try:
-                await asyncio.wait_for(asyncio.shield(waiter), timeout)
-            except TimeoutError:
-                await self.expire(request_id)
+                row = await self.get(request_id)
+                if row is None:
+                    raise LookupError(request_id)
+                if row.status != ApprovalStatus.PENDING:
+                    return row
+                try:
+                    await asyncio.wait_for(woken, _seconds_until(row.expires_at))
+                except TimeoutError:
+                    await self.expire(request_id)
             finally:
-                if waiter.done():
-                    self._waiters.pop(request_id, None)
+                self._forget(request_id, woken)
 
     def _wake(self, request_id: str) -> None:
-        waiter = self._waiters.pop(request_id, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        for woken in self._waiters.pop(request_id, set()):
+            if not woken.done():
+                woken.set_result(None)
+
+    def _forget(self, request_id: str, woken: asyncio.Future[None]) -> None:
+        waiting = self._waiters.get(request_id)
+        if waiting is not None:
+            waiting.discard(woken)
+            if not waiting:
+                del self._waiters[request_id]
 
 
 def _seconds_until(moment: datetime | None) -> float | None:
     if moment is None:
         return None
-    if moment.tzinfo is None:
-        from datetime import UTC
-
+    if moment.tzinfo is None:  # SQLite hands datetimes back naive; they were stored as UTC
         moment = moment.replace(tzinfo=UTC)
     return max(0.0, (moment - utcnow()).total_seconds())
 

@@ -4,9 +4,11 @@ A rule names a tool (exact, glob such as ``mcp__github__*``, or a group
 ``@fs_read`` / ``@fs_write`` / ``@shell``), optionally a path glob (matched
 against the call's resolved path, relative to the workdir when the glob is
 relative; for ``execute_cmd`` it is matched against the command, so
-``git status*`` trusts a command prefix), optionally a session source. Rules are sorted by priority then
-id; the first match wins; **no match means require** — safe by default for
-tools added later.
+``git status*`` trusts a command prefix), optionally a session source. Rules
+are sorted by priority then id; the first match wins; **no match means
+require** — safe by default for tools added later. The seeded defaults have
+priority :data:`DEFAULT_PRIORITY`, so any configured or saved rule is tried
+before them.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class CallFacts:
     workdir: Path | None = None
 
 
+DEFAULT_PRIORITY = 1000
+"""Seeded defaults come after every rule of yours (config or "Always", priority 100 by default)."""
+
 SEEDED_RULES: tuple[Rule, ...] = (
     Rule(
         tool="@fs_write",
@@ -58,12 +63,14 @@ SEEDED_RULES: tuple[Rule, ...] = (
         note="agent memory",
         origin="seed",
     ),
-    Rule(tool="execute_cmd", action=Action.REQUIRE, origin="seed"),
-    Rule(tool="write_file", action=Action.REQUIRE, origin="seed"),
-    Rule(tool="edit_file", action=Action.REQUIRE, origin="seed"),
-    Rule(tool="read_file", action=Action.ALLOW, origin="seed"),
-    Rule(tool="list_dir", action=Action.ALLOW, origin="seed"),
-    Rule(tool="list_jobs", action=Action.ALLOW, origin="seed"),
+    *(
+        Rule(tool=name, action=Action.REQUIRE, priority=DEFAULT_PRIORITY, origin="seed")
+        for name in ("execute_cmd", "write_file", "edit_file", "delete_job")  # see runtime/tools/schedule.py
+    ),
+    *(
+        Rule(tool=name, action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed")
+        for name in ("read_file", "list_dir", "list_jobs", "schedule_job", "update_job")
+    ),
 )
 
 
@@ -89,9 +96,20 @@ def matches(rule: Rule, facts: CallFacts) -> bool:
         return path_matches(rule.path, facts.path, facts.workdir)
     if facts.command is None:
         return False
-    return facts.command == rule.path or (
-        command_is_simple(facts.command) and fnmatchcase(facts.command, rule.path)
-    )
+    return command_matches(rule.path, facts.command, widen=rule.action == Action.ALLOW)
+
+
+def command_matches(pattern: str, command: str, *, widen: bool) -> bool:
+    """Exact text, or the glob; an ``allow`` glob never covers a compound command.
+
+    ``deny`` and ``require`` globs match compound commands too: refusing
+    ``rm *`` must also refuse ``rm -rf ~; echo done``.
+    """
+    if command == pattern:
+        return True
+    if widen and not command_is_simple(command):
+        return False
+    return fnmatchcase(command, pattern)
 
 
 _SHELL_CONTROL = set(";&|`$<>()\n\\")
@@ -110,15 +128,24 @@ def tool_matches(pattern: str, tool: str, group: ToolGroup) -> bool:
 
 def path_matches(pattern: str, path: Path, workdir: Path | None) -> bool:
     """Glob match where ``**`` spans directories; relative globs are workdir-relative."""
-    if not PurePosixPath(pattern).is_absolute():
-        if workdir is None:
-            return False
-        try:
-            target = PurePosixPath(path.resolve().relative_to(workdir.resolve()).as_posix())
-        except ValueError:
-            return False  # outside the workdir: a relative rule never matches
+    if PurePosixPath(pattern).is_absolute():
+        target = path.resolve().as_posix()
     else:
-        target = PurePosixPath(path.resolve().as_posix())
-    return fnmatchcase(str(target), pattern) or (
-        pattern.endswith("/**") and str(target).startswith(pattern[:-3] + "/")
-    )
+        inside = workdir_relative(path, workdir) if workdir is not None else None
+        if inside is None:
+            return False  # outside the workdir: a relative rule never matches
+        target = inside
+    return fnmatchcase(target, pattern) or (pattern.endswith("/**") and target.startswith(pattern[:-3] + "/"))
+
+
+def workdir_relative(path: Path, workdir: Path) -> str | None:
+    """``path`` relative to the workdir once both are resolved, or ``None`` when outside it."""
+    try:
+        return path.resolve().relative_to(workdir.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def shown_path(path: Path, workdir: Path) -> str:
+    """How a path reads in prompts and saved rules: workdir-relative inside it, else absolute."""
+    return workdir_relative(path, workdir) or path.resolve().as_posix()

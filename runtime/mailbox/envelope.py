@@ -90,6 +90,7 @@ class ControlBody(_Body):
     kind: Literal[MailKind.CONTROL] = MailKind.CONTROL
     action: ControlAction
     call_ids: list[str] = Field(default_factory=list)
+    quiet: bool = False  # a stop that is part of another command (/new): no "Stopped" reply
 
 
 class ApprovalDecisionBody(_Body):

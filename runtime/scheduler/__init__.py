@@ -7,7 +7,10 @@ The building blocks here are pure or sit behind an injected clock:
 * :mod:`.quiet` — quiet hours as DST-correct spans of instants;
 * :mod:`.misfire` — what to do about fire times missed while down;
 * :mod:`.tic` — when a tic runs, what it is told, when its reply is silence;
-* :mod:`.models`, :mod:`.jobs`, :mod:`.tic_store` — the durable rows.
+* :mod:`.models`, :mod:`.jobs`, :mod:`.tic_store` — the durable rows;
+* :mod:`.plan`, :mod:`.commands`, :mod:`.held` — the service's pure decisions, ``/cron add``
+  text, results held in quiet hours;
+* :mod:`.service` — the running scheduler: APScheduler fires, runs are posted as mail.
 
 Importing :mod:`.models` registers the tables; the migration creates them.
 """

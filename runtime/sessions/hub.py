@@ -3,9 +3,11 @@
 Every session with mail gets a :class:`SessionWorker`, a single task that
 consumes the session's mailbox in order. Mail to an idle session starts a
 turn; mail that arrives during a turn is folded in by the turn itself at its
-next round boundary (R1). ``stop`` does not queue behind anything: it cancels
-the running turn directly and leaves a durable stop mail that the worker
-consumes afterwards, dropping (and counting) what was still queued.
+next round boundary (R1). ``stop`` does not queue behind anything: its mail
+is stored, then the running turn is cancelled directly; the worker consumes
+the stop afterwards (before any queued message, which it drops and counts).
+A stop the turn meets at a boundary first ends it the same way. A paused
+turn continues on a resume anywhere in the queue.
 """
 
 from __future__ import annotations
@@ -13,14 +15,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from runtime.events import Address, Notice, OutcomeKind, TurnFinished, TurnStarted
+from runtime.events import Address, ApprovalResolved, Notice, OutcomeKind, TurnFinished, TurnStarted
 from runtime.log import get_logger
-from runtime.mailbox import ControlAction, ControlBody, Envelope, MailKind
+from runtime.mailbox import ControlAction, ControlBody, Envelope
 from runtime.storage.models import ChatSession, ToolCallStatus, Turn, TurnStatus
 from runtime.turn import texts
-from runtime.turn.inject import mail_text
+from runtime.turn.inject import control_action, mail_text
 from runtime.turn.loop import TurnRunner, TurnServices
 from runtime.turn.outcome import Cancelled, Exhausted, Failed, Final, Paused, TurnOutcome
 
@@ -37,10 +40,9 @@ _STATUS = {
 }
 
 
-def control_action(envelope: Envelope) -> ControlAction | None:
-    if envelope.kind == MailKind.CONTROL and isinstance(envelope.body, ControlBody):
-        return envelope.body.action
-    return None
+def _naive_utc(moment: datetime) -> datetime:
+    """SQLite hands datetimes back without their zone; they were stored as UTC."""
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
 
 
 def address_of(session: ChatSession) -> Address:
@@ -56,6 +58,8 @@ class HubOptions:
 
 
 class SessionWorker:
+    """The one consumer of a session's mailbox (the spec's ChatHub consumer)."""
+
     def __init__(self, hub: SessionHub, session_id: int) -> None:
         self.hub = hub
         self.session_id = session_id
@@ -71,12 +75,13 @@ class SessionWorker:
         return self.turn_task is not None and not self.turn_task.done()
 
     def cancel_turn(self) -> bool:
-        """Cancel the running turn at once (sticky token + task cancel)."""
+        """Cancel the running turn at once (sticky token + task cancel), once."""
         if self.runner is None or not self.busy:
             return False
         assert self.turn_task is not None
-        self.runner.token.cancel()
-        self.turn_task.cancel()
+        if not self.runner.token.cancelled:  # a second /stop must not cut the clean-up short
+            self.runner.token.cancel()
+            self.turn_task.cancel()
         self.cancelled_something = True
         return True
 
@@ -92,12 +97,11 @@ class SessionWorker:
                 log.exception("session %s: consumer failed", self.session_id)
 
     async def _drain(self) -> None:
-        s = self.hub.services
         while True:
-            unread = await s.mailbox.unread(self.session_id)
-            stop = next((e for e in unread if control_action(e) == ControlAction.STOP), None)
-            if stop is not None:
-                await self._consume_stop(unread, stop)
+            unread = await self.hub.services.mailbox.unread(self.session_id)
+            stops = [e for e in unread if control_action(e) == ControlAction.STOP]
+            if stops:  # a double-tapped /stop settles as one
+                await self._consume_stop(unread, stops)
                 continue
             if self.resume_turn_id is not None:
                 turn_id, self.resume_turn_id = self.resume_turn_id, None
@@ -105,25 +109,37 @@ class SessionWorker:
                 continue
             if not unread:
                 return
-            if not await self._dispatch(unread[0]):
+            if not await self._dispatch(unread):
                 return
 
-    async def _dispatch(self, head: Envelope) -> bool:
-        """Act on the oldest unread mail; ``False`` means wait for more mail."""
+    async def _dispatch(self, unread: list[Envelope]) -> bool:
+        """Act on the oldest unread mail; ``False`` means wait for more mail.
+
+        The turn consumes the mail that starts or resumes it (at its first
+        R1), so the user row and the cursor move commit together.
+        """
         paused = await self._paused_turn()
-        action = control_action(head)
-        if action is not None or mail_text(head) is None:
-            await self._consume([head])
-            if action == ControlAction.RESUME and paused is not None:
-                await self._run_turn(paused.id or 0, restarted=False)
-            return True
         if paused is not None:
-            if not self.hub.options.resume_on_message:
-                return False
-            await self._run_turn(paused.id or 0, restarted=False)
+            return await self._dispatch_paused(paused, unread)
+        head = unread[0]
+        if mail_text(head) is None:  # control or a decision with no turn to act on: settled
+            await self._consume([head])
             return True
         await self._run_turn(await self._open_turn(), restarted=False)
         return True
+
+    async def _dispatch_paused(self, paused: Turn, unread: list[Envelope]) -> bool:
+        """A paused turn continues on /resume (anywhere in the queue) or, if configured, any message."""
+        resume = any(control_action(e) == ControlAction.RESUME for e in unread)
+        if not resume and self.hub.options.resume_on_message:
+            resume = any(mail_text(e) is not None for e in unread)
+        if resume:
+            await self._run_turn(paused.id or 0, restarted=False)
+            return True
+        if mail_text(unread[0]) is None:  # e.g. a second /pause: settled, nothing to do
+            await self._consume([unread[0]])
+            return True
+        return False  # messages wait for /resume
 
     async def _open_turn(self) -> int:
         from runtime.storage.history import HistoryStore
@@ -146,20 +162,29 @@ class SessionWorker:
         assert session is not None
         await s.sessions.set_turn_status(turn_id, TurnStatus.RUNNING)
         address = address_of(session)
-        if restarted:
-            s.notice(address, "restarted-continuing", {})
         self.runner = TurnRunner(s, session, turn_id, address)
+        if restarted and await self.runner.stored_answer() is None:  # else nothing is left to continue
+            s.notice(address, "restarted-continuing", {})
         s.bus.emit(TurnStarted(to=address, turn_id=turn_id, resumed=restarted))
         self.turn_task = asyncio.create_task(self.runner.run(), name=f"turn-{turn_id}")
+        await self._finish(address, turn_id, await self._await_turn(turn_id))
+
+    async def _await_turn(self, turn_id: int) -> TurnOutcome:
+        """The turn's outcome; only the worker's own cancellation (shutdown) propagates."""
+        assert self.turn_task is not None and self.runner is not None
         try:
-            outcome = await self.turn_task
+            return await self.turn_task
         except asyncio.CancelledError:
-            self.turn_task.cancel()
-            raise
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                self.turn_task.cancel()
+                raise
+            if self.runner.token.cancelled:  # stopped twice: the clean-up still landed
+                return Cancelled()
+            return Failed("the turn was cancelled unexpectedly")
         except Exception as exc:  # a bug in the loop ends the turn, not the worker
             log.exception("turn %s crashed", turn_id)
-            outcome = Failed(f"{type(exc).__name__}: {exc}")
-        await self._finish(address, turn_id, outcome)
+            return Failed(f"{type(exc).__name__}: {exc}")
 
     async def _finish(self, address: Address, turn_id: int, outcome: TurnOutcome) -> None:
         s = self.hub.services
@@ -168,6 +193,8 @@ class SessionWorker:
             error = texts.exhausted(outcome.rounds)
         elif isinstance(outcome, Failed):
             error = outcome.error
+        elif isinstance(outcome, Cancelled):
+            self.cancelled_something = True
         await s.sessions.finish_turn(turn_id, _STATUS[outcome.kind], error)
         text = outcome.text if isinstance(outcome, Final) else ""
         s.bus.emit(TurnFinished(to=address, turn_id=turn_id, outcome=outcome.kind, text=text, error=error))
@@ -179,26 +206,40 @@ class SessionWorker:
         async with s.db.write() as tx:
             await s.mailbox.advance(tx, self.session_id, max(e.seq for e in mail))
 
-    async def _consume_stop(self, unread: list[Envelope], stop: Envelope) -> None:
-        """Drop queued mail up to the stop, settle a paused/interrupted turn, report."""
+    async def _consume_stop(self, unread: list[Envelope], stops: list[Envelope]) -> None:
+        """Drop queued mail up to the last stop, settle a paused/interrupted turn, report."""
         s = self.hub.services
-        upto = [e for e in unread if e.seq <= stop.seq]
+        upto = [e for e in unread if e.seq <= stops[-1].seq]
         dropped = sum(1 for e in upto if mail_text(e) is not None)
-        settled = await self._settle_unfinished_turn()
-        await self._consume(upto)
-        s.approvals.bypasses.clear(self.session_id)
         session = await s.sessions.get(self.session_id)
         assert session is not None
         address = address_of(session)
-        if self.cancelled_something or settled:
-            s.notice(address, "stopped", {})
-        elif not dropped:
-            s.notice(address, "nothing-to-stop", {})
-        if dropped:
-            s.notice(address, "stopped-dropped", {"count": dropped})
-        self.cancelled_something = False
+        settled = await self._settle_unfinished_turn(address) or await self._ended_by(stops[0])
+        await self._consume(upto)
+        s.approvals.bypasses.clear(self.session_id)
+        stopped, self.cancelled_something = self.cancelled_something or settled, False
+        quiet = all(isinstance(e.body, ControlBody) and e.body.quiet for e in stops)
+        if not quiet:
+            self._report_stop(address, stopped=stopped, dropped=dropped)
 
-    async def _settle_unfinished_turn(self) -> bool:
+    async def _ended_by(self, stop: Envelope) -> bool:
+        """The latest turn was cancelled after this stop was sent (e.g. by a process that
+        died before it consumed the stop): the stop did stop something."""
+        latest = await self.hub.services.sessions.latest_turn(self.session_id)
+        if latest is None or latest.status != TurnStatus.CANCELLED or latest.ended_at is None:
+            return False
+        return _naive_utc(latest.ended_at) >= _naive_utc(stop.sent_at)
+
+    def _report_stop(self, address: Address, *, stopped: bool, dropped: int) -> None:
+        notice = self.hub.services.notice
+        if dropped:
+            notice(address, "stopped-dropped", {"count": dropped})
+        elif stopped:
+            notice(address, "stopped", {})
+        else:
+            notice(address, "nothing-to-stop", {})
+
+    async def _settle_unfinished_turn(self, address: Address) -> bool:
         """A paused turn, or one a crash left running, ends as cancelled on /stop."""
         s = self.hub.services
         latest = await s.sessions.latest_turn(self.session_id)
@@ -206,7 +247,15 @@ class SessionWorker:
             return False
         self.resume_turn_id = None
         await s.history.close_open_calls(self.session_id, ToolCallStatus.CANCELLED, texts.CANCELLED_BY_USER)
-        await s.approvals.cancel_session(self.session_id)
+        for request in await s.approvals.cancel_session(self.session_id):  # prompts read "⏹ Cancelled"
+            resolved = ApprovalResolved(
+                to=address,
+                request_id=request.id,
+                status=request.status,
+                reason=None,
+                message_id=request.message_id,
+            )
+            s.bus.emit(resolved)
         await s.sessions.finish_turn(latest.id or 0, TurnStatus.CANCELLED)
         return True
 
@@ -242,6 +291,13 @@ class SessionHub:
         worker = self.workers.get(session_id)
         return worker is not None and worker.busy
 
+    async def pause_pending(self, session_id: int) -> bool:
+        """A /pause is queued for the running turn (it has not reached its next step yet)."""
+        if not self.is_busy(session_id):
+            return False
+        unread = await self.services.mailbox.unread(session_id)
+        return any(control_action(e) == ControlAction.PAUSE for e in unread)
+
     def cancel_turn(self, session_id: int) -> bool:
         worker = self.workers.get(session_id)
         return worker.cancel_turn() if worker is not None else False
@@ -254,11 +310,11 @@ class SessionHub:
         """Stop consumers without marking turns cancelled: a restart resumes them."""
         tasks: list[asyncio.Task[Any]] = []
         for worker in self.workers.values():
+            worker.task.cancel()
+            tasks.append(worker.task)
             if worker.turn_task is not None and not worker.turn_task.done():
                 worker.turn_task.cancel()
                 tasks.append(worker.turn_task)
-            worker.task.cancel()
-            tasks.append(worker.task)
         await asyncio.gather(*tasks, return_exceptions=True)
         self.workers.clear()
 

@@ -55,11 +55,14 @@ class HistoryStore:
 
     @staticmethod
     async def mark_orphans_failed(tx: Any, session_id: int) -> int:
-        """Trailing user rows with no answer after them: the turn died before replying."""
+        """Trailing user rows with no answer after them: the turn died before replying.
+
+        A reply cut short by /stop (a ``cancelled`` assistant row) is an answer.
+        """
         rows = (
             await tx.exec(
                 select(HistoryRow)
-                .where(HistoryRow.session_id == session_id, HistoryRow.status == RowStatus.OK)
+                .where(HistoryRow.session_id == session_id, HistoryRow.status != RowStatus.FAILED)
                 .order_by(col(HistoryRow.id).desc())
                 .limit(50)
             )

@@ -124,6 +124,17 @@ class SessionStore:
 
     # --- key/value ---------------------------------------------------------
 
+    async def delete_value(self, key: str) -> None:
+        async with self._db.write() as tx:
+            row = await tx.get(KeyValue, key)
+            if row is not None:
+                await tx.delete(row)
+
+    async def values_with_prefix(self, prefix: str) -> dict[str, str]:
+        async with self._db.read() as tx:
+            rows = await tx.exec(select(KeyValue).where(col(KeyValue.key).startswith(prefix)))
+            return {row.key: row.value for row in rows.all()}
+
     async def get_value(self, key: str) -> str | None:
         async with self._db.read() as tx:
             row = await tx.get(KeyValue, key)

@@ -14,7 +14,7 @@ import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -32,6 +32,14 @@ class ToolGroup(enum.StrEnum):
     OTHER = "other"
 
 
+class ProcessLedger(Protocol):
+    """Where tools record the process groups they start (see runtime.tools.processes)."""
+
+    async def started(self, pgid: int) -> None: ...
+
+    async def finished(self, pgid: int) -> None: ...
+
+
 @dataclass(slots=True, frozen=True)
 class ToolContext:
     """What a tool may know about where it runs."""
@@ -40,6 +48,7 @@ class ToolContext:
     session_id: int = 0
     source: str = "telegram"
     chat_id: int | None = None
+    processes: ProcessLedger | None = None
 
     def resolve(self, path: str) -> Path:
         """Resolve ``path`` against the workdir (absolute paths stay as given)."""
@@ -104,6 +113,7 @@ class ToolRegistry:
 
     def __init__(self, tools: list[Tool[Any]] | None = None) -> None:
         self._tools: dict[str, Tool[Any]] = {}
+        self._specs: list[ToolSpec] | None = None
         for tool in tools or []:
             self.register(tool)
 
@@ -111,12 +121,16 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} registered twice")
         self._tools[tool.name] = tool
+        self._specs = None
 
     def get(self, name: str) -> Tool[Any] | None:
         return self._tools.get(name)
 
     def specs(self) -> list[ToolSpec]:
-        return [tool.spec for tool in self._tools.values()]
+        # cached: pydantic's JSON-schema generation costs ~2 ms per round otherwise (bench/README.md)
+        if self._specs is None:
+            self._specs = [tool.spec for tool in self._tools.values()]
+        return list(self._specs)
 
     def names(self) -> list[str]:
         return list(self._tools)

@@ -37,7 +37,8 @@ from typing import TypeVar
 from pydantic import Field
 
 from runtime.errors import ToolError
-from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolGroup
+from runtime.storage.db import durable
+from runtime.tools.base import ProcessLedger, Tool, ToolArgs, ToolContext, ToolGroup
 
 OUTPUT_LIMIT_BYTES = 100 * 1024
 DEFAULT_TIMEOUT_SECONDS = 120
@@ -228,13 +229,30 @@ async def _spawn(command: str, cwd: Path) -> tuple[asyncio.SubprocessTransport, 
         raise
 
 
-async def run_command(command: str, cwd: Path, timeout_seconds: float) -> tuple[int, str, bool]:
+async def run_command(
+    command: str, cwd: Path, timeout_seconds: float, ledger: ProcessLedger | None = None
+) -> tuple[int, str, bool]:
     """Run ``command``; return ``(exit_code, output, background_left_running)``.
 
     Raises :class:`TimeoutError` (after killing the group, output in its
-    ``args[0]``) and re-raises cancellation after killing the group.
+    ``args[0]``) and re-raises cancellation after killing the group. The group
+    is recorded in ``ledger`` while it runs, so a crashed agentgram's
+    successor can kill it before re-running the call.
     """
     transport, proto = await _spawn(command, cwd)
+    pgid = transport.get_pid()
+    if ledger is not None:
+        await durable(ledger.started(pgid))
+    try:
+        return await _await_command(transport, proto, timeout_seconds)
+    finally:
+        if ledger is not None:
+            await durable(ledger.finished(pgid))
+
+
+async def _await_command(
+    transport: asyncio.SubprocessTransport, proto: _Protocol, timeout_seconds: float
+) -> tuple[int, str, bool]:
     try:
         try:
             async with asyncio.timeout(timeout_seconds):
@@ -297,7 +315,7 @@ class ExecuteCmd(Tool[ExecuteCmdArgs]):
         if not await asyncio.to_thread(cwd.is_dir):
             raise ToolError(f"workdir {cwd} does not exist or is not a directory")
         try:
-            code, output, lingering = await run_command(args.command, cwd, args.timeout_seconds)
+            code, output, lingering = await run_command(args.command, cwd, args.timeout_seconds, ctx.processes)
         except TimeoutError as exc:
             output = exc.args[0] if exc.args else ""
             raise ToolError(

@@ -11,8 +11,9 @@ prefix caches:
 
 Truncation to ``max_history_messages`` drops whole entries from the front, so
 a tool call is never separated from its result. Tool results from earlier
-turns longer than ``max_tool_result_chars`` are replaced by a note (the
-database keeps them whole).
+turns (by ``turn_id``: a message injected mid-turn does not start a new one)
+longer than ``max_tool_result_chars`` are replaced by a note (the database
+keeps them whole).
 """
 
 from __future__ import annotations
@@ -83,11 +84,21 @@ def truncate(entries: list[HistoryEntry], limit: int) -> list[HistoryEntry]:
 
 
 def current_turn_start(entries: list[HistoryEntry]) -> int:
-    """Index of the last user entry: everything before it belongs to earlier turns."""
-    for index in range(len(entries) - 1, -1, -1):
-        if entries[index].row.role == Role.USER:
-            return index
-    return 0
+    """Index of the current turn's first entry: everything before it belongs to earlier turns.
+
+    The current turn is the last user row's. Rows carry their ``turn_id``, so
+    a message injected mid-turn (a second user row of the same turn) does not
+    make that turn's own earlier tool results "earlier" — the model may not
+    even have read them yet. Rows without a turn id fall back to the last user row.
+    """
+    last_user = next((i for i in range(len(entries) - 1, -1, -1) if entries[i].row.role == Role.USER), None)
+    if last_user is None:
+        return 0
+    turn_id = entries[last_user].row.turn_id
+    start = last_user
+    while turn_id is not None and start > 0 and entries[start - 1].row.turn_id == turn_id:
+        start -= 1
+    return start
 
 
 def render_entry(entry: HistoryEntry, hide_over: int | None) -> list[ChatMessage]:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from runtime.approvals.manager import ApprovalManager
-from runtime.approvals.rules import Action, CallFacts
+from runtime.approvals.rules import Action, CallFacts, shown_path
 from runtime.events import Address, ApprovalDetails, ApprovalRequested, ApprovalResolved, EventBus
 from runtime.storage.history import HistoryStore
 from runtime.storage.models import ApprovalStatus, ChatSession, ToolCallRow, ToolCallStatus
@@ -115,7 +116,7 @@ async def approval_details(call: ToolCallRow, ctx: ToolContext) -> ApprovalDetai
         return ApprovalDetails(
             tool_name=call.name,
             arguments=raw,
-            path=preview.path,
+            path=shown_path(Path(preview.path), ctx.workdir),
             diff=preview.diff,
             new_file=preview.new_file,
         )

@@ -3,10 +3,13 @@
 Mail is consumed strictly in ``seq`` order. User, agent and scheduled mail
 become user rows (each its own row; the context builder coalesces them);
 approval decisions were applied when they were accepted and are just passed;
-a pause stops consumption there. The user rows and the cursor move commit in
-**one** transaction — that is the mailbox's exactly-once effect.
-A stop is never consumed here: the session worker consumes it after the turn
-has been cancelled, so it can count and drop what was still queued.
+a pause stops consumption there, unless a later resume cancels it out. The
+user rows and the cursor move commit in **one** transaction — that is the
+mailbox's exactly-once effect.
+
+A stop is never consumed here, and while one is unread nothing is: the turn
+ends cancelled and the session worker consumes the stop afterwards, counting
+and dropping what was still queued (never stored as conversation).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ class Injected(enum.Enum):
     NOTHING = "nothing"
     MESSAGES = "messages"
     PAUSE = "pause"
+    STOP = "stop"
 
 
 def mail_text(envelope: Envelope) -> str | None:
@@ -42,34 +46,42 @@ def is_synthetic(envelope: Envelope) -> bool:
     return isinstance(body, ScheduledTurnBody) or (isinstance(body, UserMessageBody) and body.is_synthetic)
 
 
-def take_until_control(unread: list[Envelope]) -> tuple[list[Envelope], Envelope | None]:
-    """The mail R1 may consume, and the control envelope that stops it (if any)."""
-    taken: list[Envelope] = []
-    for envelope in unread:
-        if envelope.kind == MailKind.CONTROL:
-            assert isinstance(envelope.body, ControlBody)
-            if envelope.body.action in (ControlAction.STOP, ControlAction.PAUSE):
-                return taken, envelope
-            taken.append(envelope)  # resume / cancel_calls: nothing to do mid-turn
+def control_action(envelope: Envelope) -> ControlAction | None:
+    if envelope.kind == MailKind.CONTROL and isinstance(envelope.body, ControlBody):
+        return envelope.body.action
+    return None
+
+
+def stop_pending(unread: list[Envelope]) -> bool:
+    return any(control_action(e) == ControlAction.STOP for e in unread)
+
+
+def take_until_pause(unread: list[Envelope]) -> tuple[list[Envelope], bool]:
+    """The mail R1 consumes now, and whether it ends in a pause that holds.
+
+    A pause followed by a resume (``/pause`` then ``/resume`` before the next
+    step) cancels out: both are consumed and the turn goes on.
+    """
+    for index, envelope in enumerate(unread):
+        if control_action(envelope) != ControlAction.PAUSE:
             continue
-        taken.append(envelope)
-    return taken, None
+        later = [control_action(e) for e in unread[index + 1 :]]
+        if ControlAction.RESUME in later:
+            continue
+        return unread[: index + 1], True
+    return list(unread), False
 
 
 async def inject_mail(
     db: Database, mailbox: Mailbox, history: HistoryStore, session_id: int, turn_id: int
 ) -> Injected:
     unread = await mailbox.unread(session_id)
-    taken, control = take_until_control(unread)
-    pause = (
-        control is not None
-        and isinstance(control.body, ControlBody)
-        and control.body.action == ControlAction.PAUSE
-    )
-    consumed = [*taken, control] if pause and control is not None else taken
-    if not consumed:
+    if stop_pending(unread):
+        return Injected.STOP
+    taken, pause = take_until_pause(unread)
+    if not taken:
         return Injected.NOTHING
-    await durable(_commit(db, mailbox, history, session_id, turn_id, consumed))
+    await durable(_commit(db, mailbox, history, session_id, turn_id, taken))
     if pause:
         return Injected.PAUSE
     return Injected.MESSAGES if any(mail_text(e) is not None for e in taken) else Injected.NOTHING

@@ -47,9 +47,9 @@ from runtime.log import get_logger
 from runtime.mailbox import Mailbox
 from runtime.storage.db import Database, durable
 from runtime.storage.history import HistoryStore
-from runtime.storage.models import ChatSession, RowStatus, ToolCallRow, ToolCallStatus, TurnStatus
+from runtime.storage.models import ChatSession, Role, RowStatus, ToolCallRow, ToolCallStatus, TurnStatus
 from runtime.storage.sessions import SessionStore
-from runtime.tools.base import ToolContext, ToolRegistry
+from runtime.tools.base import ProcessLedger, ToolContext, ToolRegistry
 from runtime.turn import texts
 from runtime.turn.context import ContextSettings, build_messages
 from runtime.turn.gate import GateDeps, run_approval_gate
@@ -87,6 +87,7 @@ class TurnServices:
     max_rounds: int
     clock: Callable[[], datetime]
     notice: Callable[[Address, str, dict[str, str | int]], None]
+    processes: ProcessLedger | None = None
 
 
 @dataclass(slots=True)
@@ -119,6 +120,8 @@ class TurnRunner:
 
     async def _run_rounds(self) -> TurnOutcome:
         s = self.services
+        if (answer := await self.stored_answer()) is not None:  # crashed before the turn was closed
+            return Final(answer)
         if (flow := await self._resume_pending_tools()) is not None:
             return flow
         while True:
@@ -127,12 +130,29 @@ class TurnRunner:
             injected = await inject_mail(s.db, s.mailbox, s.history, self.session_id, self.turn_id)
             if injected is Injected.PAUSE:
                 return Paused()
+            if injected is Injected.STOP:  # a /stop landed before the hub could cancel us
+                self.token.cancel()
+                raise asyncio.CancelledError
             rounds = await s.sessions.count_round(self.turn_id)
             if rounds > s.max_rounds:
                 return Exhausted(s.max_rounds)
             step = await self._round()
             if not isinstance(step, RunAgain):
                 return step
+
+    async def stored_answer(self) -> str | None:
+        """The turn's final answer when it is already stored as the session's last row.
+
+        A process that died between storing the final round and closing the turn leaves the
+        turn ``running``; resuming it must close it, not ask the model (and the user) again.
+        """
+        entries = await self.services.history.entries(self.session_id, limit=1)
+        if not entries:
+            return None
+        row = entries[-1].row
+        if row.turn_id != self.turn_id or row.role != Role.ASSISTANT or row.status != RowStatus.OK:
+            return None
+        return None if entries[-1].calls else row.content
 
     async def _round(self) -> RoundStep:
         s = self.services
@@ -251,6 +271,7 @@ class TurnRunner:
             session_id=self.session_id,
             source=self.session.source,
             chat_id=self.session.chat_id,
+            processes=self.services.processes,
         )
 
     async def _record_cancellation(self) -> None:

@@ -72,7 +72,7 @@ async def test_rejected_token_exits_2_with_one_line(tmp_path: Path) -> None:
             },
         )
         proc = await _spawn("run", "--config", str(config))
-        stdout, stderr = await proc.communicate()
+        _, stderr = await proc.communicate()
     assert proc.returncode == 2, stderr.decode()
     assert "telegram.token" in stderr.decode()
     assert "wrong-token" not in stderr.decode()

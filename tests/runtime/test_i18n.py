@@ -44,6 +44,7 @@ SAMPLE_PARAMS: dict[str, str | int] = {
     "path": "notes/todo.md", "tool": "execute_cmd", "reason": "not now", "rule": "execute_cmd ls *",
     "enabled": "on", "interval": "30 min", "last": "never", "title": "Weather", "id": "7",
     "until": "18:30",
+    "when": "2026-03-27 13:00", "result": "reported", "state": "⏰", "schedule": "<code>every 2h</code>",
 }  # fmt: skip
 
 

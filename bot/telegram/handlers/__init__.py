@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from telegram.ext import Application
 
-from bot.telegram.handlers import access, approvals, commands, messages
+from bot.telegram.handlers import access, approvals, commands, messages, schedule
 
 
 def register(application: Application) -> None:  # type: ignore[type-arg]
     application.add_handler(access.handler(), group=-1)
-    for handler in [*commands.handlers(), *approvals.handlers(), *messages.handlers(), commands.fallback()]:
+    for handler in [
+        *commands.handlers(),
+        *approvals.handlers(),
+        *schedule.handlers(),
+        *messages.handlers(),
+        commands.fallback(),
+    ]:
         application.add_handler(handler)

@@ -1,7 +1,8 @@
 """Button presses on approval prompts, and /approvals and /trust.
 
 Every callback query is answered with a short toast — decisions, stale
-requests, garbage data alike — so no button keeps spinning. A decision is
+requests, garbage data alike — so no button keeps spinning. (A stranger's tap
+never gets here: the access gate answers it with a refusal.) A decision is
 stored as mail and applied once; a second tap is told the request is no
 longer pending. The prompt itself is edited by delivery when the runtime
 reports the resolution, so a prompt reads the same whichever way it was
@@ -12,41 +13,46 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, ContextTypes
 
 from bot.telegram.callback_data import Button, ButtonAction, decode, encode
 from bot.telegram.context import BotContext, bot_context, envelope_id
+from bot.telegram.handlers.schedule import CRON_BUTTONS
 from bot.telegram.render import escape
-from bot.telegram.sender import send_html
+from bot.telegram.sender import edit_html, send_html
+from runtime.approvals.bypass import Bypass
 from runtime.approvals.manager import DecisionResult
+from runtime.approvals.rules import Rule
 from runtime.approvals.trust import describe
+from runtime.storage.models import utcnow
 from runtime.turn.loop import call_summary
 
-_DECIDE = {ButtonAction.APPROVE: True, ButtonAction.REJECT: False}
 ButtonHandler = Callable[[Update, BotContext, Button], Awaitable[None]]
 """Every button action routes through :data:`BUTTON_HANDLERS`; other features add theirs there."""
 
 
 async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     ctx = bot_context(context)
-    query = update.callback_query
-    assert query is not None
-    button = decode(query.data)
-    if button is None:
-        await query.answer(ctx.text(update, "approval-unknown-button"))
-        return
-    handler = BUTTON_HANDLERS.get(button.action)
-    if handler is None:
-        await query.answer(ctx.text(update, "approval-unknown-button"))
+    button = decode(_query(update).data)
+    handler = BUTTON_HANDLERS.get(button.action) if button is not None else None
+    if button is None or handler is None:
+        await _query(update).answer(ctx.text(update, "approval-unknown-button"))
         return
     await handler(update, ctx, button)
 
 
-async def _decide(update: Update, ctx: BotContext, button: Button) -> None:
+def _query(update: Update) -> CallbackQuery:
     query = update.callback_query
     assert query is not None
-    approved = _DECIDE[button.action]
+    return query
+
+
+# --- the prompt's buttons ------------------------------------------------------------
+
+
+async def _decide(update: Update, ctx: BotContext, button: Button) -> None:
+    approved = button.action == ButtonAction.APPROVE
     result = await ctx.runtime.decide(
         button.arg, approved=approved, reason=None, envelope_id=envelope_id(update)
     )
@@ -59,24 +65,17 @@ async def _trust_15(update: Update, ctx: BotContext, button: Button) -> None:
 
 
 async def _always(update: Update, ctx: BotContext, button: Button) -> None:
-    query = update.callback_query
-    assert query is not None
+    """Show the rule "Always" would save; nothing is saved or decided until it is confirmed."""
     rule = await ctx.runtime.propose_always(button.arg)
     if rule is None:
-        await query.answer(ctx.text(update, "approval-stale"))
+        await _query(update).answer(ctx.text(update, "approval-stale"))
         return
-    await query.answer()
+    await _query(update).answer()
     keyboard = InlineKeyboardMarkup(
         [
             [
-                InlineKeyboardButton(
-                    ctx.text(update, "btn-confirm"),
-                    callback_data=encode(Button(ButtonAction.ALWAYS_CONFIRM, button.arg)),
-                ),
-                InlineKeyboardButton(
-                    ctx.text(update, "btn-cancel"),
-                    callback_data=encode(Button(ButtonAction.ALWAYS_CANCEL, button.arg)),
-                ),
+                _button(ctx.text(update, "btn-confirm"), Button(ButtonAction.ALWAYS_CONFIRM, button.arg)),
+                _button(ctx.text(update, "btn-cancel"), Button(ButtonAction.ALWAYS_CANCEL, button.arg)),
             ]
         ]
     )
@@ -87,48 +86,128 @@ async def _always(update: Update, ctx: BotContext, button: Button) -> None:
 
 
 async def _always_confirm(update: Update, ctx: BotContext, button: Button) -> None:
-    query = update.callback_query
-    assert query is not None
+    query = _query(update)
     result, rule = await ctx.runtime.trust_always(button.arg, envelope_id=envelope_id(update))
     await _toast(update, ctx, result, "approval-approved")
-    if rule is not None and query.message is not None:
+    message = query.message
+    if message is None:
+        return
+    if rule is None:  # stale: the request was decided meanwhile
         await query.edit_message_reply_markup(reply_markup=None)
+        return
+    text = ctx.text(update, "trust-always-saved", rule=escape(describe(rule)))
+    await edit_html(update.get_bot(), message.chat.id, message.message_id, text)
 
 
 async def _always_cancel(update: Update, ctx: BotContext, button: Button) -> None:
-    query = update.callback_query
-    assert query is not None
+    query = _query(update)
     await query.answer()
     if query.message is not None:
         await query.delete_message()
 
 
-async def _revoke_bypass(update: Update, ctx: BotContext, button: Button) -> None:
-    query = update.callback_query
-    assert query is not None
-    session = await ctx.session(update)
-    ctx.runtime.approvals.bypasses.revoke(session.id or 0, _scope_from_arg(button.arg))
-    await query.answer(ctx.text(update, "trust-revoked"))
-    await query.edit_message_reply_markup(reply_markup=None)
-
-
-async def _revoke_rule(update: Update, ctx: BotContext, button: Button) -> None:
-    query = update.callback_query
-    assert query is not None
-    removed = await ctx.runtime.approvals.delete_rule(int(button.arg)) if button.arg.isdigit() else False
-    await query.answer(ctx.text(update, "trust-revoked" if removed else "approval-unknown-button"))
-    if removed:
-        await query.edit_message_reply_markup(reply_markup=None)
-
-
 async def _toast(
     update: Update, ctx: BotContext, result: DecisionResult, key: str, **params: str | int
 ) -> None:
-    query = update.callback_query
-    assert query is not None
-    await query.answer(
-        ctx.text(update, key, **params) if result.applied else ctx.text(update, "approval-stale")
-    )
+    text = ctx.text(update, key, **params) if result.applied else ctx.text(update, "approval-stale")
+    await _query(update).answer(text)
+
+
+# --- /approvals -------------------------------------------------------------------------
+
+APPROVALS_SHOWN = 10
+
+
+async def list_approvals(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Each pending request as a reply to its prompt: tapping the quote jumps there
+    (private chats have no message links), and replying to the prompt rejects with a reason."""
+    ctx = bot_context(context)
+    chat = update.effective_chat
+    assert chat is not None
+    pending = await ctx.runtime.approvals.pending((await ctx.session(update)).id)
+    if not pending:
+        await send_html(context.bot, chat.id, ctx.text(update, "approvals-none"))
+        return
+    await send_html(context.bot, chat.id, ctx.text(update, "approvals-list-header"))
+    for request in pending[:APPROVALS_SHOWN]:
+        call = await ctx.runtime.call_for_request(request.id)
+        name, summary = (call.name, call_summary(call)) if call is not None else ("?", "")
+        line = f"⏳ <code>{escape(name)}</code> {escape(summary)}"
+        await send_html(context.bot, chat.id, line, reply_to=request.message_id)
+
+
+# --- /trust and revoking ----------------------------------------------------------------
+
+
+async def list_trust(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    ctx = bot_context(context)
+    chat = update.effective_chat
+    assert chat is not None
+    session = await ctx.session(update)
+    bypasses = ctx.runtime.approvals.bypasses.active(session.id or 0, utcnow())
+    rules = [r for r in ctx.runtime.approvals.rules() if r.origin == "user"]
+    if not bypasses and not rules:
+        await send_html(context.bot, chat.id, ctx.text(update, "trust-none"))
+        return
+    await send_html(context.bot, chat.id, ctx.text(update, "trust-header"))
+    revoke = ctx.text(update, "btn-revoke")
+    for bypass in bypasses:
+        keyboard = _one(revoke, Button(ButtonAction.REVOKE_BYPASS, _scope_to_arg(bypass.scope)))
+        await send_html(context.bot, chat.id, _bypass_line(ctx, update, bypass), reply_markup=keyboard)
+    for rule in rules:
+        keyboard = _one(revoke, Button(ButtonAction.REVOKE_RULE, str(rule.id)))
+        await send_html(context.bot, chat.id, _rule_line(rule), reply_markup=keyboard)
+
+
+def _bypass_line(ctx: BotContext, update: Update, bypass: Bypass) -> str:
+    until = bypass.expires_at.astimezone(ctx.runtime.timezone).strftime("%H:%M")
+    return f"⏱ <code>{escape(bypass.scope)}</code> — {ctx.text(update, 'trust-bypass-until', until=until)}"
+
+
+def _rule_line(rule: Rule) -> str:
+    return f"🔁 <code>{escape(describe(rule))}</code>"
+
+
+async def _revoke_bypass(update: Update, ctx: BotContext, button: Button) -> None:
+    session = await ctx.session(update)
+    removed = ctx.runtime.approvals.bypasses.revoke(session.id or 0, _scope_from_arg(button.arg))
+    await _revoked(update, ctx, removed)
+
+
+async def _revoke_rule(update: Update, ctx: BotContext, button: Button) -> None:
+    removed = button.arg.isdigit() and await ctx.runtime.approvals.delete_rule(int(button.arg))
+    await _revoked(update, ctx, removed)
+
+
+async def _revoked(update: Update, ctx: BotContext, removed: bool) -> None:
+    """Revoking twice (or after expiry) is answered as stale; either way the button goes."""
+    query = _query(update)
+    await query.answer(ctx.text(update, "trust-revoked" if removed else "approval-stale"))
+    await query.edit_message_reply_markup(reply_markup=None)
+
+
+def _scope_to_arg(scope: str) -> str:
+    """Bypass scopes (``all``, ``@group``, a tool name) as opaque-safe button arguments."""
+    if scope == "all":
+        return "all"
+    return "g-" + scope[1:] if scope.startswith("@") else "t-" + scope
+
+
+def _scope_from_arg(arg: str) -> str:
+    if arg.startswith("g-"):
+        return "@" + arg[2:]
+    return arg[2:] if arg.startswith("t-") else arg
+
+
+# --- wiring -------------------------------------------------------------------------------
+
+
+def _button(label: str, button: Button) -> InlineKeyboardButton:
+    return InlineKeyboardButton(label, callback_data=encode(button))
+
+
+def _one(label: str, button: Button) -> InlineKeyboardMarkup:
+    return InlineKeyboardMarkup([[_button(label, button)]])
 
 
 BUTTON_HANDLERS: dict[ButtonAction, ButtonHandler] = {
@@ -140,70 +219,8 @@ BUTTON_HANDLERS: dict[ButtonAction, ButtonHandler] = {
     ButtonAction.ALWAYS_CANCEL: _always_cancel,
     ButtonAction.REVOKE_BYPASS: _revoke_bypass,
     ButtonAction.REVOKE_RULE: _revoke_rule,
+    **CRON_BUTTONS,
 }
-
-
-def _scope_to_arg(scope: str) -> str:
-    return "all" if scope == "all" else ("g-" + scope[1:] if scope.startswith("@") else "t-" + scope)
-
-
-def _scope_from_arg(arg: str) -> str:
-    if arg.startswith("g-"):
-        return "@" + arg[2:]
-    return arg[2:] if arg.startswith("t-") else arg
-
-
-async def list_approvals(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """Each pending prompt is answered by a reply to it: tapping the quote jumps there
-    (Telegram has no message links in private chats)."""
-    ctx = bot_context(context)
-    chat = update.effective_chat
-    assert chat is not None
-    pending = await ctx.runtime.approvals.pending((await ctx.session(update)).id)
-    if not pending:
-        await send_html(context.bot, chat.id, ctx.text(update, "approvals-none"))
-        return
-    await send_html(context.bot, chat.id, ctx.text(update, "approvals-list-header"))
-    for request in pending[:10]:
-        call = await ctx.runtime.call_for_request(request.id)
-        line = f"⏳ <code>{escape(call.name if call else '?')}</code> {escape(call_summary(call) if call else '')}"
-        await send_html(context.bot, chat.id, line, reply_to=request.message_id)
-
-
-async def list_trust(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    ctx = bot_context(context)
-    chat = update.effective_chat
-    assert chat is not None
-    session = await ctx.session(update)
-    bypasses = ctx.runtime.approvals.bypasses.active(session.id or 0, _now())
-    rules = [r for r in ctx.runtime.approvals.rules() if r.origin == "user"]
-    if not bypasses and not rules:
-        await send_html(context.bot, chat.id, ctx.text(update, "trust-none"))
-        return
-    await send_html(context.bot, chat.id, ctx.text(update, "trust-header"))
-    revoke = ctx.text(update, "btn-revoke")
-    for bypass in bypasses:
-        until = bypass.expires_at.astimezone(ctx.runtime.timezone).strftime("%H:%M")
-        text = (
-            f"⏱ <code>{escape(bypass.scope)}</code> — {ctx.text(update, 'trust-bypass-until', until=until)}"
-        )
-        data = encode(Button(ButtonAction.REVOKE_BYPASS, _scope_to_arg(bypass.scope)))
-        await send_html(context.bot, chat.id, text, reply_markup=_one(revoke, data))
-    for rule in rules:
-        data = encode(Button(ButtonAction.REVOKE_RULE, str(rule.id)))
-        await send_html(
-            context.bot, chat.id, f"🔁 <code>{escape(describe(rule))}</code>", reply_markup=_one(revoke, data)
-        )
-
-
-def _one(label: str, data: str) -> InlineKeyboardMarkup:
-    return InlineKeyboardMarkup([[InlineKeyboardButton(label, callback_data=data)]])
-
-
-def _now():  # type: ignore[no-untyped-def]
-    from runtime.storage.models import utcnow
-
-    return utcnow()
 
 
 def handlers() -> list[BaseHandler[Update, ContextTypes.DEFAULT_TYPE, None]]:

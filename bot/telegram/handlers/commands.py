@@ -64,7 +64,7 @@ async def stop(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 async def pause(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     ctx = bot_context(context)
     running = await ctx.runtime.pause(await ctx.session(update), envelope_id(update))
-    await _reply(update, context, "paused" if running else "nothing-to-stop")
+    await _reply(update, context, "pausing" if running else "nothing-to-pause")
 
 
 async def resume(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

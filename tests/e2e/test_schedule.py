@@ -1,0 +1,326 @@
+"""Tics and cron jobs end to end: real python-telegram-bot and openai SDK between the two fakes.
+
+Tics run on a one-second interval here (``tic.interval`` is a plain duration,
+so tests may go below the one-minute floor users get for ``every …``); cron
+jobs are added by command or by the agent's tool and run with the ▶️ button.
+Every wait is on something observable: a chat message, a model request, a
+scheduler listener.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from runtime.scheduler.jobs import INTERRUPTED
+from runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
+from runtime.storage.models import Role
+from tests.conftest import ALLOWED_USER
+from tests.e2e.harness import Rig, running_bot
+from tests.fakes.openai_server import Hang, Text, ToolCalls
+from tests.fakes.telegram_server import SentMessage
+
+TIC = {"enabled": True, "interval": 1}
+
+
+def write_tic_md(tmp_path: Path, text: str) -> None:
+    workdir = tmp_path / "workspace"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "TIC.md").write_text(text)
+
+
+def user_texts(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "user"]
+
+
+def tool_results(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+def tics(rig: Rig) -> list[TicRun]:
+    """Every tic decision that ended, in order (recorded by a scheduler listener)."""
+    found: list[TicRun] = getattr(rig, "_tics", None) or []
+    if not hasattr(rig, "_tics"):
+        rig._tics = found  # type: ignore[attr-defined]
+        rig.bot.runtime.scheduler.tic_listeners.append(found.append)
+    return found
+
+
+def runs(rig: Rig) -> list[JobRun]:
+    found: list[JobRun] = getattr(rig, "_runs", None) or []
+    if not hasattr(rig, "_runs"):
+        rig._runs = found  # type: ignore[attr-defined]
+        rig.bot.runtime.scheduler.run_listeners.append(found.append)
+    return found
+
+
+async def until(rig: Rig, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    await rig.tg.wait_for(predicate, timeout)
+
+
+def job_message(rig: Rig, title: str) -> SentMessage:
+    """The newest /cron list entry for the job titled ``title``."""
+    return [m for m in rig.chat() if title in m.visible_text and m.buttons][-1]
+
+
+def tap(rig: Rig, message: SentMessage, label: str) -> None:
+    rig.tg.press_button(ALLOWED_USER, message.message_id, message.button_data(label))
+
+
+# --- tics -------------------------------------------------------------------------------------
+
+
+async def test_tic_report_is_delivered_to_the_home_chat_and_remembered(tmp_path: Path) -> None:
+    write_tic_md(tmp_path, "- check whether the nightly backup ran\n")
+    async with running_bot(tmp_path, tic=TIC) as rig:
+        rig.tg.add_chat(ALLOWED_USER)  # the user has talked to the bot before
+        done = tics(rig)
+        rig.llm.script(Text("The nightly backup did not run."))
+        rig.llm.handler = lambda body: Text("TIC_OK")
+        report = await rig.wait_text("The nightly backup did not run.")
+        assert "🕰 Check-in" in report.visible_text
+        first = user_texts(rig.llm.requests[0])[0]
+        assert first.startswith("[TIC] ") and "Europe/Berlin" in first.splitlines()[0]
+        assert "check whether the nightly backup ran" in first and "TIC_OK" in first
+        await until(rig, lambda: any(t.delivered for t in done))
+        runtime = rig.bot.runtime
+        home = await runtime.scheduler.home_session()
+        rows = await runtime.history.all_rows(home.id or 0)
+        assert [(r.role, r.content, r.is_synthetic) for r in rows] == [
+            (Role.ASSISTANT, "The nightly backup did not run.", True)
+        ]
+
+
+async def test_tic_ok_is_not_delivered(tmp_path: Path) -> None:
+    write_tic_md(tmp_path, "- anything new in the inbox?\n")
+    async with running_bot(tmp_path, tic=TIC) as rig:
+        rig.tg.add_chat(ALLOWED_USER)  # the user has talked to the bot before
+        done = tics(rig)
+        rig.llm.handler = lambda body: Text("TIC_OK")
+        await until(rig, lambda: any(t.status == TicRunStatus.RAN for t in done))
+        await rig.bot.delivery.idle()
+        assert rig.llm.calls >= 1
+        assert rig.chat() == []
+        assert not any(t.delivered for t in done)
+
+
+async def test_tic_with_nothing_to_do_makes_no_model_call(tmp_path: Path) -> None:
+    write_tic_md(tmp_path, "# Checklist\n\n- [ ]\n<!-- nothing yet -->\n")
+    async with running_bot(tmp_path, tic=TIC) as rig:
+        rig.tg.add_chat(ALLOWED_USER)  # the user has talked to the bot before
+        done = tics(rig)
+        await until(rig, lambda: len(done) >= 2)
+        assert {(t.status, t.reason) for t in done} == {(TicRunStatus.SKIPPED, "nothing to do")}
+        assert rig.llm.calls == 0
+        assert rig.chat() == []
+
+
+async def test_approval_inside_a_tic_is_auto_denied_without_a_prompt(tmp_path: Path) -> None:
+    write_tic_md(tmp_path, "- clean up old logs\n")
+    async with running_bot(tmp_path, tic=TIC) as rig:
+        rig.tg.add_chat(ALLOWED_USER)  # the user has talked to the bot before
+        done = tics(rig)
+        rig.llm.script(ToolCalls([("execute_cmd", {"command": "rm -rf logs"})]), Text("TIC_OK"))
+        rig.llm.handler = lambda body: Text("TIC_OK")
+        await until(rig, lambda: any(t.status == TicRunStatus.RAN for t in done))
+        assert tool_results(rig.llm.requests[1]) == [
+            "Tool call auto-denied: this session does not support approval requests."
+        ]
+        await rig.bot.delivery.idle()
+        assert rig.chat() == [], "no approval prompt, no tool status line, no report"
+
+
+async def test_tic_waits_for_the_users_turn_then_runs(tmp_path: Path) -> None:
+    write_tic_md(tmp_path, "- water the plants\n")
+    async with running_bot(tmp_path, tic={"enabled": True, "interval": 3600}) as rig:
+        done = tics(rig)
+        gate = asyncio.Event()
+
+        async def replies(body: dict[str, Any]) -> Text:
+            if user_texts(body)[0].startswith("[TIC]"):
+                return Text("Water the plants today.")
+            await gate.wait()
+            return Text("Here is your answer.")
+
+        rig.llm.handler = replies
+        rig.say("a long question")
+        await rig.llm.wait_for_requests(1)
+        scheduler = rig.bot.runtime.scheduler
+        decision = await scheduler.tic()
+        assert decision.kind == "defer_busy"
+        assert [t.status for t in done] == [TicRunStatus.DEFERRED]
+        assert rig.llm.calls == 1, "no tic model call while the user's turn runs"
+        gate.set()
+        report = await rig.wait_text("Water the plants today.")
+        answer = await rig.wait_text("Here is your answer.")
+        assert answer.message_id < report.message_id
+        await until(rig, lambda: [t.status for t in done] == [TicRunStatus.DEFERRED, TicRunStatus.RAN])
+        assert done[-1].delivered
+
+
+async def test_tic_command_shows_status_and_switches(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        rig.say("/tic")
+        status = await rig.wait_text("Check-ins:")
+        assert "off" in status.visible_text and "every 30m" in status.visible_text
+        rig.say("/tic every 45m")
+        await rig.wait_text("every 45m")
+        rig.say("/tic on")
+        await rig.wait_text("Check-ins are on.")
+        rig.say("/tic now")
+        await rig.wait_text("Nothing to check")
+        rig.say("/tic")
+        await rig.tg.wait_for(lambda: len([t for t in rig.texts() if "Check-ins:" in t]) == 2)
+        status = [m for m in rig.chat() if "Check-ins:" in m.visible_text][-1].visible_text
+        assert "on" in status and "every 45m" in status and "skipped (nothing to do)" in status
+        assert rig.llm.calls == 0
+
+
+# --- cron ------------------------------------------------------------------------------------
+
+
+async def test_cron_added_by_command_listed_run_paused_and_deleted(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        done = runs(rig)
+        rig.say("/cron add every 1m check the weather in Berlin")
+        added = await rig.wait_text("scheduled")
+        assert "Next run:" in added.visible_text
+        rig.say("/cron")
+        await rig.wait_text("Scheduled tasks")
+        item = await rig.wait_text("check the weather in Berlin")
+        assert "every 1m" in item.visible_text
+        rig.llm.script(Text("Sunny, 21 °C."))
+        tap(rig, item, "▶️ Run now")
+        report = await rig.wait_text("Sunny, 21 °C.")
+        assert "⏰ check the weather in Berlin" in report.visible_text
+        assert user_texts(rig.llm.requests[0]) == ["check the weather in Berlin"]
+        await until(rig, lambda: [r.status for r in done] == [JobRunStatus.SUCCESS])
+        assert done[0].final_response == "Sunny, 21 °C."
+
+        tap(rig, item, "⏸ Pause")
+        await rig.tg.wait_for(lambda: "⏸" in rig.tg.message(ALLOWED_USER, item.message_id).visible_text)
+        paused = rig.tg.message(ALLOWED_USER, item.message_id)
+        assert paused.button_data("▶️ Resume")
+        scheduler = rig.bot.runtime.scheduler
+        job = (await scheduler.list_jobs(ALLOWED_USER))[0]
+        assert not job.enabled and scheduler.next_run(job) is None
+
+        tap(rig, paused, "🗑 Delete")
+        confirm = await rig.wait_text("Delete this task?")
+        tap(rig, confirm, "✅ Yes")
+        await rig.tg.wait_for(
+            lambda: "deleted" in rig.tg.message(ALLOWED_USER, confirm.message_id).visible_text
+        )
+        assert await scheduler.list_jobs(ALLOWED_USER) == []
+        rig.say("/cron")
+        await rig.wait_text("No scheduled tasks yet")
+
+
+async def test_cron_job_killed_while_running(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        done = runs(rig)
+        rig.say("/cron add in 20m call Anna about the tickets")
+        await rig.wait_text("scheduled")
+        rig.say("/cron")
+        item = await rig.wait_text("call Anna")
+        rig.llm.script(Hang("Calling…", seconds=30))
+        tap(rig, item, "▶️ Run now")
+        await rig.llm.wait_for_requests(1)
+        rig.say("/cron kill 1")
+        await rig.wait_text("Task 1 stopped.")
+        await rig.llm.wait_stream_closed()
+        await until(rig, lambda: [r.status for r in done] == [JobRunStatus.CANCELLED])
+        await rig.bot.delivery.idle()
+        assert not any("Calling" in t for t in rig.texts()), "a headless turn never streams into the chat"
+        rig.say("/cron kill 1")
+        await rig.wait_text("isn't running")
+
+
+async def test_agent_schedules_a_job_with_its_tool(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        call = {"title": "Call Anna", "schedule": "in 20m", "prompt": "Remind the user to call Anna."}
+        rig.llm.script(ToolCalls([("schedule_job", call)]), Text("I'll remind you in 20 minutes."))
+        rig.say("remind me in 20 minutes to call Anna")
+        await rig.wait_turns()
+        result = tool_results(rig.llm.requests[1])[0]
+        assert result.startswith("Scheduled #1 “Call Anna” — once at ")
+        assert "Approval needed" not in " ".join(rig.texts()), "scheduling is allowed without asking"
+        bad = {"title": "x", "schedule": "every blue moon", "prompt": "x"}
+        rig.llm.script(ToolCalls([("schedule_job", bad)]), Text("That schedule didn't work."))
+        rig.say("and every blue moon")
+        await rig.wait_turns(2)
+        assert "not a duration" in tool_results(rig.llm.requests[3])[-1]
+        rig.say("/cron")
+        item = await rig.wait_text("Call Anna")
+        assert "once at" in item.visible_text
+
+
+async def test_bad_schedule_by_command_is_explained(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        rig.say("/cron add every 5s spam me")
+        reply = await rig.wait_text("I don't understand that schedule")
+        assert "too frequent" in reply.visible_text
+        assert await rig.bot.runtime.scheduler.list_jobs(ALLOWED_USER) == []
+
+
+async def test_cron_job_with_approvals_ask_prompts_in_its_chat(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        job = {"title": "Disk check", "schedule": "every 1h", "prompt": "Check the disk.", "approvals": "ask"}
+        rig.llm.script(ToolCalls([("schedule_job", job)]), Text("Scheduled."))
+        rig.say("check my disk every hour, ask me before running anything")
+        await rig.wait_turns()
+        rig.say("/cron")
+        item = await rig.wait_text("Disk check")
+        rig.llm.script(
+            ToolCalls([("execute_cmd", {"command": "echo checked >> disk.txt"})]), Text("Disk fine.")
+        )
+        tap(rig, item, "▶️ Run now")
+        prompt = await rig.wait_text("Approval needed")
+        tap(rig, prompt, "✅ Approve")
+        report = await rig.wait_text("Disk fine.")
+        assert "⏰ Disk check" in report.visible_text
+        assert (rig.workdir / "disk.txt").read_text() == "checked\n"
+
+
+async def test_cron_result_is_silent_during_quiet_hours(tmp_path: Path) -> None:
+    now = datetime.now(ZoneInfo("Europe/Berlin"))
+    quiet = f"{now - timedelta(hours=1):%H:%M}-{now + timedelta(hours=1):%H:%M}"
+    async with running_bot(tmp_path, quiet_hours={"range": quiet}) as rig:
+        rig.say("/cron add every 2h summarise the news")
+        await rig.wait_text("scheduled")
+        rig.say("/cron")
+        item = await rig.wait_text("summarise the news")
+        rig.llm.script(Text("Quiet news day."))
+        tap(rig, item, "▶️ Run now")
+        report = await rig.wait_text("Quiet news day.")
+        assert report.disable_notification
+        assert not item.disable_notification, "only scheduled results are silenced"
+
+
+async def test_run_interrupted_by_a_restart_is_failed_and_run_once_more(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        rig.say("/cron add every 1h nightly report")
+        await rig.wait_text("scheduled")
+        rig.say("/cron")
+        item = await rig.wait_text("nightly report")
+        rig.llm.script(Hang("Working…", seconds=30))
+        tap(rig, item, "▶️ Run now")
+        await rig.llm.wait_for_requests(1)
+    async with running_bot(tmp_path) as rig:
+        rig.tg.add_chat(ALLOWED_USER)
+        rig.llm.script(Text("Report after the restart."))
+        report = await rig.wait_text("Report after the restart.")
+        assert "⏰ nightly report" in report.visible_text
+        scheduler = rig.bot.runtime.scheduler
+        await until(rig, lambda: not scheduler.is_running(1))
+        history = await scheduler.jobs.runs(1)
+        assert [(r.status, r.error) for r in history] == [
+            (JobRunStatus.SUCCESS, None),
+            (JobRunStatus.FAILED, INTERRUPTED),
+        ]
+        await rig.bot.delivery.idle()
+        assert rig.llm.calls == 1, "the interrupted turn itself is not resumed"
