@@ -40,9 +40,10 @@ async def fake_llm() -> AsyncIterator[FakeOpenAI]:
         yield server
 
 
-def make_settings(
+def config_mapping(
     tmp_path: Path, llm_url: str, tg_root: str = "http://127.0.0.1:9", **sections: Any
-) -> Settings:
+) -> dict[str, Any]:
+    """The raw config every test bot uses, with ``sections`` merged over it."""
     raw: dict[str, Any] = {
         "telegram": {
             "token": "123456:TEST-token",
@@ -58,4 +59,10 @@ def make_settings(
     }
     for section, values in sections.items():
         raw.setdefault(section, {}).update(values)
-    return settings_from_mapping(raw, {})
+    return raw
+
+
+def make_settings(
+    tmp_path: Path, llm_url: str, tg_root: str = "http://127.0.0.1:9", **sections: Any
+) -> Settings:
+    return settings_from_mapping(config_mapping(tmp_path, llm_url, tg_root, **sections), {})

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from runtime.storage.models import ToolCallStatus, TurnStatus
-from tests.conftest import ALLOWED_USER
+from tests.conftest import ALLOWED_USER, config_mapping
 from tests.fakes.openai_server import FakeOpenAI, validate_chat_request
 from tests.fakes.telegram_server import FakeTelegram, SentMessage
 
@@ -303,22 +303,7 @@ class CrashRig:
 def write_config(
     path: Path, *, tg_root: str, llm_url: str, tmp_path: Path, **sections: dict[str, Any]
 ) -> None:
-    raw: dict[str, Any] = {
-        "telegram": {
-            "token": "123456:TEST-token",
-            "api_base_url": tg_root,
-            "allowed_user_ids": [ALLOWED_USER],
-            "stream_edit_interval": 0.2,
-            "poll_timeout": 1,
-        },
-        "llm": {"base_url": llm_url, "api_key": "sk-test-secret", "model": "main-model", "max_retries": 0},
-        "storage": {"url": f"sqlite+aiosqlite:///{tmp_path / 'agentgram.db'}"},
-        "agent": {"workdir": str(tmp_path / "workspace"), "timezone": "Europe/Berlin"},
-        "tic": {"enabled": False},
-        "logging": {"level": "INFO"},
-    }
-    for section, values in sections.items():
-        raw.setdefault(section, {}).update(values)
+    raw = config_mapping(tmp_path, llm_url, tg_root, logging={"level": "INFO"}, **sections)
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
 
 
