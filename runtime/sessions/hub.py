@@ -18,14 +18,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime.events import Address, ApprovalResolved, Notice, OutcomeKind, TurnFinished, TurnStarted
+from runtime.events import Address, ApprovalResolved, OutcomeKind, TurnFinished, TurnStarted
 from runtime.log import get_logger
 from runtime.mailbox import ControlAction, ControlBody, Envelope
+from runtime.storage.history import HistoryStore
 from runtime.storage.models import ChatSession, ToolCallStatus, Turn, TurnStatus
 from runtime.turn import texts
 from runtime.turn.inject import control_action, mail_text
 from runtime.turn.loop import TurnRunner, TurnServices
-from runtime.turn.outcome import Cancelled, Exhausted, Failed, Final, Paused, TurnOutcome
+from runtime.turn.outcome import Cancelled, Exhausted, Failed, Final, TurnOutcome
 
 log = get_logger("hub")
 
@@ -142,8 +143,6 @@ class SessionWorker:
         return False  # messages wait for /resume
 
     async def _open_turn(self) -> int:
-        from runtime.storage.history import HistoryStore
-
         async with self.hub.services.db.write() as tx:
             await HistoryStore.mark_orphans_failed(tx, self.session_id)
             turn = Turn(session_id=self.session_id)
@@ -319,4 +318,4 @@ class SessionHub:
         self.workers.clear()
 
 
-__all__ = ["Cancelled", "FinishListener", "HubOptions", "Notice", "Paused", "SessionHub", "SessionWorker"]
+__all__ = ["FinishListener", "HubOptions", "SessionHub", "SessionWorker"]

@@ -49,7 +49,7 @@ from runtime.storage.db import Database, durable
 from runtime.storage.history import HistoryStore
 from runtime.storage.models import ChatSession, Role, RowStatus, ToolCallRow, ToolCallStatus, TurnStatus
 from runtime.storage.sessions import SessionStore
-from runtime.tools.base import ProcessLedger, ToolContext, ToolRegistry
+from runtime.tools.base import ProcessLedger, Tool, ToolArgs, ToolContext, ToolRegistry
 from runtime.turn import texts
 from runtime.turn.context import ContextSettings, build_messages
 from runtime.turn.gate import GateDeps, run_approval_gate
@@ -61,6 +61,7 @@ from runtime.turn.outcome import (
     Failed,
     Final,
     GateCancelled,
+    GateOutcome,
     Paused,
     Rejected,
     RoundStep,
@@ -69,6 +70,9 @@ from runtime.turn.outcome import (
 )
 
 log = get_logger("turn")
+
+CallFlow = ToolCallStatus | Rejected | GateCancelled
+"""How one tool call ended: a recorded status, a refusal, or a stop while it waited."""
 
 
 @dataclass(slots=True)
@@ -122,8 +126,7 @@ class TurnRunner:
         s = self.services
         if (answer := await self.stored_answer()) is not None:  # crashed before the turn was closed
             return Final(answer)
-        if (flow := await self._resume_pending_tools()) is not None:
-            return flow
+        await self._resume_pending_tools()
         while True:
             if self.token.cancelled:
                 raise asyncio.CancelledError
@@ -170,8 +173,7 @@ class TurnRunner:
         if not entry.calls:
             return Final(result.text)
         for call in entry.calls:
-            if isinstance(await self._handle_tool_call(call), GateCancelled):
-                raise asyncio.CancelledError
+            await self._run_call(call)
         return RunAgain()
 
     async def _call_llm(self, messages: list[Any]) -> LLMRound:
@@ -192,49 +194,59 @@ class TurnRunner:
 
         return await s.llm.stream_round(messages, s.tools.specs(), sink)
 
-    async def _resume_pending_tools(self) -> TurnOutcome | None:
+    async def _resume_pending_tools(self) -> None:
         """Re-gate and re-run calls a previous process left unfinished (resume_pending_tools)."""
         for call in await self.services.history.open_calls(self.session_id):
-            if isinstance(await self._handle_tool_call(call), GateCancelled):
-                raise asyncio.CancelledError
-        return None
+            await self._run_call(call)
 
-    async def _handle_tool_call(self, call: ToolCallRow) -> object:
-        s = self.services
-        assert call.id is not None
-        tool = s.tools.get(call.name)
-        ctx = self.tool_context()
+    async def _run_call(self, call: ToolCallRow) -> None:
+        """One call end to end; a stop while it waited for approval ends the turn cancelled."""
+        if isinstance(await self._handle_tool_call(call), GateCancelled):
+            self.token.cancel()
+            raise asyncio.CancelledError
+
+    async def _handle_tool_call(self, call: ToolCallRow) -> CallFlow:
+        """One call end to end: announce → parse → gate → execute → record."""
         summary = call_summary(call)
         self._activity(call, summary, ToolPhase.STARTED)
+        tool = self.services.tools.get(call.name)
         if tool is None:
-            return await self._finish(
-                call,
-                summary,
-                ToolCallStatus.FAILED,
-                texts.UNKNOWN_TOOL.format(name=call.name, names=", ".join(s.tools.names())),
-            )
+            names = ", ".join(self.services.tools.names())
+            unknown = texts.UNKNOWN_TOOL.format(name=call.name, names=names)
+            return await self._finish(call, summary, ToolCallStatus.FAILED, unknown)
         try:
             args = tool.parse(call.arguments)
         except ToolError as exc:
             return await self._finish(call, summary, ToolCallStatus.FAILED, str(exc))
-        gate = await run_approval_gate(
+        gate = await self._gate(call, tool, args)
+        if isinstance(gate, Rejected):
+            self._activity(call, summary, ToolPhase.REJECTED)
+            return gate
+        if isinstance(gate, GateCancelled):
+            return gate
+        return await self._execute(call, summary, tool, args)
+
+    async def _gate(self, call: ToolCallRow, tool: Tool[Any], args: ToolArgs) -> GateOutcome:
+        s = self.services
+        return await run_approval_gate(
             GateDeps(s.approvals, s.history, s.bus),
             session=self.session,
             address=self.address,
             call=call,
             tool=tool,
             args=args,
-            ctx=ctx,
+            ctx=self.tool_context(),
         )
-        if isinstance(gate, Rejected):
-            self._activity(call, summary, ToolPhase.REJECTED)
-            return gate
-        if isinstance(gate, GateCancelled):
-            return gate
-        await durable(s.history.set_call_status(call.id, ToolCallStatus.RUNNING))
+
+    async def _execute(
+        self, call: ToolCallRow, summary: str, tool: Tool[Any], args: ToolArgs
+    ) -> ToolCallStatus:
+        """Run an approved call; its own failure becomes a failed result the model reads."""
+        assert call.id is not None
+        await durable(self.services.history.set_call_status(call.id, ToolCallStatus.RUNNING))
         self._activity(call, summary, ToolPhase.RUNNING)
         try:
-            result = await tool.execute(args, ctx)
+            result = await tool.execute(args, self.tool_context())
         except ToolError as exc:
             return await self._finish(call, summary, ToolCallStatus.FAILED, str(exc))
         except asyncio.CancelledError:
