@@ -98,3 +98,21 @@ async def test_sticker_gets_not_supported(tmp_path: Path) -> None:
         rig.tg.send_sticker(ALLOWED_USER)
         await rig.wait_text("stickers")
         assert rig.llm.calls == 0
+
+
+async def test_streaming_edits_respect_the_edit_interval(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:  # stream_edit_interval is 0.2 s in tests
+        rig.llm.script(Text("word " * 200, chunk_size=5, delay=0.005))
+        rig.say("stream a lot")
+        await rig.wait_turns()
+        reply = next(m for m in rig.chat() if "word" in m.visible_text)
+        edits = [
+            r.time
+            for r in rig.tg.calls("editMessageText")
+            if str(r.params.get("message_id")) == str(reply.message_id)
+        ]
+        assert len(edits) >= 3
+        streaming = edits[:-1]  # the final text goes out at once: one short burst, which Telegram allows
+        gaps = [b - a for a, b in zip(streaming, streaming[1:], strict=False)]
+        assert min(gaps) >= 0.2 * 0.9, gaps
+        assert reply.visible_text.split() == ["word"] * 200
