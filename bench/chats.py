@@ -1,0 +1,276 @@
+"""N concurrent private chats through the fakes: agentgram's overhead beside a minimal bot.
+
+For each bot (the baseline of :mod:`bench.baseline_bot`, then agentgram) a
+fresh FakeTelegram and FakeOpenAI start in this process and the bot starts in
+its own process (:mod:`bench.botproc`). Every chat sends ``--messages``
+messages one after another, each only after the previous reply is complete
+(and a ``--think-ms`` pause, 0 by default), all chats at once. The LLM answers
+every request with a ~110-character text streamed in ``--chunks`` chunks over
+``--llm-ms`` milliseconds. ``--bots`` may add ``agentgram-nolimit``, a
+diagnostic run without the 30 requests/s rate limiter (:mod:`bench.botproc`).
+
+Per turn: **end-to-end** = update injected into FakeTelegram → the chat first
+shows the complete reply text (timed by the fake when it accepts the
+``sendMessage``/``editMessageText``); **LLM** = the fake LLM's request read →
+its last byte written; **overhead** = end-to-end − LLM: polling, handlers,
+database, context building, HTTP to both services, rendering, delivery.
+
+Usage: ``python -m bench.chats --chats 100 --messages 5``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import random
+import re
+import resource
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.common import MODEL, machine, row, summary_ms, write_results
+from bench.fakes import TimedOpenAI, TimedTelegram, last_user_text
+from bench.process import BotProcess
+from tests.fakes.openai_server import Reply, Text
+
+FIRST_USER = 2001
+WARM_USER = 1999
+WARM_TURNS = 2
+_KEY = re.compile(r"\bc(\d+) m(\d+):")
+_FILLER = "The quick brown fox jumps over the lazy dog, twice and then once more for good measure."
+
+
+@dataclass(slots=True, frozen=True)
+class Options:
+    chats: int = 100
+    messages: int = 5
+    llm_ms: float = 300.0
+    chunks: int = 10
+    edit_interval: float = 0.1
+    spread_ms: float = 0.0
+    think_ms: float = 0.0
+    turn_timeout: float = 60.0
+    bots: tuple[str, ...] = ("baseline", "agentgram")
+    profile: Path | None = None
+    seed: int = 1
+
+
+@dataclass(slots=True, frozen=True)
+class TurnSample:
+    chat: int
+    index: int
+    e2e: float
+    llm: float
+    before_llm: float  # injected → the LLM request read
+    after_llm: float  # the LLM's last byte → the reply visible
+
+    @property
+    def overhead(self) -> float:
+        return self.e2e - self.llm
+
+
+@dataclass(slots=True)
+class Load:
+    samples: list[TurnSample] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def user_text(chat: int, index: int) -> str:
+    return f"c{chat} m{index}: hello, how are you?"
+
+
+def reply_text(chat: int, index: int) -> str:
+    return f"Reply to c{chat} m{index}: {_FILLER}"
+
+
+def key_of(body: dict[str, Any]) -> tuple[int, int] | None:
+    found = _KEY.findall(last_user_text(body))
+    return (int(found[-1][0]), int(found[-1][1])) if found else None
+
+
+def replier(opts: Options) -> Callable[[Any], Reply]:
+    def reply_for(key: tuple[int, int] | None) -> Reply:
+        text = reply_text(*key) if key is not None else "Hello."
+        size = math.ceil(len(text) / opts.chunks)
+        return Text(text, chunk_size=size, delay=opts.llm_ms / 1000.0 / opts.chunks)
+
+    return reply_for
+
+
+async def one_turn(tg: TimedTelegram, llm: TimedOpenAI, chat: int, index: int, timeout: float) -> TurnSample:
+    expected = reply_text(chat, index)
+    shown = tg.expect(chat, lambda text: text.strip() == expected)
+    injected = time.perf_counter()
+    tg.send_text(chat, user_text(chat, index))
+    visible = await asyncio.wait_for(shown, timeout)
+    spans = llm.spans.get((chat, index)) or [(visible, visible)]
+    return TurnSample(
+        chat, index, visible - injected, llm.llm_seconds((chat, index)),
+        spans[0][0] - injected, visible - spans[-1][1],
+    )  # fmt: skip
+
+
+async def one_chat(
+    tg: TimedTelegram, llm: TimedOpenAI, chat: int, opts: Options, rng: random.Random, load: Load
+) -> None:
+    await asyncio.sleep(rng.uniform(0, opts.spread_ms / 1000.0))
+    for index in range(opts.messages):
+        if index and opts.think_ms:
+            await asyncio.sleep(rng.uniform(0.5, 1.5) * opts.think_ms / 1000.0)
+        try:
+            load.samples.append(await one_turn(tg, llm, chat, index, opts.turn_timeout))
+        except TimeoutError:
+            load.failures.append(f"chat {chat} message {index}: no complete reply in {opts.turn_timeout}s")
+            return
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def measure(kind: str, opts: Options, workdir: Path) -> dict[str, Any]:
+    users = [FIRST_USER + i for i in range(opts.chats)]
+    rng = random.Random(opts.seed)
+    async with (
+        TimedTelegram() as tg,
+        TimedOpenAI(key_of, replier(opts), models=(MODEL,)) as llm,
+        BotProcess(
+            kind, tg_root=tg.root, llm_url=llm.base_url, workdir=workdir / kind, users=[WARM_USER, *users],
+            edit_interval=opts.edit_interval, profile=opts.profile if kind.startswith("agentgram") else None,
+        ) as bot,
+    ):  # fmt: skip
+        for index in range(WARM_TURNS):
+            await one_turn(tg, llm, WARM_USER, index, opts.turn_timeout)
+        before, requests_before, cpu_before = await bot.stats(), len(tg.requests), _cpu()
+        load = Load()
+        started = time.perf_counter()
+        await asyncio.gather(*(one_chat(tg, llm, u, opts, random.Random(rng.random()), load) for u in users))
+        wall = time.perf_counter() - started
+        after, requests = await bot.stats(), len(tg.requests) - requests_before
+        driver_cpu = _cpu() - cpu_before
+        done = await bot.stop()
+    turns = len(load.samples)
+    return {
+        "turns": turns,
+        "failures": load.failures,
+        "wall_s": round(wall, 3),
+        "turns_per_s": round(turns / wall, 1) if wall else 0.0,
+        "end_to_end_ms": summary_ms([s.e2e for s in load.samples]),
+        "llm_ms": summary_ms([s.llm for s in load.samples]),
+        "overhead_ms": summary_ms([s.overhead for s in load.samples]),
+        "before_llm_ms": summary_ms([s.before_llm for s in load.samples]),
+        "after_llm_ms": summary_ms([s.after_llm for s in load.samples]),
+        "bot_rss_ready_mb": round(bot.ready["rss_kb"] / 1024, 1),
+        "bot_peak_rss_mb": round(done["peak_rss_kb"] / 1024, 1),
+        "bot_cpu_ms_per_turn": round((after["cpu_s"] - before["cpu_s"]) * 1000 / max(turns, 1), 2),
+        "bot_cpu_utilisation": round((after["cpu_s"] - before["cpu_s"]) / wall, 2) if wall else 0.0,
+        "driver_cpu_utilisation": round(driver_cpu / wall, 2) if wall else 0.0,
+        "telegram_requests_per_turn": round(requests / max(turns, 1), 2),
+    }
+
+
+async def run(opts: Options) -> dict[str, Any]:
+    facts = machine()
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="agentgram-bench-") as tmp:
+        for kind in opts.bots:
+            results[kind] = await measure(kind, opts, Path(tmp))
+    payload: dict[str, Any] = {
+        "benchmark": "chats",
+        "machine": facts,
+        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars_of(opts).items()},
+        "results": results,
+    }
+    base = results.get("baseline", {}).get("end_to_end_ms", {})
+    payload["e2e_p50_ratio"] = {
+        kind: round(result["end_to_end_ms"]["p50"] / base["p50"], 3)
+        for kind, result in results.items()
+        if kind != "baseline" and base.get("n") and result["end_to_end_ms"].get("n")
+    }
+    return payload
+
+
+def vars_of(opts: Options) -> dict[str, Any]:
+    return {name: getattr(opts, name) for name in opts.__slots__}  # type: ignore[attr-defined]
+
+
+def table(payload: dict[str, Any]) -> str:
+    kinds = list(payload["results"])
+    widths = [24] + [max(12, len(k)) for k in kinds]
+    lines = [row(["", *kinds], widths)]
+    for label, path in (
+        ("end-to-end p50 ms", ("end_to_end_ms", "p50")),
+        ("end-to-end p99 ms", ("end_to_end_ms", "p99")),
+        ("LLM p50 ms", ("llm_ms", "p50")),
+        ("overhead p50 ms", ("overhead_ms", "p50")),
+        ("overhead p99 ms", ("overhead_ms", "p99")),
+        ("  update→LLM p50 ms", ("before_llm_ms", "p50")),
+        ("  LLM→visible p50 ms", ("after_llm_ms", "p50")),
+        ("turns (failed)", None),
+        ("turns/s", ("turns_per_s",)),
+        ("bot peak RSS MB", ("bot_peak_rss_mb",)),
+        ("bot CPU ms/turn", ("bot_cpu_ms_per_turn",)),
+        ("bot CPU utilisation", ("bot_cpu_utilisation",)),
+        ("driver CPU utilisation", ("driver_cpu_utilisation",)),
+        ("Telegram requests/turn", ("telegram_requests_per_turn",)),
+    ):
+        cells: list[object] = []
+        for kind in kinds:
+            result = payload["results"][kind]
+            if path is None:
+                cells.append(f"{result['turns']} ({len(result['failures'])})")
+                continue
+            value: Any = result
+            for part in path:
+                value = value.get(part, "-") if isinstance(value, dict) else "-"
+            cells.append(value)
+        lines.append(row([label, *cells], widths))
+    for kind, ratio in payload["e2e_p50_ratio"].items():
+        lines.append(f"end-to-end p50 {kind} / baseline = {ratio}")
+    return "\n".join(lines)
+
+
+def parse(argv: Sequence[str] | None = None) -> tuple[Options, Path | None]:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--chats", type=int, default=100)
+    parser.add_argument("--messages", type=int, default=5, help="messages per chat, sent one after another")
+    parser.add_argument("--llm-ms", type=float, default=300.0, help="LLM time per reply")
+    parser.add_argument("--chunks", type=int, default=10, help="streamed chunks per reply")
+    parser.add_argument("--edit-interval", type=float, default=0.1, help="agentgram stream_edit_interval")
+    parser.add_argument("--spread-ms", type=float, default=0.0, help="random start offset per chat")
+    parser.add_argument("--think-ms", type=float, default=0.0, help="mean pause before each next message")
+    parser.add_argument("--turn-timeout", type=float, default=60.0)
+    parser.add_argument("--bots", default="baseline,agentgram")
+    parser.add_argument(
+        "--profile", type=Path, default=None, help="pyinstrument profile of the agentgram bot (.html or text)"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="results directory (default bench/results)")
+    args = parser.parse_args(argv)
+    opts = Options(
+        chats=args.chats, messages=args.messages, llm_ms=args.llm_ms, chunks=args.chunks,
+        edit_interval=args.edit_interval, spread_ms=args.spread_ms, think_ms=args.think_ms,
+        turn_timeout=args.turn_timeout,
+        bots=tuple(b.strip() for b in args.bots.split(",") if b.strip()), profile=args.profile,
+    )  # fmt: skip
+    return opts, args.out
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    opts, out = parse(argv)
+    payload = asyncio.run(run(opts))
+    print(table(payload))
+    path = write_results("chats", payload, out)
+    print(f"results: {path}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()

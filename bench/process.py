@@ -1,0 +1,105 @@
+"""The driver's handle on a bot running in :mod:`bench.botproc`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from bench.common import ROOT
+
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 40.0
+
+
+class BotProcessError(RuntimeError):
+    pass
+
+
+class BotProcess:
+    """``async with BotProcess(...) as bot``: started and ready; killed on exit if still running."""
+
+    def __init__(
+        self,
+        kind: str,
+        *,
+        tg_root: str,
+        llm_url: str,
+        workdir: Path,
+        users: Sequence[int] = (),
+        edit_interval: float = 0.1,
+        profile: Path | None = None,
+    ) -> None:
+        self.kind = kind
+        self.workdir = workdir
+        self.stderr_path = workdir / f"{kind}-stderr.log"
+        self.args = [
+            "--kind", kind, "--tg", tg_root, "--llm", llm_url, "--workdir", str(workdir),
+            "--users", ",".join(str(u) for u in users), "--edit-interval", str(edit_interval),
+        ]  # fmt: skip
+        if profile is not None:
+            self.args += ["--profile", str(profile)]
+        self.proc: asyncio.subprocess.Process | None = None
+        self.ready: dict[str, Any] = {}
+
+    async def __aenter__(self) -> Self:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with self.stderr_path.open("wb") as stderr:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "bench.botproc", *self.args,
+                cwd=ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+            )  # fmt: skip
+        self.ready = await self._expect("ready", START_TIMEOUT)
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+    async def stats(self) -> dict[str, Any]:
+        self._send("stats")
+        return await self._expect("stats", 10.0)
+
+    async def stop(self) -> dict[str, Any]:
+        self._send("stop")
+        done = await self._expect("done", STOP_TIMEOUT)
+        assert self.proc is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 10.0)
+        return done
+
+    def stderr_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.stderr_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def _send(self, line: str) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+
+    async def _expect(self, event: str, timeout: float) -> dict[str, Any]:
+        assert self.proc is not None and self.proc.stdout is not None
+        try:
+            raw = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+        except TimeoutError:
+            raise BotProcessError(
+                f"{self.kind}: no {event!r} within {timeout}s\n{self.stderr_tail()}"
+            ) from None
+        if not raw:
+            await self.proc.wait()
+            raise BotProcessError(
+                f"{self.kind} exited ({self.proc.returncode}) before {event!r}\n{self.stderr_tail()}"
+            )
+        message = json.loads(raw)
+        if message.get("event") != event:
+            raise BotProcessError(f"{self.kind}: expected {event!r}, got {message!r}")
+        return dict(message)

@@ -1,0 +1,38 @@
+"""The benchmarks still run: each with a tiny load, asserting it produced numbers.
+
+Speed is measured by ``python -m bench.…`` (see bench/README.md), never by timed tests; this only
+keeps the scripts from rotting as the code they drive changes.
+"""
+
+from __future__ import annotations
+
+from bench import chats, mailbox, stop_latency
+
+
+async def test_chats_benchmark_measures_both_bots() -> None:
+    payload = await chats.run(chats.Options(chats=3, messages=2, llm_ms=30, chunks=3, turn_timeout=20))
+    for kind in ("baseline", "agentgram"):
+        result = payload["results"][kind]
+        assert result["turns"] == 6 and not result["failures"], result
+        assert result["end_to_end_ms"]["p50"] >= result["llm_ms"]["p50"] > 0
+        assert result["bot_peak_rss_mb"] > 0
+    assert payload["e2e_p50_ratio"]["agentgram"] > 0
+    assert "overhead p50 ms" in chats.table(payload)
+
+
+async def test_mailbox_benchmark_measures_sqlite_and_memory() -> None:
+    payload = await mailbox.run(mailbox.Options(envelopes=60, sessions=3))
+    assert set(payload["results"]) == {"sqlite (WAL, synchronous=NORMAL)", "memory"}
+    for runs in payload["results"].values():
+        assert [r["envelopes"] for r in runs] == [60, 60, 60]
+        assert all(r["per_s"] > 0 for r in runs)
+    assert "sequential" in mailbox.table(payload)
+
+
+async def test_stop_latency_benchmark_measures_trials() -> None:
+    payload = await stop_latency.run(stop_latency.Options(trials=2, timeout=10))
+    results = payload["results"]
+    assert not results["failures"], results["failures"]
+    assert results["stream_closed_ms"]["n"] == 2 and results["stream_closed_ms"]["p50"] > 0
+    assert results["acknowledged_ms"]["n"] == 2
+    assert "Stopped" in stop_latency.table(payload)
