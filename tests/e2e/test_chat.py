@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from tests.conftest import ALLOWED_USER, STRANGER
@@ -113,6 +114,6 @@ async def test_streaming_edits_respect_the_edit_interval(tmp_path: Path) -> None
         ]
         assert len(edits) >= 3
         streaming = edits[:-1]  # the final text goes out at once: one short burst, which Telegram allows
-        gaps = [b - a for a, b in zip(streaming, streaming[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(streaming)]
         assert min(gaps) >= 0.2 * 0.9, gaps
         assert reply.visible_text.split() == ["word"] * 200
