@@ -65,6 +65,7 @@ class TelegramSettings(_Section):
     stream_edit_interval: float = Field(default=1.0, ge=0.05)
     poll_timeout: int = Field(default=30, ge=0, le=50)
     max_retries: int = Field(default=3, ge=0, le=10)
+    messages_per_second: float = Field(default=30.0, gt=0)
 
     @field_validator("api_base_url")
     @classmethod

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 
 from telegram import Update
-from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes
+from telegram.ext import Application, ApplicationBuilder, ContextTypes
 
 from bot.telegram import handlers
 from bot.telegram.context import KEY, BotContext
@@ -23,6 +23,7 @@ from bot.telegram.delivery import Delivery
 from bot.telegram.format_rules import TELEGRAM_FORMAT_RULES
 from bot.telegram.handlers.commands import menu
 from bot.telegram.ingest import Ingest
+from bot.telegram.ratelimit import MessageRateLimiter
 from runtime.app import Runtime
 from runtime.config import Settings
 from runtime.i18n import Translator
@@ -39,7 +40,7 @@ def build_application(settings: Settings) -> Application:  # type: ignore[type-a
         .token(tg.token.get_secret_value())
         .base_url(tg.bot_base_url)
         .base_file_url(tg.file_base_url)
-        .rate_limiter(AIORateLimiter(max_retries=tg.max_retries))
+        .rate_limiter(MessageRateLimiter(overall_max_rate=tg.messages_per_second, max_retries=tg.max_retries))
         .updater(None)
         .build()
     )

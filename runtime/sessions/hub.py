@@ -135,7 +135,7 @@ class SessionWorker:
         if not resume and self.hub.options.resume_on_message:
             resume = any(mail_text(e) is not None for e in unread)
         if resume:
-            await self._run_turn(paused.id or 0, restarted=False)
+            await self._run_turn(paused.id or 0, restarted=False, resumed=True)
             return True
         if mail_text(unread[0]) is None:  # e.g. a second /pause: settled, nothing to do
             await self._consume([unread[0]])
@@ -155,13 +155,14 @@ class SessionWorker:
         latest = await self.hub.services.sessions.latest_turn(self.session_id)
         return latest if latest is not None and latest.status == TurnStatus.PAUSED else None
 
-    async def _run_turn(self, turn_id: int, *, restarted: bool) -> None:
+    async def _run_turn(self, turn_id: int, *, restarted: bool, resumed: bool = False) -> None:
         s = self.hub.services
         session = await s.sessions.get(self.session_id)
         assert session is not None
-        await s.sessions.set_turn_status(turn_id, TurnStatus.RUNNING)
+        if restarted or resumed:
+            await s.sessions.set_turn_status(turn_id, TurnStatus.RUNNING)
         address = address_of(session)
-        self.runner = TurnRunner(s, session, turn_id, address)
+        self.runner = TurnRunner(s, session, turn_id, address, resumed=restarted or resumed)
         if restarted and await self.runner.stored_answer() is None:  # else nothing is left to continue
             s.notice(address, "restarted-continuing", {})
         s.bus.emit(TurnStarted(to=address, turn_id=turn_id, resumed=restarted))

@@ -13,11 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import update
 from sqlmodel import col, select
 
 from runtime.llm.types import LLMRound
 from runtime.storage.db import Database
-from runtime.storage.models import HistoryRow, Role, RowStatus, ToolCallRow, ToolCallStatus, utcnow
+from runtime.storage.models import HistoryRow, Role, RowStatus, ToolCallRow, ToolCallStatus, Turn, utcnow
 
 
 @dataclass(slots=True)
@@ -107,6 +108,7 @@ class HistoryStore:
                 for index, call in enumerate(result.tool_calls)
             ]
             tx.add_all(calls)
+            await tx.exec(update(Turn).where(col(Turn.id) == turn_id).values(rounds=Turn.rounds + 1))
             await tx.flush()
             return HistoryEntry(row=row, calls=calls)
 

@@ -83,15 +83,6 @@ class SessionStore:
                 turn.status = status
                 tx.add(turn)
 
-    async def count_round(self, turn_id: int) -> int:
-        async with self._db.write() as tx:
-            turn = await tx.get(Turn, turn_id)
-            if turn is None:
-                return 0
-            turn.rounds += 1
-            tx.add(turn)
-            return turn.rounds
-
     async def open_turns(self) -> list[Turn]:
         """Turns a previous process left running or paused."""
         async with self._db.read() as tx:

@@ -100,8 +100,10 @@ class TurnRunner:
     session: ChatSession
     turn_id: int
     address: Address
+    resumed: bool = False  # continues a turn that already ran (restart, pause): budget and open calls carry over
     token: CancelToken = field(default_factory=CancelToken)
     partial_text: str = ""
+    rounds: int = 0
 
     @property
     def session_id(self) -> int:
@@ -124,9 +126,12 @@ class TurnRunner:
 
     async def _run_rounds(self) -> TurnOutcome:
         s = self.services
-        if (answer := await self.stored_answer()) is not None:  # crashed before the turn was closed
-            return Final(answer)
-        await self._resume_pending_tools()
+        if self.resumed:
+            if (answer := await self.stored_answer()) is not None:  # crashed before the turn was closed
+                return Final(answer)
+            stored = await s.sessions.turn(self.turn_id)
+            self.rounds = stored.rounds if stored is not None else 0
+            await self._resume_pending_tools()
         while True:
             if self.token.cancelled:
                 raise asyncio.CancelledError
@@ -136,9 +141,9 @@ class TurnRunner:
             if injected is Injected.STOP:  # a /stop landed before the hub could cancel us
                 self.token.cancel()
                 raise asyncio.CancelledError
-            rounds = await s.sessions.count_round(self.turn_id)
-            if rounds > s.max_rounds:
+            if self.rounds >= s.max_rounds:
                 return Exhausted(s.max_rounds)
+            self.rounds += 1
             step = await self._round()
             if not isinstance(step, RunAgain):
                 return step
@@ -159,7 +164,8 @@ class TurnRunner:
 
     async def _round(self) -> RoundStep:
         s = self.services
-        messages = build_messages(await s.history.entries(self.session_id), s.context, s.clock())
+        entries = await s.history.entries(self.session_id, limit=s.context.max_history_messages)
+        messages = build_messages(entries, s.context, s.clock())
         result = await self._call_llm(messages)
         entry = await durable(
             s.history.record_round(session_id=self.session_id, turn_id=self.turn_id, result=result)
