@@ -137,8 +137,15 @@ class OpenAIClient:
     async def _attempt(self, model: str, request: dict[str, Any], sink: StreamSink) -> LLMRound:
         builder = _RoundBuilder(model=model)
         try:
+            # The messages and tools are already plain JSON in the API's shape; passing them as
+            # ``extra_body`` (which replaces the placeholder ``messages=[]``) skips the SDK's
+            # per-request re-validation of every message — 25+ ms per round at 200 messages.
             stream = await self._client.chat.completions.create(
-                model=model, stream=True, stream_options={"include_usage": True}, **request
+                model=model,
+                messages=[],
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_body=request,
             )
             async with stream:
                 async for chunk in stream:
