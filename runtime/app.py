@@ -115,6 +115,7 @@ class Runtime:
         self.llm = llm
         self.tools = tools or default_registry()
         self.processes = SqlProcessLedger(self.sessions)
+        self._chat_sessions: dict[int, ChatSession] = {}
         self.services = TurnServices(
             db=self.db,
             sessions=self.sessions,
@@ -185,7 +186,13 @@ class Runtime:
     # --- sessions --------------------------------------------------------------
 
     async def chat_session(self, chat_id: int, *, user_id: int | None, language: str | None) -> ChatSession:
-        return await self.sessions.active_for_chat(chat_id, user_id=user_id, language=language)
+        """The chat's active session; kept in memory (only this process opens chat sessions)."""
+        cached = self._chat_sessions.get(chat_id)
+        if cached is not None and (language is None or cached.language_code == language):
+            return cached
+        session = await self.sessions.active_for_chat(chat_id, user_id=user_id, language=language)
+        self._chat_sessions[chat_id] = session
+        return session
 
     async def new_session(
         self, chat_id: int, *, user_id: int | None, language: str | None, envelope_id: str
@@ -194,7 +201,9 @@ class Runtime:
         current = await self.chat_session(chat_id, user_id=user_id, language=language)
         await self.stop(current, envelope_id, quiet=True)
         self.approvals.bypasses.clear(current.id or 0)
-        return await self.sessions.open_new(chat_id, user_id=user_id, language=language)
+        fresh = await self.sessions.open_new(chat_id, user_id=user_id, language=language)
+        self._chat_sessions[chat_id] = fresh
+        return fresh
 
     # --- mail in -----------------------------------------------------------------
 

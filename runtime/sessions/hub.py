@@ -126,7 +126,7 @@ class SessionWorker:
         if mail_text(head) is None:  # control or a decision with no turn to act on: settled
             await self._consume([head])
             return True
-        await self._run_turn(await self._open_turn(), restarted=False)
+        await self._run_turn(await self._open_turn(), restarted=False, first_mail=unread)
         return True
 
     async def _dispatch_paused(self, paused: Turn, unread: list[Envelope]) -> bool:
@@ -155,14 +155,23 @@ class SessionWorker:
         latest = await self.hub.services.sessions.latest_turn(self.session_id)
         return latest if latest is not None and latest.status == TurnStatus.PAUSED else None
 
-    async def _run_turn(self, turn_id: int, *, restarted: bool, resumed: bool = False) -> None:
+    async def _run_turn(
+        self,
+        turn_id: int,
+        *,
+        restarted: bool,
+        resumed: bool = False,
+        first_mail: list[Envelope] | None = None,
+    ) -> None:
         s = self.hub.services
         session = await s.sessions.get(self.session_id)
         assert session is not None
         if restarted or resumed:
             await s.sessions.set_turn_status(turn_id, TurnStatus.RUNNING)
         address = address_of(session)
-        self.runner = TurnRunner(s, session, turn_id, address, resumed=restarted or resumed)
+        self.runner = TurnRunner(
+            s, session, turn_id, address, resumed=restarted or resumed, first_mail=first_mail
+        )
         if restarted and await self.runner.stored_answer() is None:  # else nothing is left to continue
             s.notice(address, "restarted-continuing", {})
         s.bus.emit(TurnStarted(to=address, turn_id=turn_id, resumed=restarted))

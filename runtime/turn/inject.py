@@ -73,9 +73,16 @@ def take_until_pause(unread: list[Envelope]) -> tuple[list[Envelope], bool]:
 
 
 async def inject_mail(
-    db: Database, mailbox: Mailbox, history: HistoryStore, session_id: int, turn_id: int
+    db: Database,
+    mailbox: Mailbox,
+    history: HistoryStore,
+    session_id: int,
+    turn_id: int,
+    unread: list[Envelope] | None = None,
 ) -> Injected:
-    unread = await mailbox.unread(session_id)
+    """``unread`` may be handed in when the caller has just read it (saves a query)."""
+    if unread is None:
+        unread = await mailbox.unread(session_id)
     if stop_pending(unread):
         return Injected.STOP
     taken, pause = take_until_pause(unread)

@@ -44,7 +44,7 @@ from runtime.events import (
 from runtime.llm.types import LLMClient, LLMRound, ModelFallback, ReasoningDelta, StreamEvent
 from runtime.llm.types import TextDelta as LLMTextDelta
 from runtime.log import get_logger
-from runtime.mailbox import Mailbox
+from runtime.mailbox import Envelope, Mailbox
 from runtime.storage.db import Database, durable
 from runtime.storage.history import HistoryStore
 from runtime.storage.models import ChatSession, Role, RowStatus, ToolCallRow, ToolCallStatus, TurnStatus
@@ -104,6 +104,7 @@ class TurnRunner:
     token: CancelToken = field(default_factory=CancelToken)
     partial_text: str = ""
     rounds: int = 0
+    first_mail: list[Envelope] | None = None  # the unread mail that started the turn, already read
 
     @property
     def session_id(self) -> int:
@@ -135,7 +136,8 @@ class TurnRunner:
         while True:
             if self.token.cancelled:
                 raise asyncio.CancelledError
-            injected = await inject_mail(s.db, s.mailbox, s.history, self.session_id, self.turn_id)
+            unread, self.first_mail = self.first_mail, None
+            injected = await inject_mail(s.db, s.mailbox, s.history, self.session_id, self.turn_id, unread)
             if injected is Injected.PAUSE:
                 return Paused()
             if injected is Injected.STOP:  # a /stop landed before the hub could cancel us
