@@ -2,8 +2,9 @@
 
 The SQL mailbox runs exactly as the runtime configures it (``Database``: WAL,
 ``synchronous=NORMAL``, ``BEGIN IMMEDIATE``, one in-process write lock, the
-migrated schema); each accept is its own committed transaction, so an
-accepted envelope survives the process being killed. ``--full-sync`` adds a
+migrated schema); each accept returns only after its transaction committed
+(accepts made at the same time share one: group commit), so an accepted
+envelope survives the process being killed. ``--full-sync`` adds a
 run with ``PRAGMA synchronous=FULL`` (an fsync per commit: survives power
 loss too).
 

@@ -11,21 +11,37 @@ Transactional means three things (session-mailbox spec §1):
 
 Subscribers registered with :meth:`subscribe` are told after every fresh
 accept; the session hub uses this to wake a session's consumer.
+
+The SQL mailbox group-commits: accepts that arrive while a write is under way
+share the next transaction (``batch.py``), one query for what deciding them
+needs and one insert; each envelope is still decided on its own, in arrival
+order, so receipts, seqs and refusals are those of one-at-a-time accepts.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import func, update
+import sqlalchemy as sa
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel import col, select
 
-from runtime.errors import MailboxFull
+from runtime.errors import MailboxFull, StorageError
+from runtime.log import get_logger
+from runtime.mailbox.batch import Batcher
 from runtime.mailbox.envelope import BODY_ADAPTER, EXEMPT_FROM_BOUND, Envelope, MailKind, Receipt, Sender
 from runtime.storage.db import Database
-from runtime.storage.models import ChatSession, MailRow
+from runtime.storage.models import ChatSession, MailRow, utcnow
+
+log = get_logger("mailbox")
+_MAIL: sa.Table = MailRow.__table__  # type: ignore[attr-defined]
+_SESSIONS: sa.Table = ChatSession.__table__  # type: ignore[attr-defined]
+_EXEMPT = sorted(kind.value for kind in EXEMPT_FROM_BOUND)
 
 AcceptListener = Callable[[Envelope], None]
 
@@ -59,41 +75,61 @@ def _counts_against_bound(kind: str) -> bool:
 
 
 class SqlMailbox(_Listeners):
-    """The durable mailbox on the ``session_mail`` table."""
+    """The durable mailbox on the ``session_mail`` table.
+
+    Accepts are group-committed (:class:`~runtime.mailbox.batch.Batcher`):
+    concurrent callers share one write transaction, decided envelope by
+    envelope in arrival order exactly as one-at-a-time accepts would be, and
+    subscribers hear of an envelope only after its transaction committed.
+    """
 
     def __init__(self, db: Database, max_unread: int = 256) -> None:
         super().__init__()
         self._db = db
         self._max_unread = max_unread
+        self._batcher: Batcher[Envelope, Receipt] = Batcher(self._store)
 
     async def accept(self, envelope: Envelope) -> Receipt:
+        return await self._batcher.submit(envelope)
+
+    async def _store(self, batch: list[Envelope]) -> list[Receipt | Exception]:
+        """Decide and insert a batch in one transaction; one outcome per envelope."""
         async with self._db.write() as tx:
-            existing = (await tx.exec(select(MailRow).where(MailRow.envelope_id == envelope.id))).first()
-            if existing is not None:
-                return Receipt(id=envelope.id, seq=existing.seq, duplicate=True)
-            cursor = await self._cursor_in(tx, envelope.session_id)
-            if _counts_against_bound(envelope.body.kind):
-                unread = (
-                    await tx.exec(
-                        select(func.count())
-                        .select_from(MailRow)
-                        .where(
-                            MailRow.session_id == envelope.session_id,
-                            MailRow.seq > cursor,
-                            col(MailRow.kind).not_in([k.value for k in EXEMPT_FROM_BOUND]),
-                        )
-                    )
-                ).one()
-                if unread >= self._max_unread:
-                    raise MailboxFull(f"session {envelope.session_id} has {unread} unread envelopes")
-            last = (
-                await tx.exec(select(func.max(MailRow.seq)).where(MailRow.session_id == envelope.session_id))
-            ).one()
-            seq = max(last or 0, cursor) + 1
-            tx.add(_to_row(envelope, seq))
-        accepted = envelope.model_copy(update={"seq": seq})
-        self._notify(accepted)
-        return Receipt(id=envelope.id, seq=seq)
+            conn = await tx.connection()
+            facts, seen = await _facts(conn, batch)
+            outcomes = [self._decide(envelope, facts, seen) for envelope in batch]
+            fresh = [
+                envelope.model_copy(update={"seq": outcome.seq})
+                for envelope, outcome in zip(batch, outcomes, strict=True)
+                if isinstance(outcome, Receipt) and not outcome.duplicate
+            ]
+            if fresh:
+                now = utcnow()
+                await conn.execute(sa.insert(_MAIL), [_to_row(envelope, now) for envelope in fresh])
+        for envelope in fresh:
+            try:
+                self._notify(envelope)
+            except Exception:  # the envelope is committed: a listener's bug must not undo its receipt
+                log.exception("mailbox listener failed for %s", envelope.id)
+        return outcomes
+
+    def _decide(
+        self, envelope: Envelope, facts: dict[int, _Facts], seen: dict[str, int]
+    ) -> Receipt | Exception:
+        """One accept against the facts so far; updates them as the accept would have."""
+        if envelope.id in seen:
+            return Receipt(id=envelope.id, seq=seen[envelope.id], duplicate=True)
+        box = facts.get(envelope.session_id)
+        if box is None:
+            return StorageError(f"no session {envelope.session_id}")
+        counts = _counts_against_bound(envelope.body.kind)
+        if counts and box.unread >= self._max_unread:
+            return MailboxFull(f"session {envelope.session_id} has {box.unread} unread envelopes")
+        box.last += 1
+        if counts:
+            box.unread += 1
+        seen[envelope.id] = box.last
+        return Receipt(id=envelope.id, seq=box.last)
 
     async def unread(self, session_id: int, after: int | None = None) -> list[Envelope]:
         async with self._db.read() as tx:
@@ -161,19 +197,67 @@ class MemoryMailbox(_Listeners):
         self._cursors[session_id] = max(self._cursors[session_id], upto)
 
 
-def _to_row(envelope: Envelope, seq: int) -> MailRow:
-    return MailRow(
-        envelope_id=envelope.id,
-        session_id=envelope.session_id,
-        seq=seq,
-        sender_kind=envelope.sender.kind,
-        sender_ref=envelope.sender.ref,
-        priority=envelope.priority,
-        hops=envelope.hops,
-        kind=envelope.body.kind,
-        body=envelope.body.model_dump(mode="json"),
-        sent_at=envelope.sent_at,
+@dataclass(slots=True)
+class _Facts:
+    """What accepting into one session depends on: the highest seq used and the unread count."""
+
+    last: int
+    unread: int
+
+
+def _facts_query() -> sa.CompoundSelect:
+    """Per session: its cursor, highest seq and unread count (exempt kinds not counted); per
+    envelope id accepted before: its seq. Two selects of one shape joined by ``UNION ALL``;
+    session rows have no envelope id."""
+    session, mail = _SESSIONS.c, _MAIL.c
+    last = sa.select(sa.func.max(mail.seq)).where(mail.session_id == session.id).scalar_subquery()
+    unread = (
+        sa.select(sa.func.count())
+        .where(mail.session_id == session.id, mail.seq > session.mail_cursor, mail.kind.not_in(_EXEMPT))
+        .scalar_subquery()
     )
+    no_str, no_int = sa.cast(sa.null(), sa.String), sa.cast(sa.null(), sa.Integer)
+    per_session = sa.select(session.id, no_str, session.mail_cursor, last, unread).where(
+        session.id.in_(sa.bindparam("session_ids", expanding=True))
+    )
+    per_envelope = sa.select(no_int, mail.envelope_id, mail.seq, no_int, no_int).where(
+        mail.envelope_id.in_(sa.bindparam("envelope_ids", expanding=True))
+    )
+    return sa.union_all(per_session, per_envelope)
+
+
+_FACTS = _facts_query()
+
+
+async def _facts(conn: AsyncConnection, batch: list[Envelope]) -> tuple[dict[int, _Facts], dict[str, int]]:
+    """What deciding ``batch`` depends on, in one round trip: per session and already-seen id."""
+    rows = await conn.execute(
+        _FACTS, {"session_ids": list({e.session_id for e in batch}), "envelope_ids": [e.id for e in batch]}
+    )
+    facts: dict[int, _Facts] = {}
+    seen: dict[str, int] = {}
+    for session_id, envelope_id, number, last_seq, count in rows:
+        if envelope_id is None:  # number is the session's cursor
+            facts[session_id] = _Facts(last=max(last_seq or 0, number), unread=count)
+        else:  # number is the envelope's seq
+            seen[envelope_id] = number
+    return facts, seen
+
+
+def _to_row(envelope: Envelope, accepted_at: datetime) -> dict[str, Any]:
+    return {
+        "envelope_id": envelope.id,
+        "session_id": envelope.session_id,
+        "seq": envelope.seq,
+        "sender_kind": envelope.sender.kind,
+        "sender_ref": envelope.sender.ref,
+        "priority": envelope.priority,
+        "hops": envelope.hops,
+        "kind": envelope.body.kind,
+        "body": envelope.body.model_dump(mode="json"),
+        "sent_at": envelope.sent_at,
+        "accepted_at": accepted_at,
+    }
 
 
 def _from_row(row: MailRow) -> Envelope:
