@@ -232,6 +232,8 @@ class Runtime:
             return PostResult.DUPLICATE
         if busy:
             return PostResult.QUEUED
+        if self.hub.known_not_paused(session.id):
+            return PostResult.STARTED
         latest = await self.sessions.latest_turn(session.id)
         if (
             latest is not None

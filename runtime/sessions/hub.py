@@ -69,6 +69,7 @@ class SessionWorker:
         self.turn_task: asyncio.Task[TurnOutcome] | None = None
         self.resume_turn_id: int | None = None
         self.cancelled_something = False
+        self.not_paused = False  # True once this worker knows the session has no paused turn
         self.task = asyncio.create_task(self._loop(), name=f"session-{session_id}")
 
     @property
@@ -152,8 +153,12 @@ class SessionWorker:
             return turn.id
 
     async def _paused_turn(self) -> Turn | None:
+        if self.not_paused:  # saves a query per message: only this worker ends turns of its session
+            return None
         latest = await self.hub.services.sessions.latest_turn(self.session_id)
-        return latest if latest is not None and latest.status == TurnStatus.PAUSED else None
+        paused = latest if latest is not None and latest.status == TurnStatus.PAUSED else None
+        self.not_paused = paused is None
+        return paused
 
     async def _run_turn(
         self,
@@ -205,6 +210,7 @@ class SessionWorker:
         elif isinstance(outcome, Cancelled):
             self.cancelled_something = True
         await s.sessions.finish_turn(turn_id, _STATUS[outcome.kind], error)
+        self.not_paused = outcome.kind != OutcomeKind.PAUSED
         text = outcome.text if isinstance(outcome, Final) else ""
         s.bus.emit(TurnFinished(to=address, turn_id=turn_id, outcome=outcome.kind, text=text, error=error))
         for listener in list(self.hub.finish_listeners):
@@ -266,6 +272,7 @@ class SessionWorker:
             )
             s.bus.emit(resolved)
         await s.sessions.finish_turn(latest.id or 0, TurnStatus.CANCELLED)
+        self.not_paused = True
         return True
 
 
@@ -295,6 +302,11 @@ class SessionHub:
         worker = self._worker(session_id)
         worker.resume_turn_id = turn_id
         worker.wake.set()
+
+    def known_not_paused(self, session_id: int) -> bool:
+        """The session's worker knows it has no paused turn (no query needed)."""
+        worker = self.workers.get(session_id)
+        return worker is not None and worker.not_paused
 
     def is_busy(self, session_id: int) -> bool:
         worker = self.workers.get(session_id)
