@@ -24,7 +24,7 @@ from runtime.mailbox import ControlAction, ControlBody, Envelope
 from runtime.storage.history import HistoryStore
 from runtime.storage.models import ChatSession, ToolCallStatus, Turn, TurnStatus
 from runtime.turn import texts
-from runtime.turn.inject import control_action, mail_text
+from runtime.turn.inject import control_action, fold_into_turn, mail_text, take_until_pause
 from runtime.turn.loop import TurnRunner, TurnServices
 from runtime.turn.outcome import Cancelled, Exhausted, Failed, Final, TurnOutcome
 
@@ -127,7 +127,10 @@ class SessionWorker:
         if mail_text(head) is None:  # control or a decision with no turn to act on: settled
             await self._consume([head])
             return True
-        await self._run_turn(await self._open_turn(), restarted=False, first_mail=unread)
+        taken, pause = take_until_pause(unread)
+        turn_id = await self._open_turn(taken[:-1] if pause else taken)  # a pause is left for R1
+        # the turn's first receive point has nothing new to read unless a /pause is queued
+        await self._run_turn(turn_id, restarted=False, first_mail=None if pause else [])
         return True
 
     async def _dispatch_paused(self, paused: Turn, unread: list[Envelope]) -> bool:
@@ -143,13 +146,16 @@ class SessionWorker:
             return True
         return False  # messages wait for /resume
 
-    async def _open_turn(self) -> int:
-        async with self.hub.services.db.write() as tx:
+    async def _open_turn(self, mail: list[Envelope]) -> int:
+        """One transaction: settle orphans, open the turn, fold in the mail that starts it."""
+        s = self.hub.services
+        async with s.db.write() as tx:
             await HistoryStore.mark_orphans_failed(tx, self.session_id)
             turn = Turn(session_id=self.session_id)
             tx.add(turn)
             await tx.flush()
             assert turn.id is not None
+            await fold_into_turn(tx, s.mailbox, s.history, self.session_id, turn.id, mail)
             return turn.id
 
     async def _paused_turn(self) -> Turn | None:

@@ -15,6 +15,7 @@ and dropping what was still queued (never stored as conversation).
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 from runtime.mailbox import ControlAction, ControlBody, Envelope, Mailbox, MailKind
 from runtime.mailbox.envelope import AgentMessageBody, ScheduledTurnBody, UserMessageBody
@@ -98,20 +99,29 @@ async def _commit(
     db: Database, mailbox: Mailbox, history: HistoryStore, session_id: int, turn_id: int, mail: list[Envelope]
 ) -> None:
     async with db.write() as tx:
-        for envelope in mail:
-            text = mail_text(envelope)
-            if text is None:
-                continue
-            history.add_user_row(
-                tx,
-                session_id=session_id,
-                turn_id=turn_id,
-                content=text,
-                is_synthetic=is_synthetic(envelope),
-                mail_seq=envelope.seq,
-                meta=_meta(envelope),
-            )
-        await mailbox.advance(tx, session_id, max(e.seq for e in mail))
+        await fold_into_turn(tx, mailbox, history, session_id, turn_id, mail)
+
+
+async def fold_into_turn(
+    tx: Any, mailbox: Mailbox, history: HistoryStore, session_id: int, turn_id: int, mail: list[Envelope]
+) -> None:
+    """Inside the caller's transaction: each piece of mail its own user row, then the cursor."""
+    if not mail:
+        return
+    for envelope in mail:
+        text = mail_text(envelope)
+        if text is None:
+            continue
+        history.add_user_row(
+            tx,
+            session_id=session_id,
+            turn_id=turn_id,
+            content=text,
+            is_synthetic=is_synthetic(envelope),
+            mail_seq=envelope.seq,
+            meta=_meta(envelope),
+        )
+    await mailbox.advance(tx, session_id, max(e.seq for e in mail))
 
 
 def _meta(envelope: Envelope) -> dict[str, object]:
