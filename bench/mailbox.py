@@ -2,7 +2,8 @@
 
 The SQL mailbox runs exactly as the runtime configures it (``Database``: WAL,
 ``synchronous=NORMAL``, ``BEGIN IMMEDIATE``, one in-process write lock, the
-migrated schema); each accept returns only after its transaction committed
+migrated schema; each batch's transaction is one call on a worker thread,
+``Database.write_sync``); each accept returns only after its transaction committed
 (accepts made at the same time share one: group commit), so an accepted
 envelope survives the process being killed. ``--full-sync`` adds a
 run with ``PRAGMA synchronous=FULL`` (an fsync per commit: survives power
@@ -28,8 +29,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from sqlalchemy import event
 
 from bench.common import machine, row, write_results
 from runtime.mailbox import Envelope, Mailbox, MemoryMailbox, Sender, SenderKind, SqlMailbox, UserMessageBody
@@ -102,13 +101,10 @@ async def workloads(mailbox: Mailbox, session_ids: Sequence[int], total: int) ->
 
 
 async def sql_run(workdir: Path, opts: Options, *, full_sync: bool) -> list[dict[str, Any]]:
-    db = Database(f"sqlite+aiosqlite:///{workdir / ('full' if full_sync else 'normal')}.db")
-    if full_sync:
-
-        @event.listens_for(db.engine.sync_engine, "connect")
-        def _full(dbapi_conn: Any, _record: Any) -> None:
-            dbapi_conn.execute("PRAGMA synchronous=FULL")
-
+    db = Database(
+        f"sqlite+aiosqlite:///{workdir / ('full' if full_sync else 'normal')}.db",
+        synchronous="FULL" if full_sync else "NORMAL",
+    )
     try:
         await migrate(db)
         store = SessionStore(db)

@@ -14,8 +14,10 @@ accept; the session hub uses this to wake a session's consumer.
 
 The SQL mailbox group-commits: accepts that arrive while a write is under way
 share the next transaction (``batch.py``), one query for what deciding them
-needs and one insert; each envelope is still decided on its own, in arrival
-order, so receipts, seqs and refusals are those of one-at-a-time accepts.
+needs and one insert, run as one synchronous call (``Database.write_sync``: on
+SQLite a single hop to a worker thread, not several per statement); each
+envelope is still decided on its own, in arrival order, so receipts, seqs and
+refusals are those of one-at-a-time accepts.
 """
 
 from __future__ import annotations
@@ -27,8 +29,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import sqlalchemy as sa
-from sqlalchemy import update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, update
 from sqlmodel import col, select
 
 from runtime.errors import MailboxFull, StorageError
@@ -94,24 +95,30 @@ class SqlMailbox(_Listeners):
 
     async def _store(self, batch: list[Envelope]) -> list[Receipt | Exception]:
         """Decide and insert a batch in one transaction; one outcome per envelope."""
-        async with self._db.write() as tx:
-            conn = await tx.connection()
-            facts, seen = await _facts(conn, batch)
-            outcomes = [self._decide(envelope, facts, seen) for envelope in batch]
-            fresh = [
-                envelope.model_copy(update={"seq": outcome.seq})
-                for envelope, outcome in zip(batch, outcomes, strict=True)
-                if isinstance(outcome, Receipt) and not outcome.duplicate
-            ]
-            if fresh:
-                now = utcnow()
-                await conn.execute(sa.insert(_MAIL), [_to_row(envelope, now) for envelope in fresh])
+        outcomes, fresh = await self._db.write_sync(lambda conn: self._store_in(conn, batch))
         for envelope in fresh:
             try:
                 self._notify(envelope)
             except Exception:  # the envelope is committed: a listener's bug must not undo its receipt
                 log.exception("mailbox listener failed for %s", envelope.id)
         return outcomes
+
+    def _store_in(
+        self, conn: Connection, batch: list[Envelope]
+    ) -> tuple[list[Receipt | Exception], list[Envelope]]:
+        """The batch's transaction (on SQLite, one blocking call on a worker thread):
+        its outcomes and the envelopes it inserted."""
+        facts, seen = _facts(conn, batch)
+        outcomes = [self._decide(envelope, facts, seen) for envelope in batch]
+        fresh = [
+            envelope.model_copy(update={"seq": outcome.seq})
+            for envelope, outcome in zip(batch, outcomes, strict=True)
+            if isinstance(outcome, Receipt) and not outcome.duplicate
+        ]
+        if fresh:
+            now = utcnow()
+            conn.execute(sa.insert(_MAIL), [_to_row(envelope, now) for envelope in fresh])
+        return outcomes, fresh
 
     def _decide(
         self, envelope: Envelope, facts: dict[int, _Facts], seen: dict[str, int]
@@ -229,9 +236,9 @@ def _facts_query() -> sa.CompoundSelect:
 _FACTS = _facts_query()
 
 
-async def _facts(conn: AsyncConnection, batch: list[Envelope]) -> tuple[dict[int, _Facts], dict[str, int]]:
+def _facts(conn: Connection, batch: list[Envelope]) -> tuple[dict[int, _Facts], dict[str, int]]:
     """What deciding ``batch`` depends on, in one round trip: per session and already-seen id."""
-    rows = await conn.execute(
+    rows = conn.execute(
         _FACTS, {"session_ids": list({e.session_id for e in batch}), "envelope_ids": [e.id for e in batch]}
     )
     facts: dict[int, _Facts] = {}

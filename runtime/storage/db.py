@@ -7,18 +7,24 @@ locked". Writes from this process go through one ``asyncio.Lock``, so only
 one connection ever writes at a time (which also sidesteps SQLite's WAL-reset
 bug in older versions). PostgreSQL needs none of this and gets plain
 transactions.
+
+:meth:`Database.write_sync` runs a whole write transaction as one blocking
+call on a worker thread, over a dedicated synchronous connection to the same
+SQLite file (same pragmas, same ``BEGIN IMMEDIATE``, same write lock): one
+thread hop per transaction instead of several per statement, for hot paths
+such as the mailbox's accept.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from sqlalchemy import event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
@@ -32,42 +38,58 @@ T = TypeVar("T")
 PERSIST_TIMEOUT = 10.0
 """How long a write that must survive cancellation may take (round-builder spec)."""
 
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+
+def sqlite_pragmas(dbapi_conn: Any, synchronous: Synchronous = "NORMAL") -> None:
+    """The pragmas every SQLite connection of a :class:`Database` gets, async or not."""
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"PRAGMA synchronous={synchronous}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
 
 class Database:
-    """Engine plus the transaction helpers every repository uses."""
+    """Engine plus the transaction helpers every repository uses.
 
-    def __init__(self, url: str) -> None:
+    ``synchronous`` is SQLite's ``PRAGMA synchronous`` for every connection
+    (``NORMAL``: a commit survives the process being killed; ``FULL``: power
+    loss too).
+    """
+
+    def __init__(self, url: str, *, synchronous: Synchronous = "NORMAL") -> None:
         self.url = url
+        self.synchronous: Synchronous = synchronous
         parsed = make_url(url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         kwargs: dict[str, Any] = {}
+        self._sync_url: Any = None  # a SQLite file: write_sync runs on a thread over this
         if self.is_sqlite:
             database = parsed.database or ""
             if database in ("", ":memory:"):
                 kwargs["poolclass"] = StaticPool
             else:
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
+                self._sync_url = parsed.set(drivername="sqlite+pysqlite")
             kwargs["connect_args"] = {"timeout": 30, "isolation_level": None}
         self.engine: AsyncEngine = create_async_engine(url, **kwargs)
+        self._sync_engine: Engine | None = None
         self._write_lock = asyncio.Lock()
         if self.is_sqlite:
-            self._install_sqlite_rules()
+            self._install_sqlite_rules(self.engine.sync_engine, always_write=False)
 
-    def _install_sqlite_rules(self) -> None:
-        sync_engine = self.engine.sync_engine
+    def _install_sqlite_rules(self, engine: Engine, *, always_write: bool) -> None:
+        synchronous = self.synchronous
 
-        @event.listens_for(sync_engine, "connect")
+        @event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            cursor = dbapi_conn.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA busy_timeout=30000")
-            cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.close()
+            sqlite_pragmas(dbapi_conn, synchronous)
 
-        @event.listens_for(sync_engine, "begin")
+        @event.listens_for(engine, "begin")
         def _on_begin(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN")
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if always_write or conn.info.get("write") else "BEGIN")
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
@@ -87,7 +109,62 @@ class Database:
         async with AsyncSession(self.engine, expire_on_commit=False) as session:
             yield session
 
+    async def write_sync(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn`` inside one write transaction, committed if it returns, rolled back if it raises.
+
+        On a SQLite file the whole transaction (``BEGIN IMMEDIATE``, ``fn``,
+        ``COMMIT``) is one blocking call on a worker thread, over a dedicated
+        synchronous connection to the same file (created on first use, the
+        same pragmas, closed by :meth:`close`); ``fn`` must then do nothing but
+        database work, and must not touch the event loop. It holds the same
+        in-process write lock as :meth:`write`, so there is still only ever one
+        writer. If the caller is cancelled, the lock is kept until the thread
+        has finished (committed or rolled back); the cancel is re-raised after.
+
+        Elsewhere (PostgreSQL, in-memory SQLite) ``fn`` runs through
+        ``run_sync`` on the async connection of an ordinary :meth:`write`.
+        """
+        if self._sync_url is None:
+            async with self.write() as tx:
+                conn = await tx.connection()
+                return await conn.run_sync(fn)
+        async with self._write_lock:
+            engine = self._sync_engine or self._make_sync_engine()
+
+            def transaction() -> T:
+                with engine.begin() as conn:
+                    return fn(conn)
+
+            future = asyncio.get_running_loop().run_in_executor(None, transaction)
+            try:
+                return await asyncio.shield(future)
+            except asyncio.CancelledError:
+                # the thread cannot be stopped: hold the lock until it committed or rolled back
+                while not future.done():
+                    try:
+                        await asyncio.wait({future})
+                    except asyncio.CancelledError:
+                        continue
+                if not future.cancelled() and future.exception() is not None:
+                    log.error("write after cancellation failed", exc_info=future.exception())
+                raise
+
+    def _make_sync_engine(self) -> Engine:
+        engine = create_engine(
+            self._sync_url,
+            connect_args={"timeout": 30, "isolation_level": None, "check_same_thread": False},
+            pool_size=1,
+        )
+        self._install_sqlite_rules(engine, always_write=True)
+        self._sync_engine = engine
+        return engine
+
     async def close(self) -> None:
+        if self._sync_engine is not None:
+            async with self._write_lock:  # not while a write_sync thread uses it
+                engine, self._sync_engine = self._sync_engine, None
+                if engine is not None:
+                    engine.dispose()
         await self.engine.dispose()
 
     @staticmethod

@@ -8,13 +8,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sqlite3
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from runtime.errors import MailboxFull, StorageError
@@ -34,6 +36,8 @@ from runtime.storage.db import Database
 from runtime.storage.migrations import migrate
 from runtime.storage.sessions import SessionStore
 
+T = TypeVar("T")
+
 
 class CountingDatabase(Database):
     """The real database, counting its write transactions."""
@@ -41,12 +45,18 @@ class CountingDatabase(Database):
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.writes = 0
+        self.sync_write_called = asyncio.Event()
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
         self.writes += 1
         async with super().write() as tx:
             yield tx
+
+    async def write_sync(self, fn: Callable[[Connection], T]) -> T:
+        self.writes += 1
+        self.sync_write_called.set()
+        return await super().write_sync(fn)
 
 
 @dataclass
@@ -209,6 +219,43 @@ async def test_listeners_hear_of_an_envelope_only_after_its_batch_committed(rig:
     rig.mailbox.subscribe(listener)
     await rig.together(mail("a", session), mail("b", session))
     assert visible == [("a", True), ("b", True)]
+
+
+async def test_a_caller_cancelled_while_its_batch_is_written_still_has_its_envelope_stored(rig: Rig) -> None:
+    session = await rig.new_session()
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def hold_the_write_lock() -> None:
+        async with rig.db.write():
+            held.set()
+            await release.wait()
+
+    holder = asyncio.create_task(hold_the_write_lock())
+    await held.wait()
+    caller = asyncio.create_task(rig.mailbox.accept(mail("cancelled", session)))
+    await rig.db.sync_write_called.wait()  # its batch was taken and waits for the write lock
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    release.set()
+    await holder
+    retried = await rig.mailbox.accept(mail("cancelled", session))
+    assert (retried.seq, retried.duplicate) == (1, True), "the cancelled caller's envelope was written"
+    assert [e.id for e in await rig.mailbox.unread(session)] == ["cancelled"]
+
+
+async def test_the_sqlite_accept_runs_off_the_event_loop_thread(rig: Rig) -> None:
+    session = await rig.new_session()
+    threads: list[int] = []
+    original = rig.mailbox._store_in
+
+    def spy(conn: Connection, batch: list[Envelope]) -> tuple[list[Receipt | Exception], list[Envelope]]:
+        threads.append(threading.get_ident())
+        return original(conn, batch)
+
+    rig.mailbox._store_in = spy  # type: ignore[method-assign]
+    assert (await rig.mailbox.accept(mail("a", session))).seq == 1
+    assert threads and threads[0] != threading.get_ident()
 
 
 # --- the batcher on its own ------------------------------------------------------------------

@@ -1,18 +1,21 @@
-"""Storage: WAL on, versioned migrations upgrade in place, writes survive cancellation."""
+"""Storage: WAL on, versioned migrations upgrade in place, writes survive cancellation, and
+``write_sync`` is a write transaction on a thread under the same lock and pragmas."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, insert, text
 
 from runtime.storage import migrations
-from runtime.storage.db import Database, durable
+from runtime.storage.db import Database, Synchronous, durable
 from runtime.storage.migrations import migrate
-from runtime.storage.models import ChatSession, KeyValue
+from runtime.storage.models import ChatSession, KeyValue, utcnow
 
 
 def _url(path: Path) -> str:
@@ -82,3 +85,160 @@ async def test_durable_write_lands_even_when_the_caller_is_cancelled(tmp_path: P
         row = await tx.get(KeyValue, "k")
     assert row is not None and row.value == "landed"
     await db.close()
+
+
+# --- write_sync: one write transaction as one blocking call on a worker thread -----------------
+
+
+def _put(key: str, value: str) -> Callable[[Connection], None]:
+    def work(conn: Connection) -> None:
+        conn.execute(insert(KeyValue).values(key=key, value=value, updated_at=utcnow()))
+
+    return work
+
+
+async def _value(db: Database, key: str) -> str | None:
+    async with db.read() as tx:
+        row = await tx.get(KeyValue, key)
+    return None if row is None else row.value
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    made = Database(_url(tmp_path / "a.db"))
+    await migrate(made)
+    yield made
+    await made.close()
+
+
+async def test_write_sync_commits_what_fn_wrote_and_returns_its_result(db: Database) -> None:
+    def work(conn: Connection) -> int:
+        _put("k", "v")(conn)
+        return threading.get_ident()
+
+    thread = await db.write_sync(work)
+    assert thread != threading.get_ident(), "the transaction ran on a worker thread"
+    assert await _value(db, "k") == "v"
+
+
+async def test_write_sync_rolls_back_everything_when_fn_raises(db: Database) -> None:
+    def work(conn: Connection) -> None:
+        _put("k", "v")(conn)
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        await db.write_sync(work)
+    assert await _value(db, "k") is None
+    await db.write_sync(_put("k", "after"))  # the connection is usable again
+    assert await _value(db, "k") == "after"
+
+
+async def test_a_sync_write_waits_for_a_running_async_write(db: Database) -> None:
+    async_in, release = asyncio.Event(), asyncio.Event()
+    sync_in = threading.Event()
+
+    async def async_writer() -> None:
+        async with db.write() as tx:
+            async_in.set()
+            await release.wait()  # nothing executed yet: only the in-process lock keeps the other out
+            tx.add(KeyValue(key="async", value="1"))
+
+    def sync_work(conn: Connection) -> None:
+        sync_in.set()
+        _put("sync", "1")(conn)
+
+    first = asyncio.create_task(async_writer())
+    await async_in.wait()
+    second = asyncio.create_task(db.write_sync(sync_work))
+    assert not await asyncio.to_thread(sync_in.wait, 0.3), "the sync write started during the async one"
+    release.set()
+    await asyncio.gather(first, second)
+    assert sync_in.is_set()
+    assert (await _value(db, "async"), await _value(db, "sync")) == ("1", "1")
+
+
+async def test_an_async_write_waits_for_a_running_sync_write(db: Database) -> None:
+    sync_in, release = threading.Event(), threading.Event()
+    async_in = asyncio.Event()
+
+    def sync_work(conn: Connection) -> None:
+        sync_in.set()
+        release.wait(10)
+        _put("sync", "1")(conn)
+
+    async def async_writer() -> None:
+        async with db.write() as tx:
+            async_in.set()
+            tx.add(KeyValue(key="async", value="1"))
+
+    first = asyncio.create_task(db.write_sync(sync_work))
+    assert await asyncio.to_thread(sync_in.wait, 10)
+    second = asyncio.create_task(async_writer())
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(async_in.wait(), 0.3)
+    release.set()
+    await asyncio.gather(first, second)
+    assert (await _value(db, "async"), await _value(db, "sync")) == ("1", "1")
+
+
+async def test_a_cancelled_sync_write_still_commits_and_keeps_the_lock_until_it_has(db: Database) -> None:
+    sync_in, release = threading.Event(), threading.Event()
+    async_in = asyncio.Event()
+
+    def sync_work(conn: Connection) -> None:
+        sync_in.set()
+        release.wait(10)
+        _put("sync", "landed")(conn)
+
+    async def async_writer() -> None:
+        async with db.write():
+            async_in.set()
+
+    writer = asyncio.create_task(db.write_sync(sync_work))
+    assert await asyncio.to_thread(sync_in.wait, 10)
+    writer.cancel()
+    other = asyncio.create_task(async_writer())
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(async_in.wait(), 0.3)
+    assert not writer.done(), "the cancelled caller waits for its thread"
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await writer
+    await other
+    assert await _value(db, "sync") == "landed"
+
+
+PRAGMAS = ("journal_mode", "busy_timeout", "synchronous", "foreign_keys")
+
+
+@pytest.mark.parametrize(("synchronous", "expected"), [("NORMAL", 1), ("FULL", 2)])
+async def test_the_sync_connection_has_the_same_pragmas_as_the_async_ones(
+    tmp_path: Path, synchronous: Synchronous, expected: int
+) -> None:
+    db = Database(_url(tmp_path / "a.db"), synchronous=synchronous)
+    await migrate(db)
+
+    def read_sync(conn: Connection) -> list[object]:
+        return [conn.exec_driver_sql(f"PRAGMA {name}").scalar() for name in PRAGMAS]
+
+    sync_values = await db.write_sync(read_sync)
+    async with db.read() as tx:
+        conn = await tx.connection()
+        async_values = [(await conn.exec_driver_sql(f"PRAGMA {name}")).scalar() for name in PRAGMAS]
+    await db.close()
+    assert sync_values == async_values == ["wal", 30000, expected, 1]
+
+
+async def test_write_sync_on_an_in_memory_database_runs_on_the_async_connection() -> None:
+    db = Database("sqlite+aiosqlite:///:memory:")
+    await migrate(db)
+    await db.write_sync(_put("k", "v"))
+    assert await _value(db, "k") == "v"
+    with pytest.raises(ValueError, match="boom"):
+        await db.write_sync(lambda conn: (_put("x", "y")(conn), _raise(ValueError("boom"))))
+    assert await _value(db, "x") is None
+    await db.close()
+
+
+def _raise(exc: Exception) -> None:
+    raise exc
