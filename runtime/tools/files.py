@@ -13,7 +13,9 @@ approval preview (:mod:`runtime.tools.preview`) both call it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -251,10 +253,34 @@ def _write(path: Path, content: str) -> str:
     data = content.encode("utf-8")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
     except OSError as exc:
         raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
+    atomic_write(path, data)
     return f"Wrote {len(data)} bytes to {path} ({'overwritten' if existed else 'created'})"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write via a temporary file and a rename: a crash leaves the old file or the new, never half.
+
+    The file's permission bits are kept when it is replaced.
+    """
+    try:
+        mode = path.stat().st_mode & 0o7777 if path.exists() else None
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            if mode is not None:
+                os.chmod(temp, mode)
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+    except OSError as exc:
+        raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 class WriteFile(Tool[WriteFileArgs]):
@@ -288,10 +314,7 @@ class EditFileArgs(ToolArgs):
 def _edit(path: Path, args: EditFileArgs) -> str:
     text = read_text(path)
     updated, count = apply_edit(text, args.old_text, args.new_text, replace_all=args.replace_all, path=path)
-    try:
-        path.write_bytes(updated.encode("utf-8"))
-    except OSError as exc:
-        raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
+    atomic_write(path, updated.encode("utf-8"))
     return f"Edited {path}: replaced {count} occurrence{'s' if count != 1 else ''}"
 
 

@@ -252,3 +252,15 @@ def test_builtin_order_groups_and_schemas() -> None:
 def test_unknown_argument_is_rejected() -> None:
     with pytest.raises(ToolError, match="invalid arguments"):
         ReadFile().parse({"path": "a", "bogus": 1})
+
+
+def test_writes_are_atomic_and_keep_permissions(tmp_path: Path) -> None:
+    from runtime.tools.files import atomic_write
+
+    target = tmp_path / "script.sh"
+    target.write_text("old")
+    target.chmod(0o750)
+    atomic_write(target, b"new")
+    assert target.read_text() == "new"
+    assert target.stat().st_mode & 0o777 == 0o750
+    assert [p.name for p in tmp_path.iterdir()] == ["script.sh"], "no temporary file is left behind"
