@@ -192,6 +192,7 @@ class Runtime:
             return cached
         session = await self.sessions.active_for_chat(chat_id, user_id=user_id, language=language)
         self._chat_sessions[chat_id] = session
+        self.hub.session_changed(session)
         return session
 
     async def new_session(

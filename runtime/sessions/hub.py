@@ -70,6 +70,7 @@ class SessionWorker:
         self.resume_turn_id: int | None = None
         self.cancelled_something = False
         self.not_paused = False  # True once this worker knows the session has no paused turn
+        self.session: ChatSession | None = None
         self.task = asyncio.create_task(self._loop(), name=f"session-{session_id}")
 
     @property
@@ -158,6 +159,13 @@ class SessionWorker:
             await fold_into_turn(tx, s.mailbox, s.history, self.session_id, turn.id, mail)
             return turn.id
 
+    async def _session(self) -> ChatSession:
+        """The session row, read once; the runtime hands in changes (language) via the hub."""
+        if self.session is None:
+            self.session = await self.hub.services.sessions.get(self.session_id)
+        assert self.session is not None
+        return self.session
+
     async def _paused_turn(self) -> Turn | None:
         if self.not_paused:  # saves a query per message: only this worker ends turns of its session
             return None
@@ -175,8 +183,7 @@ class SessionWorker:
         first_mail: list[Envelope] | None = None,
     ) -> None:
         s = self.hub.services
-        session = await s.sessions.get(self.session_id)
-        assert session is not None
+        session = await self._session()
         if restarted or resumed:
             await s.sessions.set_turn_status(turn_id, TurnStatus.RUNNING)
         address = address_of(session)
@@ -232,8 +239,7 @@ class SessionWorker:
         s = self.hub.services
         upto = [e for e in unread if e.seq <= stops[-1].seq]
         dropped = sum(1 for e in upto if mail_text(e) is not None)
-        session = await s.sessions.get(self.session_id)
-        assert session is not None
+        session = await self._session()
         address = address_of(session)
         settled = await self._settle_unfinished_turn(address) or await self._ended_by(stops[0])
         await self._consume(upto)
@@ -308,6 +314,12 @@ class SessionHub:
         worker = self._worker(session_id)
         worker.resume_turn_id = turn_id
         worker.wake.set()
+
+    def session_changed(self, session: ChatSession) -> None:
+        """A session row changed (e.g. the user's language): the worker's copy follows."""
+        worker = self.workers.get(session.id or 0)
+        if worker is not None:
+            worker.session = session
 
     def known_not_paused(self, session_id: int) -> bool:
         """The session's worker knows it has no paused turn (no query needed)."""

@@ -6,6 +6,7 @@ fresh one. Headless sessions (tic, cron) are ephemeral and never active.
 
 from __future__ import annotations
 
+from sqlalchemy import Connection, insert, update
 from sqlmodel import col, select
 
 from runtime.storage.db import Database
@@ -132,13 +133,16 @@ class SessionStore:
             return None if row is None else row.value
 
     async def set_value(self, key: str, value: str) -> None:
-        async with self._db.write() as tx:
-            row = await tx.get(KeyValue, key)
-            if row is None:
-                row = KeyValue(key=key, value=value)
-            row.value = value
-            row.updated_at = utcnow()
-            tx.add(row)
+        """An upsert in one short write (the hot path: the Telegram offset after every update)."""
+
+        def upsert(conn: Connection) -> None:
+            table = KeyValue.__table__  # type: ignore[attr-defined]
+            now = utcnow()
+            changed = conn.execute(update(table).where(table.c.key == key).values(value=value, updated_at=now))
+            if changed.rowcount == 0:
+                conn.execute(insert(table).values(key=key, value=value, updated_at=now))
+
+        await self._db.write_sync(upsert)
 
 
 def _active_query(source: str, chat_id: int):  # type: ignore[no-untyped-def]
