@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, update
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from runtime.errors import MailboxFull, StorageError
 from runtime.log import get_logger
@@ -139,16 +139,15 @@ class SqlMailbox(_Listeners):
         return Receipt(id=envelope.id, seq=box.last)
 
     async def unread(self, session_id: int, after: int | None = None) -> list[Envelope]:
-        async with self._db.read() as tx:
-            start = await self._cursor_in(tx, session_id) if after is None else after
-            rows = (
-                await tx.exec(
-                    select(MailRow)
-                    .where(MailRow.session_id == session_id, MailRow.seq > start)
-                    .order_by(col(MailRow.seq))
-                )
-            ).all()
-        return [_from_row(row) for row in rows]
+        def read(tx: Session) -> list[MailRow]:
+            start = after
+            if start is None:
+                cursor = tx.exec(select(ChatSession.mail_cursor).where(ChatSession.id == session_id)).first()
+                start = int(cursor or 0)
+            query = select(MailRow).where(MailRow.session_id == session_id, MailRow.seq > start)
+            return list(tx.exec(query.order_by(col(MailRow.seq))).all())
+
+        return [_from_row(row) for row in await self._db.read_sync(read)]
 
     async def cursor(self, session_id: int) -> int:
         async with self._db.read() as tx:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import update
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from runtime.llm.types import LLMRound
 from runtime.storage.db import Database
@@ -178,29 +178,30 @@ class HistoryStore:
 
     async def entries(self, session_id: int, limit: int = 1000) -> list[HistoryEntry]:
         """The session's non-failed rows, oldest first, each with its calls in order."""
-        async with self._db.read() as tx:
+
+        def read(tx: Session) -> list[HistoryEntry]:
             rows = list(
-                (
-                    await tx.exec(
-                        select(HistoryRow)
-                        .where(HistoryRow.session_id == session_id, HistoryRow.status != RowStatus.FAILED)
-                        .order_by(col(HistoryRow.id).desc())
-                        .limit(limit)
-                    )
+                tx.exec(
+                    select(HistoryRow)
+                    .where(HistoryRow.session_id == session_id, HistoryRow.status != RowStatus.FAILED)
+                    .order_by(col(HistoryRow.id).desc())
+                    .limit(limit)
                 ).all()
             )
             rows.reverse()
             ids = [r.id for r in rows if r.role == Role.ASSISTANT]
             calls: dict[int, list[ToolCallRow]] = {}
             if ids:
-                found = await tx.exec(
+                found = tx.exec(
                     select(ToolCallRow)
                     .where(col(ToolCallRow.history_id).in_(ids))
                     .order_by(col(ToolCallRow.history_id), col(ToolCallRow.position))
                 )
                 for call in found.all():
                     calls.setdefault(call.history_id, []).append(call)
-        return [HistoryEntry(row=row, calls=calls.get(row.id or 0, [])) for row in rows]
+            return [HistoryEntry(row=row, calls=calls.get(row.id or 0, [])) for row in rows]
+
+        return await self._db.read_sync(read)
 
     async def all_rows(self, session_id: int) -> list[HistoryRow]:
         async with self._db.read() as tx:

@@ -242,3 +242,38 @@ async def test_write_sync_on_an_in_memory_database_runs_on_the_async_connection(
 
 def _raise(exc: Exception) -> None:
     raise exc
+
+
+async def test_read_sync_runs_off_the_loop_and_sees_committed_writes(tmp_path: Path) -> None:
+    import threading
+
+    from sqlmodel import Session, select
+
+    db = Database(_url(tmp_path / "a.db"))
+    await migrate(db)
+    async with db.write() as tx:
+        tx.add(KeyValue(key="k", value="v"))
+    loop_thread = threading.get_ident()
+
+    def read(session: Session) -> tuple[str, int]:
+        row = session.exec(select(KeyValue).where(KeyValue.key == "k")).one()
+        return row.value, threading.get_ident()
+
+    value, thread = await db.read_sync(read)
+    assert value == "v" and thread != loop_thread
+    await db.close()
+
+
+async def test_read_sync_falls_back_for_in_memory_databases() -> None:
+    from sqlmodel import Session, select
+
+    db = Database("sqlite+aiosqlite://")
+    await migrate(db)
+    async with db.write() as tx:
+        tx.add(KeyValue(key="m", value="mem"))
+
+    def read(session: Session) -> str:
+        return session.exec(select(KeyValue.value).where(KeyValue.key == "m")).one()
+
+    assert await db.read_sync(read) == "mem"
+    await db.close()
