@@ -81,7 +81,8 @@ class HistoryStore:
         self, *, session_id: int, turn_id: int, result: LLMRound, status: RowStatus = RowStatus.OK
     ) -> HistoryEntry:
         """Persist one completed round: the assistant row and its calls as ``pending``."""
-        async with self._db.write() as tx:
+
+        def record(tx: Session) -> HistoryEntry:
             row = HistoryRow(
                 session_id=session_id,
                 turn_id=turn_id,
@@ -94,7 +95,7 @@ class HistoryStore:
                 output_tokens=result.usage.output_tokens,
             )
             tx.add(row)
-            await tx.flush()
+            tx.flush()
             assert row.id is not None
             calls = [
                 ToolCallRow(
@@ -108,9 +109,11 @@ class HistoryStore:
                 for index, call in enumerate(result.tool_calls)
             ]
             tx.add_all(calls)
-            await tx.exec(update(Turn).where(col(Turn.id) == turn_id).values(rounds=Turn.rounds + 1))
-            await tx.flush()
+            tx.exec(update(Turn).where(col(Turn.id) == turn_id).values(rounds=Turn.rounds + 1))
+            tx.flush()
             return HistoryEntry(row=row, calls=calls)
+
+        return await self._db.write_orm(record)
 
     async def append_assistant(
         self, *, session_id: int, content: str, is_synthetic: bool = False, meta: dict[str, Any] | None = None
@@ -129,8 +132,8 @@ class HistoryStore:
     async def set_call_status(
         self, call_row_id: int, status: ToolCallStatus, result: str | None = None
     ) -> None:
-        async with self._db.write() as tx:
-            call = await tx.get(ToolCallRow, call_row_id)
+        def mark(tx: Session) -> None:
+            call = tx.get(ToolCallRow, call_row_id)
             if call is None:
                 return
             call.status = status
@@ -140,6 +143,8 @@ class HistoryStore:
                 call.result = result
                 call.finished_at = utcnow()
             tx.add(call)
+
+        await self._db.write_orm(mark)
 
     async def call(self, call_row_id: int) -> ToolCallRow | None:
         async with self._db.read() as tx:

@@ -7,7 +7,7 @@ fresh one. Headless sessions (tic, cron) are ephemeral and never active.
 from __future__ import annotations
 
 from sqlalchemy import Connection, insert, update
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from runtime.storage.db import Database
 from runtime.storage.models import ChatSession, KeyValue, SessionSource, StackFrame, Turn, TurnStatus, utcnow
@@ -68,14 +68,16 @@ class SessionStore:
             return await tx.get(Turn, turn_id)
 
     async def finish_turn(self, turn_id: int, status: TurnStatus, error: str | None = None) -> None:
-        async with self._db.write() as tx:
-            turn = await tx.get(Turn, turn_id)
+        def finish(tx: Session) -> None:
+            turn = tx.get(Turn, turn_id)
             if turn is None:
                 return
             turn.status = status
             turn.error = error
             turn.ended_at = None if status == TurnStatus.PAUSED else utcnow()
             tx.add(turn)
+
+        await self._db.write_orm(finish)
 
     async def set_turn_status(self, turn_id: int, status: TurnStatus) -> None:
         async with self._db.write() as tx:
