@@ -56,6 +56,10 @@ class Mailbox(Protocol):
 
     async def advance(self, tx: Any, session_id: int, upto: int) -> None: ...
 
+    def advance_sync(self, tx: Any, session_id: int, upto: int) -> None:
+        """``advance`` inside a synchronous transaction (``Database.write_orm``)."""
+        ...
+
     def subscribe(self, listener: AcceptListener) -> None: ...
 
 
@@ -154,11 +158,10 @@ class SqlMailbox(_Listeners):
             return await self._cursor_in(tx, session_id)
 
     async def advance(self, tx: Any, session_id: int, upto: int) -> None:
-        await tx.exec(
-            update(ChatSession)
-            .where(col(ChatSession.id) == session_id, col(ChatSession.mail_cursor) < upto)
-            .values(mail_cursor=upto)
-        )
+        await tx.exec(_advance_statement(session_id, upto))
+
+    def advance_sync(self, tx: Any, session_id: int, upto: int) -> None:
+        tx.exec(_advance_statement(session_id, upto))
 
     @staticmethod
     async def _cursor_in(tx: Any, session_id: int) -> int:
@@ -200,7 +203,19 @@ class MemoryMailbox(_Listeners):
         return self._cursors[session_id]
 
     async def advance(self, tx: Any, session_id: int, upto: int) -> None:
+        self.advance_sync(tx, session_id, upto)
+
+    def advance_sync(self, tx: Any, session_id: int, upto: int) -> None:
         self._cursors[session_id] = max(self._cursors[session_id], upto)
+
+
+def _advance_statement(session_id: int, upto: int) -> Any:
+    """The cursor only ever moves forward."""
+    return (
+        update(ChatSession)
+        .where(col(ChatSession.id) == session_id, col(ChatSession.mail_cursor) < upto)
+        .values(mail_cursor=upto)
+    )
 
 
 @dataclass(slots=True)

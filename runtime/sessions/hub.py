@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlmodel import Session
+
 from runtime.events import Address, ApprovalResolved, OutcomeKind, TurnFinished, TurnStarted
 from runtime.log import get_logger
 from runtime.mailbox import ControlAction, ControlBody, Envelope
@@ -150,14 +152,17 @@ class SessionWorker:
     async def _open_turn(self, mail: list[Envelope]) -> int:
         """One transaction: settle orphans, open the turn, fold in the mail that starts it."""
         s = self.hub.services
-        async with s.db.write() as tx:
-            await HistoryStore.mark_orphans_failed(tx, self.session_id)
+
+        def open_turn(tx: Session) -> int:
+            HistoryStore.mark_orphans_failed(tx, self.session_id)
             turn = Turn(session_id=self.session_id)
             tx.add(turn)
-            await tx.flush()
+            tx.flush()
             assert turn.id is not None
-            await fold_into_turn(tx, s.mailbox, s.history, self.session_id, turn.id, mail)
+            fold_into_turn(tx, s.mailbox, s.history, self.session_id, turn.id, mail)
             return turn.id
+
+        return await s.db.write_orm(open_turn)
 
     async def _session(self) -> ChatSession:
         """The session row, read once; the runtime hands in changes (language) via the hub."""

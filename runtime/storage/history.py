@@ -55,18 +55,16 @@ class HistoryStore:
         return row
 
     @staticmethod
-    async def mark_orphans_failed(tx: Any, session_id: int) -> int:
+    def mark_orphans_failed(tx: Session, session_id: int) -> int:
         """Trailing user rows with no answer after them: the turn died before replying.
 
         A reply cut short by /stop (a ``cancelled`` assistant row) is an answer.
         """
-        rows = (
-            await tx.exec(
-                select(HistoryRow)
-                .where(HistoryRow.session_id == session_id, HistoryRow.status != RowStatus.FAILED)
-                .order_by(col(HistoryRow.id).desc())
-                .limit(50)
-            )
+        rows = tx.exec(
+            select(HistoryRow)
+            .where(HistoryRow.session_id == session_id, HistoryRow.status != RowStatus.FAILED)
+            .order_by(col(HistoryRow.id).desc())
+            .limit(50)
         ).all()
         failed = 0
         for row in rows:

@@ -98,14 +98,13 @@ async def inject_mail(
 async def _commit(
     db: Database, mailbox: Mailbox, history: HistoryStore, session_id: int, turn_id: int, mail: list[Envelope]
 ) -> None:
-    async with db.write() as tx:
-        await fold_into_turn(tx, mailbox, history, session_id, turn_id, mail)
+    await db.write_orm(lambda tx: fold_into_turn(tx, mailbox, history, session_id, turn_id, mail))
 
 
-async def fold_into_turn(
+def fold_into_turn(
     tx: Any, mailbox: Mailbox, history: HistoryStore, session_id: int, turn_id: int, mail: list[Envelope]
 ) -> None:
-    """Inside the caller's transaction: each piece of mail its own user row, then the cursor."""
+    """Inside the caller's (synchronous) transaction: each piece of mail its own user row, then the cursor."""
     if not mail:
         return
     for envelope in mail:
@@ -121,7 +120,7 @@ async def fold_into_turn(
             mail_seq=envelope.seq,
             meta=_meta(envelope),
         )
-    await mailbox.advance(tx, session_id, max(e.seq for e in mail))
+    mailbox.advance_sync(tx, session_id, max(e.seq for e in mail))
 
 
 def _meta(envelope: Envelope) -> dict[str, object]:

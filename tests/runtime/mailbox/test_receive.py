@@ -132,10 +132,10 @@ async def test_rows_and_cursor_commit_together_or_not_at_all(
 ) -> None:
     await r1.mailbox.accept(text("tg:1", r1.session_id, "must not be lost"))
 
-    async def crash(tx: object, session_id: int, upto: int) -> None:
+    def crash(tx: object, session_id: int, upto: int) -> None:
         raise OSError("disk gone between the row and the cursor")
 
-    monkeypatch.setattr(r1.mailbox, "advance", crash)
+    monkeypatch.setattr(r1.mailbox, "advance_sync", crash)
     with pytest.raises(OSError):
         await r1.inject()
     assert await r1.user_rows() == [], "no row without its cursor move"
