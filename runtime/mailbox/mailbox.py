@@ -144,29 +144,20 @@ class SqlMailbox(_Listeners):
 
     async def unread(self, session_id: int, after: int | None = None) -> list[Envelope]:
         def read(tx: Session) -> list[MailRow]:
-            start = after
-            if start is None:
-                cursor = tx.exec(select(ChatSession.mail_cursor).where(ChatSession.id == session_id)).first()
-                start = int(cursor or 0)
+            start = _cursor_of(tx, session_id) if after is None else after
             query = select(MailRow).where(MailRow.session_id == session_id, MailRow.seq > start)
             return list(tx.exec(query.order_by(col(MailRow.seq))).all())
 
         return [_from_row(row) for row in await self._db.read_sync(read)]
 
     async def cursor(self, session_id: int) -> int:
-        async with self._db.read() as tx:
-            return await self._cursor_in(tx, session_id)
+        return await self._db.read_sync(lambda tx: _cursor_of(tx, session_id))
 
     async def advance(self, tx: Any, session_id: int, upto: int) -> None:
         await tx.exec(_advance_statement(session_id, upto))
 
     def advance_sync(self, tx: Any, session_id: int, upto: int) -> None:
         tx.exec(_advance_statement(session_id, upto))
-
-    @staticmethod
-    async def _cursor_in(tx: Any, session_id: int) -> int:
-        value = (await tx.exec(select(ChatSession.mail_cursor).where(ChatSession.id == session_id))).first()
-        return int(value or 0)
 
 
 class MemoryMailbox(_Listeners):
@@ -207,6 +198,11 @@ class MemoryMailbox(_Listeners):
 
     def advance_sync(self, tx: Any, session_id: int, upto: int) -> None:
         self._cursors[session_id] = max(self._cursors[session_id], upto)
+
+
+def _cursor_of(tx: Session, session_id: int) -> int:
+    value = tx.exec(select(ChatSession.mail_cursor).where(ChatSession.id == session_id)).first()
+    return int(value or 0)
 
 
 def _advance_statement(session_id: int, upto: int) -> Any:

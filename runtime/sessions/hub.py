@@ -346,10 +346,6 @@ class SessionHub:
         worker = self.workers.get(session_id)
         return worker.cancel_turn() if worker is not None else False
 
-    def runner(self, session_id: int) -> TurnRunner | None:
-        worker = self.workers.get(session_id)
-        return worker.runner if worker is not None and worker.busy else None
-
     async def shutdown(self) -> None:
         """Stop consumers without marking turns cancelled: a restart resumes them."""
         tasks: list[asyncio.Task[Any]] = []

@@ -18,6 +18,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import Field
 
@@ -94,7 +95,21 @@ def apply_edit(text: str, old: str, new: str, *, replace_all: bool, path: Path) 
 # --- read_file -----------------------------------------------------------------
 
 
-class ReadFileArgs(ToolArgs):
+class _PathArgs(ToolArgs):
+    path: str
+
+
+PathArgsT = TypeVar("PathArgsT", bound=_PathArgs)
+
+
+class _PathTool(Tool[PathArgsT]):
+    """A file tool: approval rules match its resolved ``path`` argument."""
+
+    def target(self, args: PathArgsT, ctx: ToolContext) -> str:
+        return str(ctx.resolve(args.path))
+
+
+class ReadFileArgs(_PathArgs):
     path: str = Field(description="File to read, relative to the working directory or absolute.")
     offset: int | None = Field(
         default=None, ge=1, description="First line to return (1-based). Default: the first line."
@@ -147,7 +162,7 @@ def _decode(chunks: list[bytes]) -> str:
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 
-class ReadFile(Tool[ReadFileArgs]):
+class ReadFile(_PathTool[ReadFileArgs]):
     name = "read_file"
     description = (
         "Read a UTF-8 text file. Returns its content; use offset/limit (lines) for large files. "
@@ -155,9 +170,6 @@ class ReadFile(Tool[ReadFileArgs]):
     )
     group = ToolGroup.FS_READ
     Args = ReadFileArgs
-
-    def target(self, args: ReadFileArgs, ctx: ToolContext) -> str:
-        return str(ctx.resolve(args.path))
 
     async def execute(self, args: ReadFileArgs, ctx: ToolContext) -> str:
         path = ctx.resolve(args.path)
@@ -184,7 +196,7 @@ class ReadFile(Tool[ReadFileArgs]):
 # --- list_dir ------------------------------------------------------------------
 
 
-class ListDirArgs(ToolArgs):
+class ListDirArgs(_PathArgs):
     path: str = Field(
         default=".", description="Directory to list, relative to the working directory or absolute."
     )
@@ -222,7 +234,7 @@ def _list(path: Path, show_hidden: bool) -> str:
     return "\n".join(lines)
 
 
-class ListDir(Tool[ListDirArgs]):
+class ListDir(_PathTool[ListDirArgs]):
     name = "list_dir"
     description = (
         "List a directory: entries sorted by name, directories end with '/', files show their size. "
@@ -231,9 +243,6 @@ class ListDir(Tool[ListDirArgs]):
     group = ToolGroup.FS_READ
     Args = ListDirArgs
 
-    def target(self, args: ListDirArgs, ctx: ToolContext) -> str:
-        return str(ctx.resolve(args.path))
-
     async def execute(self, args: ListDirArgs, ctx: ToolContext) -> str:
         return await asyncio.to_thread(_list, ctx.resolve(args.path), args.all)
 
@@ -241,7 +250,7 @@ class ListDir(Tool[ListDirArgs]):
 # --- write_file ----------------------------------------------------------------
 
 
-class WriteFileArgs(ToolArgs):
+class WriteFileArgs(_PathArgs):
     path: str = Field(description="File to write, relative to the working directory or absolute.")
     content: str = Field(description="The complete new content of the file (UTF-8).")
 
@@ -283,7 +292,7 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-class WriteFile(Tool[WriteFileArgs]):
+class WriteFile(_PathTool[WriteFileArgs]):
     name = "write_file"
     description = (
         "Create or overwrite a file with the given content; missing parent directories are created. "
@@ -292,9 +301,6 @@ class WriteFile(Tool[WriteFileArgs]):
     group = ToolGroup.FS_WRITE
     Args = WriteFileArgs
 
-    def target(self, args: WriteFileArgs, ctx: ToolContext) -> str:
-        return str(ctx.resolve(args.path))
-
     async def execute(self, args: WriteFileArgs, ctx: ToolContext) -> str:
         return await asyncio.to_thread(_write, ctx.resolve(args.path), args.content)
 
@@ -302,7 +308,7 @@ class WriteFile(Tool[WriteFileArgs]):
 # --- edit_file -----------------------------------------------------------------
 
 
-class EditFileArgs(ToolArgs):
+class EditFileArgs(_PathArgs):
     path: str = Field(description="File to edit, relative to the working directory or absolute.")
     old_text: str = Field(
         description="Exact text to replace, including whitespace; must occur exactly once unless replace_all."
@@ -318,7 +324,7 @@ def _edit(path: Path, args: EditFileArgs) -> str:
     return f"Edited {path}: replaced {count} occurrence{'s' if count != 1 else ''}"
 
 
-class EditFile(Tool[EditFileArgs]):
+class EditFile(_PathTool[EditFileArgs]):
     name = "edit_file"
     description = (
         "Replace an exact piece of text in an existing file. old_text must match the file exactly "
@@ -326,9 +332,6 @@ class EditFile(Tool[EditFileArgs]):
     )
     group = ToolGroup.FS_WRITE
     Args = EditFileArgs
-
-    def target(self, args: EditFileArgs, ctx: ToolContext) -> str:
-        return str(ctx.resolve(args.path))
 
     async def execute(self, args: EditFileArgs, ctx: ToolContext) -> str:
         return await asyncio.to_thread(_edit, ctx.resolve(args.path), args)
