@@ -6,7 +6,9 @@ into sends and edits, so messages to one chat leave in order while chats do
 not wait for each other. Streamed text and the per-turn tool status line are
 edited in place no more often than ``telegram.stream_edit_interval``; a
 pending edit is always flushed before anything else is sent to that chat.
-A typing action is re-sent every 4 s while a turn works.
+A typing action is shown once a turn has worked for ``TYPING_AFTER`` (a
+reply that is complete sooner needs none, and Telegram would keep showing
+"typing…" for 5 s after it), then re-sent every 4 s while the turn works.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from runtime.log import get_logger
 log = get_logger("telegram.delivery")
 
 TYPING_EVERY = 4.0
+TYPING_AFTER = 0.4
 _HEADLESS = frozenset({"tic", "cron"})
 _HEADLESS_SPEAKS = (ApprovalRequested, ApprovalResolved, Report)
 _PHASE_MARK = {
@@ -278,6 +281,7 @@ class Delivery:
             box.typing = None
 
     async def _typing(self, chat_id: int) -> None:
+        await asyncio.sleep(TYPING_AFTER)
         while True:
             try:
                 await self.bot.send_chat_action(chat_id, ChatAction.TYPING)
