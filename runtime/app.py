@@ -24,6 +24,7 @@ from runtime.llm.types import LLMClient
 from runtime.log import get_logger, register_secret
 from runtime.mailbox import (
     ApprovalDecisionBody,
+    Checkpoint,
     ControlAction,
     ControlBody,
     Envelope,
@@ -216,7 +217,9 @@ class Runtime:
         envelope_id: str,
         chat_message_id: int | None = None,
         user_ref: str | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> PostResult:
+        """Accept a user's message as mail (with its source's ``checkpoint``, in one transaction)."""
         assert session.id is not None
         busy = self.hub.is_busy(session.id)
         envelope = Envelope(
@@ -226,7 +229,7 @@ class Runtime:
             body=UserMessageBody(text=text, chat_message_id=chat_message_id),
         )
         try:
-            receipt = await self.mailbox.accept(envelope)
+            receipt = await self.mailbox.accept(envelope, checkpoint)
         except MailboxFull:
             return PostResult.FULL
         if receipt.duplicate:

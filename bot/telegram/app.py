@@ -62,10 +62,13 @@ class TelegramBot:
             self.application.bot, self.runtime, self.translator, settings.telegram.stream_edit_interval
         )
         self.runtime.bus.subscribe(self.delivery)
-        self.application.bot_data[KEY] = BotContext(self.runtime, settings, self.translator, self.delivery)
+        context = BotContext(self.runtime, settings, self.translator, self.delivery)
+        self.application.bot_data[KEY] = context
         handlers.register(self.application)
         self.application.add_error_handler(_log_error)
-        self.ingest = Ingest(self.application, self.runtime.sessions, settings.telegram.poll_timeout)
+        self.ingest = Ingest(
+            self.application, self.runtime.sessions, settings.telegram.poll_timeout, context.checkpoints
+        )
         self._ingest_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

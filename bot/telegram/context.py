@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from telegram import Update
 from telegram.ext import ContextTypes
@@ -11,6 +11,7 @@ from bot.telegram.delivery import Delivery
 from runtime.app import Runtime
 from runtime.config import Settings
 from runtime.i18n import Translator
+from runtime.mailbox import Checkpoint
 from runtime.storage.models import ChatSession
 
 KEY = "agentgram"
@@ -22,6 +23,11 @@ class BotContext:
     settings: Settings
     translator: Translator
     delivery: Delivery
+    checkpoints: dict[int, Checkpoint] = field(default_factory=dict)  # filled by the ingest loop
+
+    def checkpoint(self, update: Update) -> Checkpoint | None:
+        """The update's offset, for the one piece of mail that completes handling it."""
+        return self.checkpoints.get(update.update_id)
 
     def allowed(self, user_id: int | None) -> bool:
         return user_id is not None and user_id in self.settings.telegram.allowed_user_ids

@@ -240,8 +240,13 @@ class Delivery:
 
     async def _on_approval(self, box: ChatOutbox, event: ApprovalRequested) -> None:
         prompt = approval_prompt(self.t, box.language, event.request_id, event.details)
-        sent = await send_html(self.bot, box.chat_id, prompt.html, reply_markup=prompt.keyboard)
+        try:
+            sent = await send_html(self.bot, box.chat_id, prompt.html, reply_markup=prompt.keyboard)
+        except TelegramError as error:  # e.g. blocked, network: no prompt in the chat either way
+            log.warning("approval prompt to chat %s failed: %s", box.chat_id, error)
+            sent = None
         if sent is None:
+            await self._prompt_not_shown(box, event)
             return
         self.prompts[event.request_id] = (sent.message_id, prompt.html)
         await self.runtime.approvals.attach_message(event.request_id, box.chat_id, sent.message_id)
@@ -256,6 +261,22 @@ class Delivery:
                 )
             except TelegramError as error:
                 log.warning("could not attach the full diff: %s", error)
+
+    async def _prompt_not_shown(self, box: ChatOutbox, event: ApprovalRequested) -> None:
+        """Settle a request nobody can see at once, so the turn goes on instead of hanging.
+
+        The request expires (the model reads that no approval came) and the
+        chat is told, best effort — the same sends may keep failing.
+        """
+        log.warning(
+            "approval prompt for request %s could not be shown in chat %s; expiring it",
+            event.request_id,
+            box.chat_id,
+        )
+        await self.runtime.approvals.expire_unshown(event.request_id)
+        notice = self.t.t(box.language, "approval-not-shown", tool=escape(event.details.tool_name))
+        with contextlib.suppress(TelegramError):
+            await send_html(self.bot, box.chat_id, notice)
 
     async def _on_resolved(self, box: ChatOutbox, event: ApprovalResolved) -> None:
         line = decision_line(self.t, box.language, event.status, event.reason)

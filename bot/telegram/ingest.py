@@ -8,6 +8,11 @@ in the database. The next ``getUpdates`` call sends that offset, which is
 what confirms the update to Telegram. A crash anywhere in between makes
 Telegram redeliver; the handlers' mail is keyed by ``update_id``, so a
 redelivered message is dropped as a duplicate and never answered twice.
+
+A plain message — the common update — hands its offset to the mailbox as a
+:class:`~runtime.mailbox.Checkpoint`, committed in the same transaction as
+the message (one write, not two); every other update stores its offset here
+after its handlers ran.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from telegram import Update
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.ext import Application
 
 from runtime.log import get_logger
+from runtime.mailbox import Checkpoint
 from runtime.storage.sessions import SessionStore
 
 log = get_logger("telegram.ingest")
@@ -28,10 +35,17 @@ ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 
 
 class Ingest:
-    def __init__(self, application: Application, store: SessionStore, poll_timeout: int) -> None:  # type: ignore[type-arg]
+    def __init__(
+        self,
+        application: Application,  # type: ignore[type-arg]
+        store: SessionStore,
+        poll_timeout: int,
+        checkpoints: dict[int, Checkpoint],
+    ) -> None:
         self.application = application
         self.store = store
         self.poll_timeout = poll_timeout
+        self.checkpoints = checkpoints  # the offset of the update being handled, by update_id
         self._stopping = asyncio.Event()
 
     def stop(self) -> None:
@@ -63,9 +77,18 @@ class Ingest:
             for update in updates:
                 if self._stopping.is_set():
                     break
-                await self.application.process_update(update)
                 offset = update.update_id + 1
-                await self.store.set_value(OFFSET_KEY, str(offset))
+                if not (await self._handle(update, Checkpoint(OFFSET_KEY, str(offset)))).stored:
+                    await self.store.set_value(OFFSET_KEY, str(offset))
+
+    async def _handle(self, update: Update, checkpoint: Checkpoint) -> Checkpoint:
+        """Run the update's handlers, offering them its offset; tell whether they stored it."""
+        self.checkpoints[update.update_id] = checkpoint
+        try:
+            await self.application.process_update(update)
+        finally:
+            self.checkpoints.pop(update.update_id, None)
+        return checkpoint
 
     async def _sleep(self, seconds: float) -> None:
         try:

@@ -81,12 +81,11 @@ approval-rejected = ❌ Rejected
 approval-rejected-reason = ❌ Rejected: { $reason }
 approval-cancelled = ⏹ Cancelled
 approval-expired = ⌛ Expired
-approval-reissued = 🔁 Request re-sent after a restart — the earlier one no longer works.
+approval-not-shown = ⚠️ I couldn't show the approval request for <code>{ $tool }</code> here, so it was not run.
 approval-stale = This request is no longer pending.
 approval-not-yours = This button isn't for you.
 approval-unknown-button = This button no longer works.
 approval-reply-hint = To reject with a reason, reply to this message.
-approval-reason-saved = Reason sent with the rejection.
 approvals-none = Nothing is waiting for your approval.
 approvals-list-header = <b>Waiting for your approval</b>
 

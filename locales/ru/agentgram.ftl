@@ -83,12 +83,11 @@ approval-rejected = ❌ Отклонено
 approval-rejected-reason = ❌ Отклонено: { $reason }
 approval-cancelled = ⏹ Отменено
 approval-expired = ⌛ Время вышло
-approval-reissued = 🔁 После перезапуска запрос отправлен заново — прежний больше не действует.
+approval-not-shown = ⚠️ Не удалось показать здесь запрос на подтверждение для <code>{ $tool }</code>, поэтому вызов не выполнен.
 approval-stale = Этот запрос уже неактуален.
 approval-not-yours = Эта кнопка не для вас.
 approval-unknown-button = Эта кнопка больше не работает.
 approval-reply-hint = Чтобы отклонить с объяснением, ответьте на это сообщение.
-approval-reason-saved = Причина передана вместе с отказом.
 approvals-none = Ничего не ждёт вашего подтверждения.
 approvals-list-header = <b>Ждут вашего подтверждения</b>
 

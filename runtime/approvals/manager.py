@@ -23,6 +23,9 @@ from runtime.config import ApprovalSettings
 from runtime.storage.db import Database
 from runtime.storage.models import ApprovalRequestRow, ApprovalRuleRow, ApprovalStatus, utcnow
 
+PROMPT_NOT_SHOWN = "the approval prompt could not be shown in the chat"
+"""The stored reason of a request :meth:`ApprovalManager.expire_unshown` settled."""
+
 
 @dataclass(slots=True, frozen=True)
 class DecisionResult:
@@ -172,6 +175,16 @@ class ApprovalManager:
 
     async def expire(self, request_id: str) -> DecisionResult:
         return await self._transition(request_id, ApprovalStatus.EXPIRED, None)
+
+    async def expire_unshown(self, request_id: str) -> DecisionResult:
+        """Expire a request whose prompt the chat adapter could not show.
+
+        Nobody can decide what they cannot see, so waiting out ``approval.timeout``
+        (unbounded by default) would only hang the turn. Expired rather than
+        rejected: the user refused nothing; the model reads the timed-out text.
+        The reason stays on the row so the record says why.
+        """
+        return await self._transition(request_id, ApprovalStatus.EXPIRED, PROMPT_NOT_SHOWN)
 
     async def cancel_session(self, session_id: int) -> list[ApprovalRequestRow]:
         """Cancel every pending request of a session (``/stop``); returns those cancelled."""

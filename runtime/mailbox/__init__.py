@@ -3,6 +3,7 @@
 from runtime.mailbox.envelope import (
     AgentMessageBody,
     ApprovalDecisionBody,
+    Checkpoint,
     ControlAction,
     ControlBody,
     Envelope,
@@ -21,6 +22,7 @@ from runtime.mailbox.mailbox import Mailbox, MemoryMailbox, SqlMailbox
 __all__ = [
     "AgentMessageBody",
     "ApprovalDecisionBody",
+    "Checkpoint",
     "ControlAction",
     "ControlBody",
     "Envelope",

@@ -9,6 +9,7 @@ stored as JSON and parsed back into types at the edge.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -149,3 +150,19 @@ class Receipt(BaseModel):
     id: str
     seq: int
     duplicate: bool = False
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    """A source's own read position, committed in the same transaction as the mail it delivered.
+
+    The Telegram adapter's update offset, for one: stored with the message, so
+    storing a message and confirming its update to Telegram cannot come apart,
+    and the message costs one transaction, not two. ``stored`` tells the source
+    whether the mailbox wrote it (an in-memory mailbox does not; the source then
+    stores it itself).
+    """
+
+    key: str
+    value: str
+    stored: bool = False

@@ -12,6 +12,11 @@ Transactional means three things (session-mailbox spec §1):
 Subscribers registered with :meth:`subscribe` are told after every fresh
 accept; the session hub uses this to wake a session's consumer.
 
+The SQL mailbox is fronted by an in-memory view of each recently read
+session's unread mail (:class:`UnreadView`, rules in
+:mod:`runtime.storage.views`): accepts and cursor moves update it after they
+commit, so the consumer that was just woken reads its mail without a query.
+
 The SQL mailbox group-commits: accepts that arrive while a write is under way
 share the next transaction (``batch.py``), one query for what deciding them
 needs and one insert, run as one synchronous call (``Database.write_sync``: on
@@ -35,9 +40,19 @@ from sqlmodel import Session, col, select
 from runtime.errors import MailboxFull, StorageError
 from runtime.log import get_logger
 from runtime.mailbox.batch import Batcher
-from runtime.mailbox.envelope import BODY_ADAPTER, EXEMPT_FROM_BOUND, Envelope, MailKind, Receipt, Sender
-from runtime.storage.db import Database
+from runtime.mailbox.envelope import (
+    BODY_ADAPTER,
+    EXEMPT_FROM_BOUND,
+    Checkpoint,
+    Envelope,
+    MailKind,
+    Receipt,
+    Sender,
+)
+from runtime.storage.db import Database, after_commit
 from runtime.storage.models import ChatSession, MailRow, utcnow
+from runtime.storage.sessions import upsert_value
+from runtime.storage.views import SessionViews
 
 log = get_logger("mailbox")
 _MAIL: sa.Table = MailRow.__table__  # type: ignore[attr-defined]
@@ -48,16 +63,20 @@ AcceptListener = Callable[[Envelope], None]
 
 
 class Mailbox(Protocol):
-    async def accept(self, envelope: Envelope) -> Receipt: ...
+    async def accept(self, envelope: Envelope, checkpoint: Checkpoint | None = None) -> Receipt:
+        """Store ``envelope`` (and the source's ``checkpoint``, when this mailbox can) durably."""
+        ...
 
     async def unread(self, session_id: int, after: int | None = None) -> list[Envelope]: ...
 
     async def cursor(self, session_id: int) -> int: ...
 
-    async def advance(self, tx: Any, session_id: int, upto: int) -> None: ...
+    def advance(self, tx: Connection, session_id: int, upto: int) -> None:
+        """Consume up to ``upto`` inside the caller's transaction (``Database.write_sync``)."""
+        ...
 
-    def advance_sync(self, tx: Any, session_id: int, upto: int) -> None:
-        """``advance`` inside a synchronous transaction (``Database.write_orm``)."""
+    async def consume(self, session_id: int, upto: int) -> None:
+        """Consume up to ``upto`` in a transaction of its own (mail settled with no effect)."""
         ...
 
     def subscribe(self, listener: AcceptListener) -> None: ...
@@ -79,6 +98,21 @@ def _counts_against_bound(kind: str) -> bool:
     return MailKind(kind) not in EXEMPT_FROM_BOUND
 
 
+class UnreadView(SessionViews[list[Envelope]]):
+    """Each cached session's unread mail in ``seq`` order, kept in step with commits."""
+
+    def accepted(self, envelopes: list[Envelope]) -> None:
+        for envelope in envelopes:
+            unread = self.changed(envelope.session_id)
+            if unread is not None and (not unread or unread[-1].seq < envelope.seq):
+                unread.append(envelope)
+
+    def advanced(self, session_id: int, upto: int) -> None:
+        unread = self.changed(session_id)
+        if unread is not None:
+            unread[:] = [e for e in unread if e.seq > upto]
+
+
 class SqlMailbox(_Listeners):
     """The durable mailbox on the ``session_mail`` table.
 
@@ -92,12 +126,13 @@ class SqlMailbox(_Listeners):
         super().__init__()
         self._db = db
         self._max_unread = max_unread
-        self._batcher: Batcher[Envelope, Receipt] = Batcher(self._store)
+        self._batcher: Batcher[_Accept, Receipt] = Batcher(self._store)
+        self._view = UnreadView(capacity=1024)
 
-    async def accept(self, envelope: Envelope) -> Receipt:
-        return await self._batcher.submit(envelope)
+    async def accept(self, envelope: Envelope, checkpoint: Checkpoint | None = None) -> Receipt:
+        return await self._batcher.submit(_Accept(envelope, checkpoint))
 
-    async def _store(self, batch: list[Envelope]) -> list[Receipt | Exception]:
+    async def _store(self, batch: list[_Accept]) -> list[Receipt | Exception]:
         """Decide and insert a batch in one transaction; one outcome per envelope."""
         outcomes, fresh = await self._db.write_sync(lambda conn: self._store_in(conn, batch))
         for envelope in fresh:
@@ -108,20 +143,31 @@ class SqlMailbox(_Listeners):
         return outcomes
 
     def _store_in(
-        self, conn: Connection, batch: list[Envelope]
+        self, conn: Connection, batch: list[_Accept]
     ) -> tuple[list[Receipt | Exception], list[Envelope]]:
         """The batch's transaction (on SQLite, one blocking call on a worker thread):
         its outcomes and the envelopes it inserted."""
-        facts, seen = _facts(conn, batch)
-        outcomes = [self._decide(envelope, facts, seen) for envelope in batch]
+        envelopes = [item.envelope for item in batch]
+        facts, seen = _facts(conn, envelopes)
+        outcomes = [self._decide(envelope, facts, seen) for envelope in envelopes]
         fresh = [
             envelope.model_copy(update={"seq": outcome.seq})
-            for envelope, outcome in zip(batch, outcomes, strict=True)
+            for envelope, outcome in zip(envelopes, outcomes, strict=True)
             if isinstance(outcome, Receipt) and not outcome.duplicate
         ]
         if fresh:
             now = utcnow()
             conn.execute(sa.insert(_MAIL), [_to_row(envelope, now) for envelope in fresh])
+            after_commit(conn, lambda: self._view.accepted(fresh))
+        checkpoints = [
+            item.checkpoint
+            for item, outcome in zip(batch, outcomes, strict=True)
+            if item.checkpoint is not None and isinstance(outcome, Receipt)  # a redelivery is confirmed too
+        ]
+        for checkpoint in checkpoints:  # in arrival order: the latest value of a key wins
+            upsert_value(conn, checkpoint.key, checkpoint.value)
+        if checkpoints:
+            after_commit(conn, lambda: _mark_stored(checkpoints))
         return outcomes, fresh
 
     def _decide(
@@ -143,21 +189,29 @@ class SqlMailbox(_Listeners):
         return Receipt(id=envelope.id, seq=box.last)
 
     async def unread(self, session_id: int, after: int | None = None) -> list[Envelope]:
+        if after is None and (cached := self._view.get(session_id)) is not None:
+            return list(cached)
+        ticket = self._view.ticket(session_id)
+
         def read(tx: Session) -> list[MailRow]:
             start = _cursor_of(tx, session_id) if after is None else after
             query = select(MailRow).where(MailRow.session_id == session_id, MailRow.seq > start)
             return list(tx.exec(query.order_by(col(MailRow.seq))).all())
 
-        return [_from_row(row) for row in await self._db.read_sync(read)]
+        unread = [_from_row(row) for row in await self._db.read_sync(read)]
+        if after is None:
+            self._view.fill(session_id, list(unread), ticket)
+        return unread
 
     async def cursor(self, session_id: int) -> int:
         return await self._db.read_sync(lambda tx: _cursor_of(tx, session_id))
 
-    async def advance(self, tx: Any, session_id: int, upto: int) -> None:
-        await tx.exec(_advance_statement(session_id, upto))
+    def advance(self, tx: Connection, session_id: int, upto: int) -> None:
+        tx.execute(_advance_statement(session_id, upto))
+        after_commit(tx, lambda: self._view.advanced(session_id, upto))
 
-    def advance_sync(self, tx: Any, session_id: int, upto: int) -> None:
-        tx.exec(_advance_statement(session_id, upto))
+    async def consume(self, session_id: int, upto: int) -> None:
+        await self._db.write_sync(lambda conn: self.advance(conn, session_id, upto))
 
 
 class MemoryMailbox(_Listeners):
@@ -170,7 +224,8 @@ class MemoryMailbox(_Listeners):
         self._cursors: dict[int, int] = defaultdict(int)
         self._max_unread = max_unread
 
-    async def accept(self, envelope: Envelope) -> Receipt:
+    async def accept(self, envelope: Envelope, checkpoint: Checkpoint | None = None) -> Receipt:
+        """``checkpoint`` is left unstored: memory keeps no source positions."""
         if envelope.id in self._ids:
             return Receipt(id=envelope.id, seq=self._ids[envelope.id].seq, duplicate=True)
         box = self._mail[envelope.session_id]
@@ -193,11 +248,22 @@ class MemoryMailbox(_Listeners):
     async def cursor(self, session_id: int) -> int:
         return self._cursors[session_id]
 
-    async def advance(self, tx: Any, session_id: int, upto: int) -> None:
-        self.advance_sync(tx, session_id, upto)
-
-    def advance_sync(self, tx: Any, session_id: int, upto: int) -> None:
+    def advance(self, tx: Any, session_id: int, upto: int) -> None:
         self._cursors[session_id] = max(self._cursors[session_id], upto)
+
+    async def consume(self, session_id: int, upto: int) -> None:
+        self.advance(None, session_id, upto)
+
+
+@dataclass(slots=True, frozen=True)
+class _Accept:
+    envelope: Envelope
+    checkpoint: Checkpoint | None
+
+
+def _mark_stored(checkpoints: list[Checkpoint]) -> None:
+    for checkpoint in checkpoints:
+        checkpoint.stored = True
 
 
 def _cursor_of(tx: Session, session_id: int) -> int:

@@ -10,7 +10,10 @@ The building blocks here are pure or sit behind an injected clock:
 * :mod:`.models`, :mod:`.jobs`, :mod:`.tic_store` — the durable rows;
 * :mod:`.plan`, :mod:`.commands`, :mod:`.held` — the service's pure decisions, ``/cron add``
   text, results held in quiet hours;
-* :mod:`.service` — the running scheduler: APScheduler fires, runs are posted as mail.
+* :mod:`.service` — the running scheduler: APScheduler fires, runs are posted as mail;
+  it composes :mod:`.engine` (APScheduler and its tasks), :mod:`.headless` (a run's
+  turn), :mod:`.cron_runner`, :mod:`.tic_runner` and :mod:`.delivery`, which share
+  :mod:`.part` (runtime, engine, clock, translator).
 
 Importing :mod:`.models` registers the tables; the migration creates them.
 """

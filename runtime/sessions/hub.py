@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlmodel import Session
+from sqlalchemy import Connection
 
 from runtime.events import Address, ApprovalResolved, OutcomeKind, TurnFinished, TurnStarted
 from runtime.log import get_logger
 from runtime.mailbox import ControlAction, ControlBody, Envelope
-from runtime.storage.history import HistoryStore
 from runtime.storage.models import ChatSession, ToolCallStatus, Turn, TurnStatus
 from runtime.turn import texts
 from runtime.turn.inject import control_action, fold_into_turn, mail_text, take_until_pause
@@ -153,16 +152,13 @@ class SessionWorker:
         """One transaction: settle orphans, open the turn, fold in the mail that starts it."""
         s = self.hub.services
 
-        def open_turn(tx: Session) -> int:
-            HistoryStore.mark_orphans_failed(tx, self.session_id)
-            turn = Turn(session_id=self.session_id)
-            tx.add(turn)
-            tx.flush()
-            assert turn.id is not None
-            fold_into_turn(tx, s.mailbox, s.history, self.session_id, turn.id, mail)
-            return turn.id
+        def open_turn(tx: Connection) -> int:
+            s.history.mark_orphans_failed(tx, self.session_id)
+            turn_id = s.sessions.open_turn(tx, self.session_id)
+            fold_into_turn(tx, s.mailbox, s.history, self.session_id, turn_id, mail)
+            return turn_id
 
-        return await s.db.write_orm(open_turn)
+        return await s.db.write_sync(open_turn)
 
     async def _session(self) -> ChatSession:
         """The session row, read once; the runtime hands in changes (language) via the hub."""
@@ -227,7 +223,8 @@ class SessionWorker:
             error = outcome.error
         elif isinstance(outcome, Cancelled):
             self.cancelled_something = True
-        await s.sessions.finish_turn(turn_id, _STATUS[outcome.kind], error)
+        if not (isinstance(outcome, Final) and outcome.closed):
+            await s.sessions.finish_turn(turn_id, _STATUS[outcome.kind], error)
         self.not_paused = outcome.kind != OutcomeKind.PAUSED
         text = outcome.text if isinstance(outcome, Final) else ""
         s.bus.emit(TurnFinished(to=address, turn_id=turn_id, outcome=outcome.kind, text=text, error=error))
@@ -235,9 +232,7 @@ class SessionWorker:
             listener(self.session_id, turn_id, outcome)
 
     async def _consume(self, mail: list[Envelope]) -> None:
-        s = self.hub.services
-        async with s.db.write() as tx:
-            await s.mailbox.advance(tx, self.session_id, max(e.seq for e in mail))
+        await self.hub.services.mailbox.consume(self.session_id, max(e.seq for e in mail))
 
     async def _consume_stop(self, unread: list[Envelope], stops: list[Envelope]) -> None:
         """Drop queued mail up to the last stop, settle a paused/interrupted turn, report."""

@@ -13,6 +13,11 @@ call on a worker thread, over a dedicated synchronous connection to the same
 SQLite file (same pragmas, same ``BEGIN IMMEDIATE``, same write lock): one
 thread hop per transaction instead of several per statement, for hot paths
 such as the mailbox's accept.
+
+:func:`after_commit` lets code that runs inside someone else's transaction
+(a cursor move, a history row) keep an in-memory view in step with what
+committed: the callback runs on the event loop after the commit, still under
+the write lock, so views see commits in commit order — and never a rollback.
 """
 
 from __future__ import annotations
@@ -40,6 +45,30 @@ PERSIST_TIMEOUT = 10.0
 """How long a write that must survive cancellation may take (round-builder spec)."""
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+Hook = Callable[[], None]
+_AFTER_COMMIT = "agentgram.after_commit"
+
+
+def after_commit(tx: Connection, callback: Hook) -> None:
+    """Run ``callback`` once the transaction ``tx`` belongs to has committed (not if it rolls back).
+
+    For transactions of :meth:`Database.write_sync` / :meth:`Database.write_orm` /
+    :meth:`Database.write`; an ORM session passes ``session.connection()``.
+    """
+    tx.info.setdefault(_AFTER_COMMIT, []).append(callback)
+
+
+def _take_hooks(info: dict[Any, Any]) -> list[Hook]:
+    hooks: list[Hook] = info.pop(_AFTER_COMMIT, [])
+    return hooks
+
+
+def _run_hooks(hooks: list[Hook]) -> None:
+    for hook in hooks:
+        try:
+            hook()
+        except Exception:  # the write committed: a view's bug must not turn it into an error
+            log.exception("after-commit hook failed")
 
 
 def sqlite_pragmas(dbapi_conn: Any, synchronous: Synchronous = "NORMAL") -> None:
@@ -98,13 +127,17 @@ class Database:
         """One short write transaction, committed on exit, serialized in-process."""
         async with self._write_lock:
             async with self.engine.connect() as conn:
-                conn.sync_connection.info["write"] = True  # type: ignore[union-attr]
+                info = conn.sync_connection.info  # type: ignore[union-attr]
+                info["write"] = True
                 try:
                     async with AsyncSession(bind=conn, expire_on_commit=False) as session:
                         async with session.begin():
                             yield session
+                    hooks = _take_hooks(info)  # reached only after the commit
                 finally:
-                    conn.sync_connection.info.pop("write", None)  # type: ignore[union-attr]
+                    info.pop("write", None)
+                    _take_hooks(info)
+            _run_hooks(hooks)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
@@ -133,13 +166,17 @@ class Database:
         async with self._write_lock:
             engine = self._sync_engine or self._make_sync_engine()
 
-            def transaction() -> T:
+            def transaction() -> tuple[T, list[Hook]]:
                 with engine.begin() as conn:
-                    return fn(conn)
+                    try:
+                        result = fn(conn)
+                    finally:
+                        hooks = _take_hooks(conn.info)
+                return result, hooks  # committed
 
             future = asyncio.get_running_loop().run_in_executor(None, transaction)
             try:
-                return await asyncio.shield(future)
+                result, hooks = await asyncio.shield(future)
             except asyncio.CancelledError:
                 # the thread cannot be stopped: hold the lock until it committed or rolled back
                 while not future.done():
@@ -149,7 +186,11 @@ class Database:
                         continue
                 if not future.cancelled() and future.exception() is not None:
                     log.error("write after cancellation failed", exc_info=future.exception())
+                elif not future.cancelled():
+                    _run_hooks(future.result()[1])
                 raise
+            _run_hooks(hooks)
+            return result
 
     async def write_orm(self, fn: Callable[[Session], T]) -> T:
         """:meth:`write_sync` with an ORM session joined to its transaction (flushed, then committed).

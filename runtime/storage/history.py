@@ -6,19 +6,44 @@ exactly one tool message per call, derived from the call's status, so the
 stored history can never hold an unanswered call or a stray result — a call
 cut short by a crash reads as "interrupted", one stopped by the user as
 "Cancelled by user." (round-builder spec: placeholders, never gaps).
+
+Every round reads the session's history to build its context; the tail of
+each recently active session is kept in memory (:class:`HistoryTails`, the
+rules in :mod:`runtime.storage.views`), and every write below updates it
+after its commit, so a round reads back what the previous one wrote without
+asking the database. Writes are Core statements (:mod:`runtime.storage.rows`)
+on the synchronous write path.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import Any
 
-from sqlalchemy import update
+import sqlalchemy as sa
+from sqlalchemy import Connection
 from sqlmodel import Session, col, select
 
 from runtime.llm.types import LLMRound
-from runtime.storage.db import Database
-from runtime.storage.models import HistoryRow, Role, RowStatus, ToolCallRow, ToolCallStatus, Turn, utcnow
+from runtime.storage.db import Database, after_commit
+from runtime.storage.models import (
+    HistoryRow,
+    Role,
+    RowStatus,
+    ToolCallRow,
+    ToolCallStatus,
+    Turn,
+    TurnStatus,
+    utcnow,
+)
+from runtime.storage.rows import insert_row, table_of
+from runtime.storage.views import SessionViews
+
+_ROWS = table_of(HistoryRow)
+_CALLS = table_of(ToolCallRow)
+_TURNS = table_of(Turn)
+_OPEN = (ToolCallStatus.PENDING, ToolCallStatus.RUNNING)
 
 
 @dataclass(slots=True)
@@ -27,13 +52,61 @@ class HistoryEntry:
     calls: list[ToolCallRow]
 
 
-class HistoryStore:
-    def __init__(self, db: Database) -> None:
-        self._db = db
+@dataclass(slots=True)
+class Tail:
+    """The newest non-failed entries of a session; ``complete`` when they are all of them."""
 
-    @staticmethod
+    entries: list[HistoryEntry]
+    complete: bool
+    calls: dict[int, ToolCallRow] = field(default_factory=dict)
+
+    def serves(self, limit: int) -> bool:
+        return self.complete or len(self.entries) >= limit
+
+    def append(self, entry: HistoryEntry, keep: int) -> None:
+        if self.entries and (entry.row.id or 0) <= (self.entries[-1].row.id or 0):
+            return  # already shown (filled from a read that saw this commit)
+        self.entries.append(entry)
+        for call in entry.calls:
+            self.calls[call.id or 0] = call
+        if len(self.entries) > keep:
+            for dropped in self.entries[: len(self.entries) - keep]:
+                for call in dropped.calls:
+                    self.calls.pop(call.id or 0, None)
+            del self.entries[: len(self.entries) - keep]
+            self.complete = False
+
+
+class HistoryTails(SessionViews[Tail]):
+    """Tails of the recently active sessions; at most ``capacity`` sessions × ``keep`` entries."""
+
+    def __init__(self, capacity: int = 256, keep: int = 1000) -> None:
+        super().__init__(capacity)
+        self.keep = keep
+
+    def appended(self, session_id: int, entry: HistoryEntry) -> None:
+        tail = self.changed(session_id)
+        if tail is not None:
+            tail.append(entry, self.keep)
+
+    def call_changed(self, session_id: int, call_id: int, values: dict[str, Any]) -> None:
+        tail = self.changed(session_id)
+        call = tail.calls.get(call_id) if tail is not None else None
+        if call is not None:
+            for name, value in values.items():
+                setattr(call, name, value)
+
+
+class HistoryStore:
+    def __init__(self, db: Database, tails: HistoryTails | None = None) -> None:
+        self._db = db
+        self.tails = tails or HistoryTails()
+
+    # --- writes inside the caller's transaction -------------------------------------------------
+
     def add_user_row(
-        tx: Any,
+        self,
+        tx: Connection,
         *,
         session_id: int,
         turn_id: int | None,
@@ -51,36 +124,49 @@ class HistoryStore:
             mail_seq=mail_seq,
             meta=meta or {},
         )
-        tx.add(row)
+        insert_row(tx, row)
+        after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(row, [])))
         return row
 
-    @staticmethod
-    def mark_orphans_failed(tx: Session, session_id: int) -> int:
+    def mark_orphans_failed(self, tx: Connection, session_id: int) -> int:
         """Trailing user rows with no answer after them: the turn died before replying.
 
         A reply cut short by /stop (a ``cancelled`` assistant row) is an answer.
         """
-        rows = tx.exec(
-            select(HistoryRow)
-            .where(HistoryRow.session_id == session_id, HistoryRow.status != RowStatus.FAILED)
-            .order_by(col(HistoryRow.id).desc())
+        newest = tx.execute(
+            sa.select(_ROWS.c.id, _ROWS.c.role)
+            .where(_ROWS.c.session_id == session_id, _ROWS.c.status != RowStatus.FAILED)
+            .order_by(_ROWS.c.id.desc())
             .limit(50)
         ).all()
-        failed = 0
-        for row in rows:
-            if row.role != Role.USER:
-                break
-            row.status = RowStatus.FAILED
-            tx.add(row)
-            failed += 1
-        return failed
+        orphans = [row_id for row_id, _ in takewhile(lambda r: r.role == Role.USER, newest)]
+        if orphans:
+            tx.execute(sa.update(_ROWS).where(_ROWS.c.id.in_(orphans)).values(status=RowStatus.FAILED))
+            after_commit(tx, lambda: self.tails.forget(session_id))
+        return len(orphans)
+
+    # --- writes in their own transaction ----------------------------------------------------------
 
     async def record_round(
-        self, *, session_id: int, turn_id: int, result: LLMRound, status: RowStatus = RowStatus.OK
+        self,
+        *,
+        session_id: int,
+        turn_id: int,
+        result: LLMRound,
+        status: RowStatus = RowStatus.OK,
+        closes_turn: bool = False,
     ) -> HistoryEntry:
-        """Persist one completed round: the assistant row and its calls as ``pending``."""
+        """Persist one completed round: the assistant row and its calls as ``pending``.
 
-        def record(tx: Session) -> HistoryEntry:
+        ``closes_turn``: the round is the turn's final answer, and the turn ends
+        ``final`` in the same transaction (no window where the answer is stored
+        but the turn still reads as running).
+        """
+        turn_values: dict[str, Any] = {"rounds": _TURNS.c.rounds + 1}
+        if closes_turn:
+            turn_values |= {"status": TurnStatus.FINAL, "ended_at": utcnow()}
+
+        def record(tx: Connection) -> HistoryEntry:
             row = HistoryRow(
                 session_id=session_id,
                 turn_id=turn_id,
@@ -92,13 +178,11 @@ class HistoryStore:
                 input_tokens=result.usage.input_tokens,
                 output_tokens=result.usage.output_tokens,
             )
-            tx.add(row)
-            tx.flush()
-            assert row.id is not None
+            row_id = insert_row(tx, row)
             calls = [
                 ToolCallRow(
                     session_id=session_id,
-                    history_id=row.id,
+                    history_id=row_id,
                     position=index,
                     call_id=call.id,
                     name=call.name,
@@ -106,17 +190,19 @@ class HistoryStore:
                 )
                 for index, call in enumerate(result.tool_calls)
             ]
-            tx.add_all(calls)
-            tx.exec(update(Turn).where(col(Turn.id) == turn_id).values(rounds=Turn.rounds + 1))
-            tx.flush()
-            return HistoryEntry(row=row, calls=calls)
+            for call in calls:
+                insert_row(tx, call)
+            tx.execute(sa.update(_TURNS).where(_TURNS.c.id == turn_id).values(turn_values))
+            entry = HistoryEntry(row=row, calls=calls)
+            after_commit(tx, lambda: self.tails.appended(session_id, entry))
+            return entry
 
-        return await self._db.write_orm(record)
+        return await self._db.write_sync(record)
 
     async def append_assistant(
         self, *, session_id: int, content: str, is_synthetic: bool = False, meta: dict[str, Any] | None = None
     ) -> HistoryRow:
-        async with self._db.write() as tx:
+        def append(tx: Connection) -> HistoryRow:
             row = HistoryRow(
                 session_id=session_id,
                 role=Role.ASSISTANT,
@@ -124,25 +210,53 @@ class HistoryStore:
                 is_synthetic=is_synthetic,
                 meta=meta or {},
             )
-            tx.add(row)
+            insert_row(tx, row)
+            after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(row, [])))
             return row
+
+        return await self._db.write_sync(append)
 
     async def set_call_status(
         self, call_row_id: int, status: ToolCallStatus, result: str | None = None
     ) -> None:
-        def mark(tx: Session) -> None:
-            call = tx.get(ToolCallRow, call_row_id)
-            if call is None:
-                return
-            call.status = status
-            if status == ToolCallStatus.RUNNING:
-                call.started_at = utcnow()
-            if status.terminal:
-                call.result = result
-                call.finished_at = utcnow()
-            tx.add(call)
+        values: dict[str, Any] = {"status": status}
+        if status == ToolCallStatus.RUNNING:
+            values["started_at"] = utcnow()
+        if status.terminal:
+            values["result"] = result
+            values["finished_at"] = utcnow()
 
-        await self._db.write_orm(mark)
+        def mark(tx: Connection) -> None:
+            session_id = tx.execute(
+                sa.update(_CALLS)
+                .where(_CALLS.c.id == call_row_id)
+                .values(values)
+                .returning(_CALLS.c.session_id)
+            ).scalar()
+            if session_id is not None:
+                after_commit(tx, lambda: self.tails.call_changed(session_id, call_row_id, values))
+
+        await self._db.write_sync(mark)
+
+    async def close_open_calls(self, session_id: int, status: ToolCallStatus, note: str) -> list[ToolCallRow]:
+        """Give every unfinished call a terminal status (``/stop``): no gaps, ever."""
+
+        def close(tx: Connection) -> list[ToolCallRow]:
+            found = tx.execute(
+                sa.select(_CALLS)
+                .where(_CALLS.c.session_id == session_id, _CALLS.c.status.in_(_OPEN))
+                .order_by(_CALLS.c.history_id, _CALLS.c.position)
+            ).all()
+            if not found:
+                return []
+            closed = {"status": status, "result": note, "finished_at": utcnow()}
+            tx.execute(sa.update(_CALLS).where(_CALLS.c.id.in_([r.id for r in found])).values(closed))
+            after_commit(tx, lambda: self.tails.forget(session_id))
+            return [ToolCallRow(**{**r._asdict(), **closed}) for r in found]
+
+        return await self._db.write_sync(close)
+
+    # --- reads ----------------------------------------------------------------------------------------
 
     async def call(self, call_row_id: int) -> ToolCallRow | None:
         async with self._db.read() as tx:
@@ -153,34 +267,20 @@ class HistoryStore:
         async with self._db.read() as tx:
             rows = await tx.exec(
                 select(ToolCallRow)
-                .where(
-                    ToolCallRow.session_id == session_id,
-                    col(ToolCallRow.status).in_([ToolCallStatus.PENDING, ToolCallStatus.RUNNING]),
-                )
+                .where(ToolCallRow.session_id == session_id, col(ToolCallRow.status).in_(_OPEN))
                 .order_by(col(ToolCallRow.history_id), col(ToolCallRow.position))
             )
             return list(rows.all())
 
-    async def close_open_calls(self, session_id: int, status: ToolCallStatus, note: str) -> list[ToolCallRow]:
-        """Give every unfinished call a terminal status (``/stop``): no gaps, ever."""
-        async with self._db.write() as tx:
-            rows = (
-                await tx.exec(
-                    select(ToolCallRow).where(
-                        ToolCallRow.session_id == session_id,
-                        col(ToolCallRow.status).in_([ToolCallStatus.PENDING, ToolCallStatus.RUNNING]),
-                    )
-                )
-            ).all()
-            for call in rows:
-                call.status = status
-                call.result = note
-                call.finished_at = utcnow()
-                tx.add(call)
-            return list(rows)
-
     async def entries(self, session_id: int, limit: int = 1000) -> list[HistoryEntry]:
-        """The session's non-failed rows, oldest first, each with its calls in order."""
+        """The session's newest ``limit`` non-failed rows, oldest first, each with its calls in order."""
+        tail = self.tails.get(session_id)
+        if tail is None or not tail.serves(limit):
+            tail = await self._read_tail(session_id, max(limit, min(self.tails.keep, 200)))
+        return tail.entries[-limit:] if limit else []
+
+    async def _read_tail(self, session_id: int, limit: int) -> Tail:
+        ticket = self.tails.ticket(session_id)
 
         def read(tx: Session) -> list[HistoryEntry]:
             rows = list(
@@ -204,7 +304,11 @@ class HistoryStore:
                     calls.setdefault(call.history_id, []).append(call)
             return [HistoryEntry(row=row, calls=calls.get(row.id or 0, [])) for row in rows]
 
-        return await self._db.read_sync(read)
+        entries = await self._db.read_sync(read)
+        tail = Tail(entries, complete=len(entries) < limit)
+        tail.calls = {call.id or 0: call for entry in entries for call in entry.calls}
+        self.tails.fill(session_id, tail, ticket)
+        return tail
 
     async def all_rows(self, session_id: int) -> list[HistoryRow]:
         async with self._db.read() as tx:

@@ -7,10 +7,14 @@ fresh one. Headless sessions (tic, cron) are ephemeral and never active.
 from __future__ import annotations
 
 from sqlalchemy import Connection, insert, update
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
 from runtime.storage.db import Database
 from runtime.storage.models import ChatSession, KeyValue, SessionSource, StackFrame, Turn, TurnStatus, utcnow
+from runtime.storage.rows import insert_row, table_of
+
+_TURNS = table_of(Turn)
+_VALUES = table_of(KeyValue)
 
 
 class SessionStore:
@@ -68,16 +72,16 @@ class SessionStore:
             return await tx.get(Turn, turn_id)
 
     async def finish_turn(self, turn_id: int, status: TurnStatus, error: str | None = None) -> None:
-        def finish(tx: Session) -> None:
-            turn = tx.get(Turn, turn_id)
-            if turn is None:
-                return
-            turn.status = status
-            turn.error = error
-            turn.ended_at = None if status == TurnStatus.PAUSED else utcnow()
-            tx.add(turn)
+        ended_at = None if status == TurnStatus.PAUSED else utcnow()
+        finish = (
+            update(_TURNS).where(_TURNS.c.id == turn_id).values(status=status, error=error, ended_at=ended_at)
+        )
+        await self._db.write_sync(lambda tx: tx.execute(finish))
 
-        await self._db.write_orm(finish)
+    @staticmethod
+    def open_turn(tx: Connection, session_id: int) -> int:
+        """A new running turn, inside the caller's transaction."""
+        return insert_row(tx, Turn(session_id=session_id))
 
     async def set_turn_status(self, turn_id: int, status: TurnStatus) -> None:
         async with self._db.write() as tx:
@@ -135,16 +139,15 @@ class SessionStore:
             return None if row is None else row.value
 
     async def set_value(self, key: str, value: str) -> None:
-        """An upsert in one short write (the hot path: the Telegram offset after every update)."""
+        await self._db.write_sync(lambda tx: upsert_value(tx, key, value))
 
-        def upsert(conn: Connection) -> None:
-            table = KeyValue.__table__  # type: ignore[attr-defined]
-            now = utcnow()
-            changed = conn.execute(update(table).where(table.c.key == key).values(value=value, updated_at=now))
-            if changed.rowcount == 0:
-                conn.execute(insert(table).values(key=key, value=value, updated_at=now))
 
-        await self._db.write_sync(upsert)
+def upsert_value(tx: Connection, key: str, value: str) -> None:
+    """Set a key/value fact inside the caller's transaction."""
+    now = utcnow()
+    changed = tx.execute(update(_VALUES).where(_VALUES.c.key == key).values(value=value, updated_at=now))
+    if changed.rowcount == 0:
+        tx.execute(insert(_VALUES).values(key=key, value=value, updated_at=now))
 
 
 def _active_query(source: str, chat_id: int):  # type: ignore[no-untyped-def]

@@ -315,7 +315,9 @@ class ExecuteCmd(Tool[ExecuteCmdArgs]):
         if not await asyncio.to_thread(cwd.is_dir):
             raise ToolError(f"workdir {cwd} does not exist or is not a directory")
         try:
-            code, output, lingering = await run_command(args.command, cwd, args.timeout_seconds, ctx.processes)
+            code, output, lingering = await run_command(
+                args.command, cwd, args.timeout_seconds, ctx.processes
+            )
         except TimeoutError as exc:
             output = exc.args[0] if exc.args else ""
             raise ToolError(

@@ -76,7 +76,7 @@ async def _apply_decision(
     if status == ApprovalStatus.REJECTED:
         return await _reject(deps, call, texts.rejection_message(reason))
     if status == ApprovalStatus.EXPIRED:
-        return await _reject(deps, call, texts.APPROVAL_TIMED_OUT)
+        return await _reject(deps, call, texts.expiry_message(reason))
     return GateCancelled()
 
 

@@ -15,7 +15,8 @@ and dropping what was still queued (never stored as conversation).
 from __future__ import annotations
 
 import enum
-from typing import Any
+
+from sqlalchemy import Connection
 
 from runtime.mailbox import ControlAction, ControlBody, Envelope, Mailbox, MailKind
 from runtime.mailbox.envelope import AgentMessageBody, ScheduledTurnBody, UserMessageBody
@@ -98,11 +99,16 @@ async def inject_mail(
 async def _commit(
     db: Database, mailbox: Mailbox, history: HistoryStore, session_id: int, turn_id: int, mail: list[Envelope]
 ) -> None:
-    await db.write_orm(lambda tx: fold_into_turn(tx, mailbox, history, session_id, turn_id, mail))
+    await db.write_sync(lambda tx: fold_into_turn(tx, mailbox, history, session_id, turn_id, mail))
 
 
 def fold_into_turn(
-    tx: Any, mailbox: Mailbox, history: HistoryStore, session_id: int, turn_id: int, mail: list[Envelope]
+    tx: Connection,
+    mailbox: Mailbox,
+    history: HistoryStore,
+    session_id: int,
+    turn_id: int,
+    mail: list[Envelope],
 ) -> None:
     """Inside the caller's (synchronous) transaction: each piece of mail its own user row, then the cursor."""
     if not mail:
@@ -120,7 +126,7 @@ def fold_into_turn(
             mail_seq=envelope.seq,
             meta=_meta(envelope),
         )
-    mailbox.advance_sync(tx, session_id, max(e.seq for e in mail))
+    mailbox.advance(tx, session_id, max(e.seq for e in mail))
 
 
 def _meta(envelope: Envelope) -> dict[str, object]:

@@ -100,7 +100,9 @@ class TurnRunner:
     session: ChatSession
     turn_id: int
     address: Address
-    resumed: bool = False  # continues a turn that already ran (restart, pause): budget and open calls carry over
+    resumed: bool = (
+        False  # continues a turn that already ran (restart, pause): budget and open calls carry over
+    )
     token: CancelToken = field(default_factory=CancelToken)
     partial_text: str = ""
     rounds: int = 0
@@ -169,8 +171,11 @@ class TurnRunner:
         entries = await s.history.entries(self.session_id, limit=s.context.max_history_messages)
         messages = build_messages(entries, s.context, s.clock())
         result = await self._call_llm(messages)
+        final = not result.tool_calls
         entry = await durable(
-            s.history.record_round(session_id=self.session_id, turn_id=self.turn_id, result=result)
+            s.history.record_round(
+                session_id=self.session_id, turn_id=self.turn_id, result=result, closes_turn=final
+            )
         )
         self.partial_text = ""
         s.bus.emit(
@@ -178,8 +183,8 @@ class TurnRunner:
                 to=self.address, turn_id=self.turn_id, text=result.text, has_tool_calls=bool(entry.calls)
             )
         )
-        if not entry.calls:
-            return Final(result.text)
+        if final:
+            return Final(result.text, closed=True)
         for call in entry.calls:
             await self._run_call(call)
         return RunAgain()

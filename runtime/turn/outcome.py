@@ -10,6 +10,7 @@ from runtime.events import OutcomeKind
 @dataclass(slots=True, frozen=True)
 class Final:
     text: str
+    closed: bool = False  # the turn was already ended ``final`` with its last round
     kind: OutcomeKind = OutcomeKind.FINAL
 
 

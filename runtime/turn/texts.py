@@ -16,6 +16,11 @@ APPROVAL_TIMED_OUT = "Approval timed out."
 UNKNOWN_TOOL = "Error: unknown tool {name!r}. Available tools: {names}."
 
 
+def expiry_message(reason: str | None) -> str:
+    """An approval that ended without a decision: timed out, or never shown (``reason``)."""
+    return f"Approval could not be asked: {reason}." if reason else APPROVAL_TIMED_OUT
+
+
 def exhausted(rounds: int) -> str:
     return f"Exceeded {rounds} tool-call rounds without a final answer."
 

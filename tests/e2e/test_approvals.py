@@ -6,10 +6,17 @@ Each test scripts the model to call a tool, waits for the prompt in the chat, ac
 
 from __future__ import annotations
 
+import asyncio
+
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from bot.telegram.callback_data import decode
+from runtime.approvals.manager import PROMPT_NOT_SHOWN
 from runtime.mailbox import Envelope, ScheduledTurnBody, Sender, SenderKind
 from runtime.storage.models import utcnow
 from runtime.tools.base import Tool, ToolArgs, ToolContext
@@ -33,6 +40,14 @@ async def wait_prompt(rig: Rig, count: int = 1, prompt_text: str = PROMPT) -> Se
     """The ``count``-th approval prompt, once it is in the chat."""
     await rig.tg.wait_for(lambda: len(prompts(rig, prompt_text)) >= count)
     return prompts(rig, prompt_text)[count - 1]
+
+
+async def wait_attached(rig: Rig, prompt: SentMessage, timeout: float = 5.0) -> None:
+    """The prompt's message id is stored just after Telegram accepted the prompt."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not any(r.message_id == prompt.message_id for r in await rig.bot.runtime.approvals.pending()):
+        assert asyncio.get_running_loop().time() < deadline, "the prompt's message id was never stored"
+        await asyncio.sleep(0.01)
 
 
 async def wait_decided(rig: Rig, prompt: SentMessage, ending: str) -> SentMessage:
@@ -444,6 +459,49 @@ async def test_an_unanswered_prompt_expires(tmp_path: Path) -> None:
         assert await toast(rig) == "This request is no longer pending."
 
 
+def is_prompt(params: dict[str, Any]) -> bool:
+    return PROMPT in str(params.get("text"))
+
+
+def request_id_of(params: dict[str, Any]) -> str:
+    """The approval request a prompt's (sent or refused) ``sendMessage`` was for, from its buttons."""
+    markup = params["reply_markup"]
+    first = (json.loads(markup) if isinstance(markup, str) else markup)["inline_keyboard"][0][0]
+    button = decode(first["callback_data"])
+    assert button is not None
+    return button.arg
+
+
+@pytest.mark.parametrize(
+    ("status", "description"),
+    [(400, "Bad Request: chat not found"), (502, "Bad Gateway")],
+    ids=["send-refused", "send-raised"],
+)
+async def test_a_prompt_the_chat_refuses_expires_at_once_and_the_turn_goes_on(
+    tmp_path: Path, status: int, description: str
+) -> None:
+    """Regression: a prompt that could not be sent left its request pending, buttonless, until
+    ``approval.timeout`` (unbounded by default), so the turn hung."""
+    async with running_bot(tmp_path) as rig:
+        rig.tg.fail_next("sendMessage", status=status, description=description, when=is_prompt)
+        rig.llm.script(shell("echo hi >> ran.txt"), Text("I could not ask, so I left it."))
+        rig.say("run it")
+        await rig.wait_turns()
+        refused = [c for c in rig.tg.calls("sendMessage") if is_prompt(c.params)]
+        assert [c.status for c in refused] == [status]
+        assert prompts(rig) == []
+        assert await rig.bot.runtime.approvals.pending() == []
+        request = await rig.bot.runtime.approvals.get(request_id_of(refused[0].params))
+        assert request is not None
+        assert (request.status, request.reason) == ("expired", PROMPT_NOT_SHOWN)
+        assert not (rig.workdir / "ran.txt").exists()
+        assert rig.llm.calls == 2
+        assert tool_results(rig.llm.requests[1]) == [f"Approval could not be asked: {PROMPT_NOT_SHOWN}."]
+        notice = await rig.wait_text("couldn't show the approval request")
+        assert notice.visible_text.startswith("⚠️") and "execute_cmd" in notice.visible_text
+        await rig.wait_text("I could not ask, so I left it.")
+
+
 async def test_stop_cancels_a_pending_prompt(tmp_path: Path) -> None:
     async with running_bot(tmp_path) as rig:
         rig.llm.script(shell("echo hi >> ran.txt"))
@@ -467,6 +525,7 @@ async def test_approvals_lists_pending_requests_as_replies_to_their_prompts(tmp_
         rig.llm.script(shell("echo hi"), Text("Done."))
         rig.say("run it")
         prompt = await wait_prompt(rig)
+        await wait_attached(rig, prompt)
         rig.say("/approvals")
         await rig.wait_text("Waiting for your approval")
         entry = await rig.wait_text("⏳")

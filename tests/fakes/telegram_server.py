@@ -196,6 +196,7 @@ class _Failure:
     description: str
     retry_after: int | None
     times: int
+    when: Callable[[dict[str, Any]], bool] | None = None
 
 
 @dataclass(slots=True)
@@ -454,8 +455,13 @@ class FakeTelegram:
         retry_after: int | None = 1,
         description: str | None = None,
         times: int = 1,
+        when: Callable[[dict[str, Any]], bool] | None = None,
     ) -> None:
-        """The next ``times`` calls of ``method`` fail (before any effect) with this error."""
+        """The next ``times`` calls of ``method`` fail (before any effect) with this error.
+
+        With ``when``, only calls whose parameters it accepts fail (and count);
+        others pass, so one particular message can be refused whatever came first.
+        """
         if description is None:
             description = {
                 429: f"Too Many Requests: retry after {retry_after}",
@@ -466,7 +472,8 @@ class FakeTelegram:
                 502: "Bad Gateway",
             }.get(status, "Injected failure")
         ra = retry_after if status == 429 else None
-        self._failures.setdefault(method.lower(), deque()).append(_Failure(status, description, ra, times))
+        failure = _Failure(status, description, ra, times, when)
+        self._failures.setdefault(method.lower(), deque()).append(failure)
 
     def flood_limit(self, per_chat_per_second: float | None) -> None:
         """Answer 429 when one chat gets more than N sends/edits within one second (None = off)."""
@@ -714,7 +721,7 @@ class FakeTelegram:
             handler = self._methods.get(method.lower())
             if handler is None:
                 raise ApiError(404, "Not Found")
-            self._injected_failure(method.lower())
+            self._injected_failure(method.lower(), record.params)
             self._flood_control(method.lower(), record.params)
             result = await handler(record.params)
             record.status = 200
@@ -745,11 +752,13 @@ class FakeTelegram:
             raise ApiError(404, "Not Found")  # Telegram answers malformed tokens like unknown paths
         raise ApiError(401, "Unauthorized")
 
-    def _injected_failure(self, method: str) -> None:
+    def _injected_failure(self, method: str, params: dict[str, Any]) -> None:
         queue = self._failures.get(method)
         if not queue:
             return
         failure = queue[0]
+        if failure.when is not None and not failure.when(params):
+            return
         failure.times -= 1
         if failure.times <= 0:
             queue.popleft()

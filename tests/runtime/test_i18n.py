@@ -28,7 +28,7 @@ REQUIRED_KEYS = {
     "approval-command", "approval-file", "approval-new-file", "approval-diff-cut", "approval-args",
     "btn-approve", "btn-reject", "btn-trust-15", "btn-trust-always", "approval-approved",
     "approval-rejected", "approval-rejected-reason", "approval-cancelled", "approval-expired",
-    "approval-reissued", "approval-stale", "approval-not-yours", "approval-unknown-button",
+    "approval-not-shown", "approval-stale", "approval-not-yours", "approval-unknown-button",
     "approval-reply-hint", "approvals-none", "approvals-list-header", "trust-none", "trust-header",
     "trust-revoked", "trust-always-confirm", "trust-bypass-on", "tic-report-header", "tic-status",
     "tic-on", "tic-off", "tic-interval-set", "tic-started", "cron-result-title", "cron-no-output",

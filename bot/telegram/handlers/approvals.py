@@ -1,24 +1,24 @@
 """Button presses on approval prompts, and /approvals and /trust.
 
-Every callback query is answered with a short toast — decisions, stale
-requests, garbage data alike — so no button keeps spinning. (A stranger's tap
-never gets here: the access gate answers it with a refusal.) A decision is
-stored as mail and applied once; a second tap is told the request is no
-longer pending. The prompt itself is edited by delivery when the runtime
-reports the resolution, so a prompt reads the same whichever way it was
-decided (button, reply, /stop, timeout).
+Every press of these buttons is answered with a short toast — decisions and
+stale requests alike — so no button keeps spinning; garbage data is answered
+by the dispatch in :mod:`bot.telegram.handlers.buttons`, where these buttons
+are registered. (A stranger's tap never gets here: the access gate answers it
+with a refusal.) A decision is stored as mail and applied once; a second tap
+is told the request is no longer pending. The prompt itself is edited by
+delivery when the runtime reports the resolution, so a prompt reads the same
+whichever way it was decided (button, reply, /stop, timeout).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram.ext import BaseHandler, CommandHandler, ContextTypes
 
-from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Update
-from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, ContextTypes
-
-from bot.telegram.callback_data import Button, ButtonAction, decode, encode
+from bot.telegram.callback_data import Button, ButtonAction, encode
 from bot.telegram.context import BotContext, bot_context, envelope_id
-from bot.telegram.handlers.schedule import CRON_BUTTONS
+from bot.telegram.handlers import buttons
+from bot.telegram.handlers.buttons import callback_query
 from bot.telegram.render import escape
 from bot.telegram.sender import edit_html, send_html
 from runtime.approvals.bypass import Bypass
@@ -27,26 +27,6 @@ from runtime.approvals.rules import Rule
 from runtime.approvals.trust import describe
 from runtime.storage.models import utcnow
 from runtime.turn.loop import call_summary
-
-ButtonHandler = Callable[[Update, BotContext, Button], Awaitable[None]]
-"""Every button action routes through :data:`BUTTON_HANDLERS`; other features add theirs there."""
-
-
-async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    ctx = bot_context(context)
-    button = decode(_query(update).data)
-    handler = BUTTON_HANDLERS.get(button.action) if button is not None else None
-    if button is None or handler is None:
-        await _query(update).answer(ctx.text(update, "approval-unknown-button"))
-        return
-    await handler(update, ctx, button)
-
-
-def _query(update: Update) -> CallbackQuery:
-    query = update.callback_query
-    assert query is not None
-    return query
-
 
 # --- the prompt's buttons ------------------------------------------------------------
 
@@ -68,9 +48,9 @@ async def _always(update: Update, ctx: BotContext, button: Button) -> None:
     """Show the rule "Always" would save; nothing is saved or decided until it is confirmed."""
     rule = await ctx.runtime.propose_always(button.arg)
     if rule is None:
-        await _query(update).answer(ctx.text(update, "approval-stale"))
+        await callback_query(update).answer(ctx.text(update, "approval-stale"))
         return
-    await _query(update).answer()
+    await callback_query(update).answer()
     keyboard = InlineKeyboardMarkup(
         [
             [
@@ -86,7 +66,7 @@ async def _always(update: Update, ctx: BotContext, button: Button) -> None:
 
 
 async def _always_confirm(update: Update, ctx: BotContext, button: Button) -> None:
-    query = _query(update)
+    query = callback_query(update)
     result, rule = await ctx.runtime.trust_always(button.arg, envelope_id=envelope_id(update))
     await _toast(update, ctx, result, "approval-approved")
     message = query.message
@@ -100,7 +80,7 @@ async def _always_confirm(update: Update, ctx: BotContext, button: Button) -> No
 
 
 async def _always_cancel(update: Update, ctx: BotContext, button: Button) -> None:
-    query = _query(update)
+    query = callback_query(update)
     await query.answer()
     if query.message is not None:
         await query.delete_message()
@@ -110,7 +90,7 @@ async def _toast(
     update: Update, ctx: BotContext, result: DecisionResult, key: str, **params: str | int
 ) -> None:
     text = ctx.text(update, key, **params) if result.applied else ctx.text(update, "approval-stale")
-    await _query(update).answer(text)
+    await callback_query(update).answer(text)
 
 
 # --- /approvals -------------------------------------------------------------------------
@@ -181,7 +161,7 @@ async def _revoke_rule(update: Update, ctx: BotContext, button: Button) -> None:
 
 async def _revoked(update: Update, ctx: BotContext, removed: bool) -> None:
     """Revoking twice (or after expiry) is answered as stale; either way the button goes."""
-    query = _query(update)
+    query = callback_query(update)
     await query.answer(ctx.text(update, "trust-revoked" if removed else "approval-stale"))
     await query.edit_message_reply_markup(reply_markup=None)
 
@@ -210,22 +190,19 @@ def _one(label: str, button: Button) -> InlineKeyboardMarkup:
     return InlineKeyboardMarkup([[_button(label, button)]])
 
 
-BUTTON_HANDLERS: dict[ButtonAction, ButtonHandler] = {
-    ButtonAction.APPROVE: _decide,
-    ButtonAction.REJECT: _decide,
-    ButtonAction.TRUST_15: _trust_15,
-    ButtonAction.ALWAYS: _always,
-    ButtonAction.ALWAYS_CONFIRM: _always_confirm,
-    ButtonAction.ALWAYS_CANCEL: _always_cancel,
-    ButtonAction.REVOKE_BYPASS: _revoke_bypass,
-    ButtonAction.REVOKE_RULE: _revoke_rule,
-    **CRON_BUTTONS,
-}
+buttons.register(
+    {
+        ButtonAction.APPROVE: _decide,
+        ButtonAction.REJECT: _decide,
+        ButtonAction.TRUST_15: _trust_15,
+        ButtonAction.ALWAYS: _always,
+        ButtonAction.ALWAYS_CONFIRM: _always_confirm,
+        ButtonAction.ALWAYS_CANCEL: _always_cancel,
+        ButtonAction.REVOKE_BYPASS: _revoke_bypass,
+        ButtonAction.REVOKE_RULE: _revoke_rule,
+    }
+)
 
 
 def handlers() -> list[BaseHandler[Update, ContextTypes.DEFAULT_TYPE, None]]:
-    return [
-        CallbackQueryHandler(on_button),
-        CommandHandler("approvals", list_approvals),
-        CommandHandler("trust", list_trust),
-    ]
+    return [CommandHandler("approvals", list_approvals), CommandHandler("trust", list_trust)]

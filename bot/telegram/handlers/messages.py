@@ -38,6 +38,7 @@ async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         envelope_id=envelope_id(update),
         chat_message_id=message.message_id,
         user_ref=str(update.effective_user.id) if update.effective_user else None,
+        checkpoint=ctx.checkpoint(update),
     )
     key = _ACK.get(result)
     if key is None:

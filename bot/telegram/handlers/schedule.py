@@ -6,14 +6,13 @@ scheduler service. ``/cron`` lists the chat's jobs, one message each with
 ▶️ run now, ⏸ pause / ▶️ resume and 🗑 delete (confirmed first);
 ``/cron add <schedule> <prompt>`` schedules one; ``/cron kill <id>`` stops a
 running one at once (the /stop path). Everything here only ever touches the
-jobs of the chat it is typed in. The button actions are routed by
-:data:`CRON_BUTTONS`, which the approvals handler's button registry includes.
+jobs of the chat it is typed in. The buttons are registered with the one
+button dispatch in :mod:`bot.telegram.handlers.buttons`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
@@ -21,6 +20,7 @@ from telegram.ext import BaseHandler, CommandHandler, ContextTypes
 
 from bot.telegram.callback_data import Button, ButtonAction, encode
 from bot.telegram.context import BotContext, bot_context
+from bot.telegram.handlers import buttons
 from bot.telegram.render import escape
 from bot.telegram.sender import edit_html, send_html
 from runtime.scheduler.commands import split_schedule
@@ -31,7 +31,6 @@ from runtime.scheduler.schedule import IntervalSchedule, ScheduleError, describe
 from runtime.scheduler.service import SchedulerService
 from runtime.scheduler.tic import DeferBusy, Run, SkipNothingToDo
 
-CronButtonHandler = Callable[[Update, BotContext, Button], Awaitable[None]]
 _ADD = re.compile(r"^\s*/cron(?:@\w+)?\s+add\b(.*)$", re.DOTALL | re.IGNORECASE)
 
 
@@ -284,14 +283,16 @@ async def _delete_cancel(update: Update, ctx: BotContext, button: Button) -> Non
         await query.delete_message()
 
 
-CRON_BUTTONS: dict[ButtonAction, CronButtonHandler] = {
-    ButtonAction.CRON_RUN: _run_now,
-    ButtonAction.CRON_PAUSE: _toggle,
-    ButtonAction.CRON_RESUME: _toggle,
-    ButtonAction.CRON_DELETE: _delete,
-    ButtonAction.CRON_DELETE_CONFIRM: _delete_confirm,
-    ButtonAction.CRON_DELETE_CANCEL: _delete_cancel,
-}
+buttons.register(
+    {
+        ButtonAction.CRON_RUN: _run_now,
+        ButtonAction.CRON_PAUSE: _toggle,
+        ButtonAction.CRON_RESUME: _toggle,
+        ButtonAction.CRON_DELETE: _delete,
+        ButtonAction.CRON_DELETE_CONFIRM: _delete_confirm,
+        ButtonAction.CRON_DELETE_CANCEL: _delete_cancel,
+    }
+)
 
 
 def handlers() -> list[BaseHandler[Update, ContextTypes.DEFAULT_TYPE, None]]:

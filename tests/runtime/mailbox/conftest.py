@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -27,13 +25,7 @@ class Box:
     kind: str
     mailbox: Mailbox
     new_session: Callable[[], Awaitable[int]]
-    write: Callable[[], AbstractAsyncContextManager[Any]]
     db: Database | None = None
-
-
-@asynccontextmanager
-async def _no_transaction() -> AsyncIterator[None]:
-    yield None
 
 
 async def sql_box(path: Path, max_unread: int = MAX_UNREAD) -> Box:
@@ -47,7 +39,7 @@ async def sql_box(path: Path, max_unread: int = MAX_UNREAD) -> Box:
         assert session.id is not None
         return session.id
 
-    return Box("sql", SqlMailbox(db, max_unread), new_session, db.write, db)
+    return Box("sql", SqlMailbox(db, max_unread), new_session, db)
 
 
 def memory_box(max_unread: int = MAX_UNREAD) -> Box:
@@ -56,7 +48,7 @@ def memory_box(max_unread: int = MAX_UNREAD) -> Box:
     async def new_session() -> int:
         return next(ids)
 
-    return Box("memory", MemoryMailbox(max_unread), new_session, _no_transaction)
+    return Box("memory", MemoryMailbox(max_unread), new_session)
 
 
 @pytest.fixture(params=["sql", "memory"])

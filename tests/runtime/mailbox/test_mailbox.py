@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import Connection
 
 from runtime.errors import MailboxFull
 from runtime.mailbox import (
     ApprovalDecisionBody,
+    Checkpoint,
     ControlAction,
     ControlBody,
     Envelope,
@@ -24,6 +26,7 @@ from runtime.mailbox import (
     UserMessageBody,
 )
 from runtime.storage.history import HistoryStore
+from runtime.storage.sessions import SessionStore
 from tests.runtime.mailbox.conftest import MAX_UNREAD, Box, memory_box, sql_box
 
 
@@ -61,8 +64,7 @@ async def test_duplicate_id_returns_the_first_receipt_marked_duplicate(box: Box)
 async def test_duplicate_is_recognised_after_it_was_consumed(box: Box) -> None:
     session = await box.new_session()
     first = await box.mailbox.accept(mail("tg:1", session))
-    async with box.write() as tx:
-        await box.mailbox.advance(tx, session, first.seq)
+    await box.mailbox.consume(session, first.seq)
     again = await box.mailbox.accept(mail("tg:1", session))
     assert again.duplicate and again.seq == first.seq
     assert await box.mailbox.unread(session) == []
@@ -99,20 +101,17 @@ async def test_advance_consumes_up_to_a_seq_and_never_goes_back(box: Box) -> Non
     session = await box.new_session()
     for i in range(3):
         await box.mailbox.accept(mail(f"m{i}", session))
-    async with box.write() as tx:
-        await box.mailbox.advance(tx, session, 2)
+    await box.mailbox.consume(session, 2)
     assert await box.mailbox.cursor(session) == 2
     assert [e.id for e in await box.mailbox.unread(session)] == ["m2"]
-    async with box.write() as tx:
-        await box.mailbox.advance(tx, session, 1)
+    await box.mailbox.consume(session, 1)
     assert await box.mailbox.cursor(session) == 2
 
 
 async def test_seq_keeps_growing_after_everything_was_consumed(box: Box) -> None:
     session = await box.new_session()
     await box.mailbox.accept(mail("m1", session))
-    async with box.write() as tx:
-        await box.mailbox.advance(tx, session, 1)
+    await box.mailbox.consume(session, 1)
     assert (await box.mailbox.accept(mail("m2", session))).seq == 2
 
 
@@ -156,10 +155,14 @@ async def test_advance_commits_together_with_the_user_row(tmp_path: Path) -> Non
     try:
         session = await box.new_session()
         receipt = await box.mailbox.accept(mail("m1", session))
-        async with box.db.write() as tx:
-            HistoryStore.add_user_row(tx, session_id=session, turn_id=None, content="m1", mail_seq=1)
-            await box.mailbox.advance(tx, session, receipt.seq)
-        rows = await HistoryStore(box.db).all_rows(session)
+        history = HistoryStore(box.db)
+
+        def fold(tx: Connection) -> None:
+            history.add_user_row(tx, session_id=session, turn_id=None, content="m1", mail_seq=1)
+            box.mailbox.advance(tx, session, receipt.seq)
+
+        await box.db.write_sync(fold)
+        rows = await history.all_rows(session)
         assert [(r.content, r.mail_seq) for r in rows] == [("m1", 1)]
         assert await box.mailbox.cursor(session) == 1
         assert await box.mailbox.unread(session) == []
@@ -173,11 +176,15 @@ async def test_a_transaction_that_fails_after_advance_leaves_the_cursor(tmp_path
     try:
         session = await box.new_session()
         await box.mailbox.accept(mail("m1", session))
+        history = HistoryStore(box.db)
+
+        def fold_then_crash(tx: Connection) -> None:
+            history.add_user_row(tx, session_id=session, turn_id=None, content="m1")
+            box.mailbox.advance(tx, session, 1)
+            raise RuntimeError("crash between advance and commit")
+
         with pytest.raises(RuntimeError, match="crash"):
-            async with box.db.write() as tx:
-                HistoryStore.add_user_row(tx, session_id=session, turn_id=None, content="m1")
-                await box.mailbox.advance(tx, session, 1)
-                raise RuntimeError("crash between advance and commit")
+            await box.db.write_sync(fold_then_crash)
         assert await box.mailbox.cursor(session) == 0
         assert [e.id for e in await box.mailbox.unread(session)] == ["m1"], "redelivered, not lost"
         assert await HistoryStore(box.db).all_rows(session) == []
@@ -192,8 +199,7 @@ async def test_cursor_and_mail_survive_reopening_the_database(tmp_path: Path) ->
     session = await box.new_session()
     for i in range(3):
         await box.mailbox.accept(mail(f"m{i}", session))
-    async with box.db.write() as tx:
-        await box.mailbox.advance(tx, session, 2)
+    await box.mailbox.consume(session, 2)
     await box.db.close()
 
     reopened = await sql_box(path)
@@ -217,8 +223,7 @@ async def test_bound_refuses_beyond_max_unread(box: Box) -> None:
     with pytest.raises(MailboxFull):
         await box.mailbox.accept(mail("one-too-many", session))
     assert len(await box.mailbox.unread(session)) == MAX_UNREAD
-    async with box.write() as tx:
-        await box.mailbox.advance(tx, session, 1)
+    await box.mailbox.consume(session, 1)
     assert (await box.mailbox.accept(mail("after-reading-one", session))).seq == MAX_UNREAD + 1
 
 
@@ -312,3 +317,50 @@ def test_property_sql_order_and_idempotency(
             await box.db.close()
 
     asyncio.run(run())
+
+
+# --- a source's checkpoint commits with its mail -----------------------------------------------
+
+
+async def test_a_checkpoint_is_stored_in_the_transaction_of_its_mail(tmp_path: Path) -> None:
+    box = await sql_box(tmp_path / "mail.db")
+    assert box.db is not None
+    values = SessionStore(box.db)
+    try:
+        session = await box.new_session()
+        first = Checkpoint("telegram.update_offset", "8")
+        await box.mailbox.accept(mail("tg:7", session), first)
+        assert first.stored and await values.get_value("telegram.update_offset") == "8"
+        redelivered = Checkpoint("telegram.update_offset", "8")
+        assert (await box.mailbox.accept(mail("tg:7", session), redelivered)).duplicate
+        assert redelivered.stored, "a redelivered update is confirmed again"
+        together = [Checkpoint("telegram.update_offset", str(n)) for n in (9, 10)]
+        await asyncio.gather(
+            *(box.mailbox.accept(mail(f"tg:{n}", session), c) for n, c in zip((8, 9), together, strict=True))
+        )
+        assert all(c.stored for c in together)
+        assert await values.get_value("telegram.update_offset") == "10", "the latest in a batch wins"
+    finally:
+        await box.db.close()
+
+
+async def test_a_refused_envelope_does_not_store_its_checkpoint(tmp_path: Path) -> None:
+    box = await sql_box(tmp_path / "mail.db", max_unread=1)
+    assert box.db is not None
+    try:
+        session = await box.new_session()
+        await box.mailbox.accept(mail("tg:1", session), Checkpoint("offset", "2"))
+        refused = Checkpoint("offset", "3")
+        with pytest.raises(MailboxFull):
+            await box.mailbox.accept(mail("tg:2", session), refused)
+        assert not refused.stored
+        assert await SessionStore(box.db).get_value("offset") == "2"
+    finally:
+        await box.db.close()
+
+
+async def test_the_memory_mailbox_leaves_the_checkpoint_to_the_source() -> None:
+    box = memory_box()
+    checkpoint = Checkpoint("offset", "2")
+    await box.mailbox.accept(mail("tg:1", await box.new_session()), checkpoint)
+    assert not checkpoint.stored

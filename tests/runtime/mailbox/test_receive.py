@@ -135,7 +135,7 @@ async def test_rows_and_cursor_commit_together_or_not_at_all(
     def crash(tx: object, session_id: int, upto: int) -> None:
         raise OSError("disk gone between the row and the cursor")
 
-    monkeypatch.setattr(r1.mailbox, "advance_sync", crash)
+    monkeypatch.setattr(r1.mailbox, "advance", crash)
     with pytest.raises(OSError):
         await r1.inject()
     assert await r1.user_rows() == [], "no row without its cursor move"

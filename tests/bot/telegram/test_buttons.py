@@ -1,0 +1,98 @@
+"""The one button dispatch: every action has exactly one owner, features stay apart, and a
+press nobody handles is answered politely instead of left spinning."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import bot.telegram.handlers  # imports every feature, which registers its buttons
+from bot.telegram.callback_data import Button, ButtonAction, encode
+from bot.telegram.context import KEY, BotContext
+from bot.telegram.handlers import approvals, schedule
+from bot.telegram.handlers.buttons import BUTTON_HANDLERS, on_button, register
+from runtime.i18n import Translator
+
+HANDLERS_DIR = Path(bot.telegram.handlers.__file__).parent
+
+
+@dataclass
+class FakeQuery:
+    data: str | None
+    answers: list[str | None] = field(default_factory=list)
+
+    async def answer(self, text: str | None = None) -> None:
+        self.answers.append(text)
+
+
+def press(data: str | None) -> tuple[Any, Any, FakeQuery]:
+    """A stand-in update and PTB context carrying one callback query (just what dispatch reads)."""
+    query = FakeQuery(data)
+    update = SimpleNamespace(callback_query=query, effective_user=SimpleNamespace(language_code="en"))
+    ctx = BotContext(runtime=None, settings=None, translator=Translator(), delivery=None)  # type: ignore[arg-type]
+    context = SimpleNamespace(application=SimpleNamespace(bot_data={KEY: ctx}))
+    return update, context, query
+
+
+def test_every_button_action_has_a_handler() -> None:
+    assert set(BUTTON_HANDLERS) == set(ButtonAction)
+
+
+def test_each_feature_registers_its_own_buttons() -> None:
+    assert BUTTON_HANDLERS[ButtonAction.APPROVE].__module__ == approvals.__name__
+    assert BUTTON_HANDLERS[ButtonAction.CRON_RUN].__module__ == schedule.__name__
+
+
+def test_an_action_registered_twice_is_refused_and_the_first_owner_kept() -> None:
+    owner = BUTTON_HANDLERS[ButtonAction.CRON_RUN]
+
+    async def intruder(update: Any, ctx: Any, button: Button) -> None:
+        raise AssertionError("never routed")
+
+    with pytest.raises(ValueError, match="registered twice: cr"):
+        register({ButtonAction.CRON_RUN: intruder})
+    assert BUTTON_HANDLERS[ButtonAction.CRON_RUN] is owner
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize(("module", "other"), [("approvals", "schedule"), ("schedule", "approvals")])
+def test_button_features_do_not_import_each_other(module: str, other: str) -> None:
+    assert f"bot.telegram.handlers.{other}" not in _imported_modules(HANDLERS_DIR / f"{module}.py")
+
+
+@pytest.mark.parametrize("data", [None, "garbage", "ag1:zz:abc", encode(Button(ButtonAction.CRON_RUN, "7"))])
+async def test_a_press_nobody_handles_is_answered_politely(
+    monkeypatch: pytest.MonkeyPatch, data: str | None
+) -> None:
+    monkeypatch.delitem(BUTTON_HANDLERS, ButtonAction.CRON_RUN)  # a registered-but-unowned action
+    update, context, query = press(data)
+    await on_button(update, context)
+    assert query.answers == ["This button no longer works."]
+
+
+async def test_a_press_reaches_its_registered_handler(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Button] = []
+
+    async def handler(update: Any, ctx: BotContext, button: Button) -> None:
+        seen.append(button)
+
+    monkeypatch.setitem(BUTTON_HANDLERS, ButtonAction.CRON_RUN, handler)
+    update, context, query = press(encode(Button(ButtonAction.CRON_RUN, "7")))
+    await on_button(update, context)
+    assert seen == [Button(ButtonAction.CRON_RUN, "7")] and query.answers == []
