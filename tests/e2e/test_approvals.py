@@ -7,7 +7,6 @@ Each test scripts the model to call a tool, waits for the prompt in the chat, ac
 from __future__ import annotations
 
 import asyncio
-
 import json
 from dataclasses import replace
 from pathlib import Path
