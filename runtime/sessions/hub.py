@@ -28,6 +28,7 @@ from runtime.turn import texts
 from runtime.turn.inject import control_action, fold_into_turn, mail_text, take_until_pause
 from runtime.turn.loop import TurnRunner, TurnServices
 from runtime.turn.outcome import Cancelled, Exhausted, Failed, Final, TurnOutcome
+from runtime.turn.prefetch import Prefetch, provisional_messages
 
 log = get_logger("hub")
 
@@ -71,16 +72,27 @@ class SessionWorker:
         self.resume_turn_id: int | None = None
         self.cancelled_something = False
         self.not_paused = False  # True once this worker knows the session has no paused turn
+        self.opening = False  # a turn is being opened: busy already, its task not yet started
+        self.stopped_while_opening = False
         self.session: ChatSession | None = None
         self.task = asyncio.create_task(self._loop(), name=f"session-{session_id}")
 
     @property
     def busy(self) -> bool:
+        return self.opening or self._running()
+
+    def _running(self) -> bool:
         return self.turn_task is not None and not self.turn_task.done()
 
     def cancel_turn(self) -> bool:
-        """Cancel the running turn at once (sticky token + task cancel), once."""
-        if self.runner is None or not self.busy:
+        """Cancel the running turn at once (sticky token + task cancel), once.
+
+        A turn still being opened starts cancelled instead.
+        """
+        if self.opening:
+            self.stopped_while_opening = self.cancelled_something = True
+            return True
+        if self.runner is None or not self._running():
             return False
         assert self.turn_task is not None
         if not self.runner.token.cancelled:  # a second /stop must not cut the clean-up short
@@ -130,10 +142,26 @@ class SessionWorker:
             await self._consume([head])
             return True
         taken, pause = take_until_pause(unread)
-        turn_id = await self._open_turn(taken[:-1] if pause else taken)  # a pause is left for R1
+        mail = taken[:-1] if pause else taken  # a pause is left for R1
+        self.opening, prefetch = True, None
+        try:
+            prefetch = None if pause else await self._prefetch(mail)
+            turn_id = await self._open_turn(mail)
+        except BaseException:
+            self.opening = False
+            if prefetch is not None:
+                prefetch.cancel()
+            raise
         # the turn's first receive point has nothing new to read unless a /pause is queued
-        await self._run_turn(turn_id, restarted=False, first_mail=None if pause else [])
+        await self._run_turn(turn_id, restarted=False, first_mail=None if pause else [], prefetch=prefetch)
         return True
+
+    async def _prefetch(self, mail: list[Envelope]) -> Prefetch:
+        """Send the new turn's first request now; it is opened meanwhile (see runtime/turn/prefetch.py)."""
+        s = self.hub.services
+        entries = await s.history.entries(self.session_id, limit=s.context.max_history_messages)
+        now = s.clock()
+        return Prefetch(s.llm, provisional_messages(entries, mail, s.context, now), s.tools.specs(), now)
 
     async def _dispatch_paused(self, paused: Turn, unread: list[Envelope]) -> bool:
         """A paused turn continues on /resume (anywhere in the queue) or, if configured, any message."""
@@ -182,6 +210,7 @@ class SessionWorker:
         restarted: bool,
         resumed: bool = False,
         first_mail: list[Envelope] | None = None,
+        prefetch: Prefetch | None = None,
     ) -> None:
         s = self.hub.services
         session = await self._session()
@@ -189,12 +218,22 @@ class SessionWorker:
             await s.sessions.set_turn_status(turn_id, TurnStatus.RUNNING)
         address = address_of(session)
         self.runner = TurnRunner(
-            s, session, turn_id, address, resumed=restarted or resumed, first_mail=first_mail
+            s,
+            session,
+            turn_id,
+            address,
+            resumed=restarted or resumed,
+            first_mail=first_mail,
+            prefetch=prefetch,
         )
         if restarted and await self.runner.stored_answer() is None:  # else nothing is left to continue
             s.notice(address, "restarted-continuing", {})
+        if self.stopped_while_opening:
+            self.stopped_while_opening = False
+            self.runner.token.cancel()
         s.bus.emit(TurnStarted(to=address, turn_id=turn_id, resumed=restarted))
         self.turn_task = asyncio.create_task(self.runner.run(), name=f"turn-{turn_id}")
+        self.opening = False
         await self._finish(address, turn_id, await self._await_turn(turn_id))
 
     async def _await_turn(self, turn_id: int) -> TurnOutcome:

@@ -97,6 +97,14 @@ class HistoryTails(SessionViews[Tail]):
                 setattr(call, name, value)
 
 
+def without_orphans(entries: list[HistoryEntry]) -> list[HistoryEntry]:
+    """``entries`` as :meth:`HistoryStore.mark_orphans_failed` leaves them: no trailing user rows."""
+    end = len(entries)
+    while end and entries[end - 1].row.role == Role.USER:
+        end -= 1
+    return entries[:end]
+
+
 class HistoryStore:
     def __init__(self, db: Database, tails: HistoryTails | None = None) -> None:
         self._db = db

@@ -68,6 +68,7 @@ from runtime.turn.outcome import (
     RunAgain,
     TurnOutcome,
 )
+from runtime.turn.prefetch import Prefetch
 
 log = get_logger("turn")
 
@@ -107,6 +108,7 @@ class TurnRunner:
     partial_text: str = ""
     rounds: int = 0
     first_mail: list[Envelope] | None = None  # the unread mail that started the turn, already read
+    prefetch: Prefetch | None = None  # the first round's request, sent while the turn was opened
 
     @property
     def session_id(self) -> int:
@@ -126,6 +128,9 @@ class TurnRunner:
             return Cancelled()
         except LLMError as exc:
             return Failed(str(exc))
+        finally:
+            if self.prefetch is not None:  # ended before its first round asked the model
+                self.prefetch.cancel()
 
     async def _run_rounds(self) -> TurnOutcome:
         s = self.services
@@ -169,8 +174,9 @@ class TurnRunner:
     async def _round(self) -> RoundStep:
         s = self.services
         entries = await s.history.entries(self.session_id, limit=s.context.max_history_messages)
-        messages = build_messages(entries, s.context, s.clock())
-        result = await self._call_llm(messages)
+        prefetch, self.prefetch = self.prefetch, None
+        messages = build_messages(entries, s.context, prefetch.now if prefetch else s.clock())
+        result = await self._call_llm(messages, prefetch)
         final = not result.tool_calls
         entry = await durable(
             s.history.record_round(
@@ -189,7 +195,8 @@ class TurnRunner:
             await self._run_call(call)
         return RunAgain()
 
-    async def _call_llm(self, messages: list[Any]) -> LLMRound:
+    async def _call_llm(self, messages: list[Any], prefetch: Prefetch | None = None) -> LLMRound:
+        """Stream one completion — the prefetched one if it asked exactly this."""
         s = self.services
 
         async def sink(event: StreamEvent) -> None:
@@ -205,6 +212,10 @@ class TurnRunner:
                     self.address, "model-fallback", {"failed": event.failed_model, "next": event.next_model}
                 )
 
+        if prefetch is not None:
+            if prefetch.messages == messages:
+                return await prefetch.adopt(sink)
+            prefetch.cancel()
         return await s.llm.stream_round(messages, s.tools.specs(), sink)
 
     async def _resume_pending_tools(self) -> None:
