@@ -38,6 +38,7 @@ from runtime.llm.types import (
     ModelFallback,
     ReasoningDelta,
     StreamSink,
+    StreamStarted,
     SystemMessage,
     TextDelta,
     ToolCallRequest,
@@ -147,7 +148,8 @@ class OpenAIClient:
                 stream_options={"include_usage": True},
                 extra_body=request,
             )
-            async with stream:
+            async with stream:  # a cancel from here on closes the HTTP stream
+                await sink(StreamStarted(model))
                 async for chunk in stream:
                     await builder.feed(chunk, sink)
         except openai.OpenAIError as exc:

@@ -94,7 +94,14 @@ class ModelFallback:
     reason: str
 
 
-StreamEvent = TextDelta | ReasoningDelta | ModelFallback
+@dataclass(slots=True, frozen=True)
+class StreamStarted:
+    """The endpoint took the request and its answer streams from here (response headers came)."""
+
+    model: str
+
+
+StreamEvent = TextDelta | ReasoningDelta | ModelFallback | StreamStarted
 StreamSink = Callable[[StreamEvent], Awaitable[None]]
 
 

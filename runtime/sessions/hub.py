@@ -34,6 +34,9 @@ log = get_logger("hub")
 
 FinishListener = Callable[[int, int, TurnOutcome], None]
 
+PREFETCH_PATIENCE = 0.2
+"""How long a new turn's opening waits for its prefetched request to be under way."""
+
 _STATUS = {
     OutcomeKind.FINAL: TurnStatus.FINAL,
     OutcomeKind.CANCELLED: TurnStatus.CANCELLED,
@@ -74,6 +77,7 @@ class SessionWorker:
         self.not_paused = False  # True once this worker knows the session has no paused turn
         self.opening = False  # a turn is being opened: busy already, its task not yet started
         self.stopped_while_opening = False
+        self.prefetch: Prefetch | None = None  # the request of the turn being opened
         self.session: ChatSession | None = None
         self.task = asyncio.create_task(self._loop(), name=f"session-{session_id}")
 
@@ -91,6 +95,8 @@ class SessionWorker:
         """
         if self.opening:
             self.stopped_while_opening = self.cancelled_something = True
+            if self.prefetch is not None:
+                self.prefetch.cancel()
             return True
         if self.runner is None or not self._running():
             return False
@@ -143,23 +149,33 @@ class SessionWorker:
             return True
         taken, pause = take_until_pause(unread)
         mail = taken[:-1] if pause else taken  # a pause is left for R1
-        self.opening, prefetch = True, None
+        self.opening, self.prefetch = True, None
         try:
-            prefetch = None if pause else await self._prefetch(mail)
+            prefetch = self.prefetch = None if pause else self._prefetch(mail)
+            if prefetch is not None:
+                await prefetch.under_way(PREFETCH_PATIENCE)
             turn_id = await self._open_turn(mail)
         except BaseException:
             self.opening = False
-            if prefetch is not None:
-                prefetch.cancel()
+            if self.prefetch is not None:
+                self.prefetch.cancel()
             raise
+        finally:
+            self.prefetch = None
         # the turn's first receive point has nothing new to read unless a /pause is queued
         await self._run_turn(turn_id, restarted=False, first_mail=None if pause else [], prefetch=prefetch)
         return True
 
-    async def _prefetch(self, mail: list[Envelope]) -> Prefetch:
-        """Send the new turn's first request now; it is opened meanwhile (see runtime/turn/prefetch.py)."""
+    def _prefetch(self, mail: list[Envelope]) -> Prefetch | None:
+        """Send the new turn's first request now; it is opened meanwhile (see runtime/turn/prefetch.py).
+
+        Only from the history this worker holds in memory: a database read here
+        would cost what the prefetch saves.
+        """
         s = self.hub.services
-        entries = await s.history.entries(self.session_id, limit=s.context.max_history_messages)
+        entries = s.history.cached_entries(self.session_id, s.context.max_history_messages)
+        if entries is None:
+            return None
         now = s.clock()
         return Prefetch(s.llm, provisional_messages(entries, mail, s.context, now), s.tools.specs(), now)
 

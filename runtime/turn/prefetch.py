@@ -22,7 +22,15 @@ import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 
-from runtime.llm.types import ChatMessage, LLMClient, LLMRound, StreamEvent, StreamSink, ToolSpec
+from runtime.llm.types import (
+    ChatMessage,
+    LLMClient,
+    LLMRound,
+    StreamEvent,
+    StreamSink,
+    StreamStarted,
+    ToolSpec,
+)
 from runtime.mailbox import Envelope
 from runtime.storage.history import HistoryEntry, without_orphans
 from runtime.storage.models import HistoryRow, Role
@@ -41,6 +49,7 @@ class Prefetch:
     ) -> None:
         self.messages = messages
         self.now = now  # the clock reading the context was built with
+        self._started = asyncio.Event()
         self._held: list[StreamEvent] = []
         self._sink: StreamSink | None = None
         self._task = asyncio.get_running_loop().create_task(
@@ -48,10 +57,25 @@ class Prefetch:
         )
 
     async def _forward(self, event: StreamEvent) -> None:
+        if isinstance(event, StreamStarted):
+            self._started.set()
         if self._sink is None:
             self._held.append(event)
         else:
             await self._sink(event)
+
+    async def under_way(self, patience: float) -> None:
+        """Return once the endpoint has the request (or it ended, or ``patience`` ran out).
+
+        The event loop and the database's worker thread share one interpreter
+        lock, so the request goes out first and the turn opens while the model
+        thinks, rather than both crawling side by side.
+        """
+        started = asyncio.ensure_future(self._started.wait())
+        try:
+            await asyncio.wait({started, self._task}, timeout=patience, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            started.cancel()
 
     async def adopt(self, sink: StreamSink) -> LLMRound:
         """The round's result, its events (those so far first) going to ``sink``; a cancel closes it."""

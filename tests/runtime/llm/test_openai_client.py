@@ -20,6 +20,7 @@ from runtime.llm.types import (
     ModelFallback,
     ReasoningDelta,
     StreamEvent,
+    StreamStarted,
     SystemMessage,
     TextDelta,
     ToolCallRequest,
@@ -35,11 +36,18 @@ SHELL = ToolSpec("shell", "Run a command", {"type": "object", "properties": {"cm
 
 
 class Sink:
+    """Collects the events of a round; ``started`` holds the start of each attempt apart."""
+
     def __init__(self) -> None:
         self.events: list[StreamEvent] = []
+        self.started: list[StreamStarted] = []
 
     async def __call__(self, event: StreamEvent) -> None:
-        self.events.append(event)
+        if isinstance(event, StreamStarted):
+            self.started.append(event)
+            assert not self.events or isinstance(self.events[-1], ModelFallback), "a start comes first"
+        else:
+            self.events.append(event)
 
     def of(self, kind: type) -> list[Any]:
         return [e for e in self.events if isinstance(e, kind)]
@@ -69,6 +77,7 @@ async def test_streamed_text_forwards_deltas_in_order_and_records_usage(fake, cl
     sink = Sink()
     result = await client.stream_round(HELLO, [], sink)
     assert [e.text for e in sink.of(TextDelta)] == ["Hello", " ther", "e, fr", "iend!"]
+    assert sink.started == [StreamStarted("main")], "told once the endpoint took the request"
     assert result.text == "Hello there, friend!"
     assert (result.usage.input_tokens, result.usage.output_tokens) == (42, 7)
     assert result.model == "main"
@@ -197,7 +206,8 @@ async def test_cancelling_a_hanging_stream_closes_the_http_stream(fake, client):
 
     async def on_event(event: StreamEvent) -> None:
         await sink(event)
-        first_text.set()
+        if sink.events:
+            first_text.set()
 
     task = asyncio.create_task(client.stream_round(HELLO, [], on_event))
     await asyncio.wait_for(first_text.wait(), 5)
