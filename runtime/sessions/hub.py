@@ -151,7 +151,7 @@ class SessionWorker:
         mail = taken[:-1] if pause else taken  # a pause is left for R1
         self.opening, self.prefetch = True, None
         try:
-            prefetch = self.prefetch = None if pause else self._prefetch(mail)
+            prefetch = self.prefetch = None if pause else await self._prefetch(mail)
             if prefetch is not None:
                 await prefetch.under_way(PREFETCH_PATIENCE)
             turn_id = await self._open_turn(mail)
@@ -166,16 +166,13 @@ class SessionWorker:
         await self._run_turn(turn_id, restarted=False, first_mail=None if pause else [], prefetch=prefetch)
         return True
 
-    def _prefetch(self, mail: list[Envelope]) -> Prefetch | None:
+    async def _prefetch(self, mail: list[Envelope]) -> Prefetch:
         """Send the new turn's first request now; it is opened meanwhile (see runtime/turn/prefetch.py).
 
-        Only from the history this worker holds in memory: a database read here
-        would cost what the prefetch saves.
+        The history comes from memory, or is read here instead of in the first round.
         """
         s = self.hub.services
-        entries = s.history.cached_entries(self.session_id, s.context.max_history_messages)
-        if entries is None:
-            return None
+        entries = await s.history.entries(self.session_id, limit=s.context.max_history_messages)
         now = s.clock()
         return Prefetch(s.llm, provisional_messages(entries, mail, s.context, now), s.tools.specs(), now)
 

@@ -282,17 +282,9 @@ class HistoryStore:
 
     async def entries(self, session_id: int, limit: int = 1000) -> list[HistoryEntry]:
         """The session's newest ``limit`` non-failed rows, oldest first, each with its calls in order."""
-        cached = self.cached_entries(session_id, limit)
-        if cached is not None:
-            return cached
-        tail = await self._read_tail(session_id, max(limit, min(self.tails.keep, 200)))
-        return tail.entries[-limit:] if limit else []
-
-    def cached_entries(self, session_id: int, limit: int) -> list[HistoryEntry] | None:
-        """:meth:`entries` if the session's tail in memory holds them, else ``None``."""
         tail = self.tails.get(session_id)
         if tail is None or not tail.serves(limit):
-            return None
+            tail = await self._read_tail(session_id, max(limit, min(self.tails.keep, 200)))
         return tail.entries[-limit:] if limit else []
 
     async def _read_tail(self, session_id: int, limit: int) -> Tail:

@@ -31,14 +31,16 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-@pytest.mark.parametrize("kill_point", ["mail_stored", "offset_lost", "llm_request"])
+@pytest.mark.parametrize("kill_point", ["mail_stored", "offset_lost", "request_sent", "llm_request"])
 async def test_killed_right_after_receiving_a_message_answers_it_once(
     tmp_path: Path, kill_point: str
 ) -> None:
     """Kill points: ``mail_stored`` — the mail and the offset are stored (as a rule before the
     turn starts); ``offset_lost`` — the mail is stored but the offset never was (nor reached
     Telegram), so the update is redelivered and must be dropped as a duplicate;
-    ``llm_request`` — the turn is running."""
+    ``request_sent`` — the model has the request, which goes out while the turn is being
+    opened (runtime/turn/prefetch.py): open or not, the message is answered once;
+    ``llm_request`` — the model has the request and the turn is open."""
     async with crash_rig(tmp_path) as rig:
         update_id = 0
 
@@ -50,17 +52,21 @@ async def test_killed_right_after_receiving_a_message_answers_it_once(
                     raise ApiError(502, "Bad Gateway")  # the confirming poll never arrives
 
         def answer(body: dict[str, Any]) -> Reply:
-            if rig.starts == 1:
-                if kill_point == "llm_request" and rig.kills == 0:
-                    rig.kill_now()
-                return Hang(seconds=30)
-            return Text("Pong.")
+            if rig.starts > 1:
+                return Text("Pong.")
+            if kill_point == "request_sent" and rig.kills == 0:
+                rig.kill_now()
+            return Hang(seconds=30)
 
         rig.llm.handler = answer
-        if kill_point != "llm_request":
+        if kill_point in ("mail_stored", "offset_lost"):
             rig.tg.before["getupdates"] = kill_once_confirmed
         await rig.start()
         update_id = rig.say("ping")
+        if kill_point == "llm_request":
+            await rig.llm.wait_for_requests(1)
+            await rig.wait(lambda: rig.turn_statuses() == ["running"], "the turn open")
+            rig.kill_now()
         await rig.wait(lambda: rig.kills == 1, "the kill point")
         await rig.reap_killed()
         assert rig.count("Pong.") == 0

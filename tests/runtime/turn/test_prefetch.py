@@ -44,10 +44,10 @@ async def test_the_first_round_adopts_the_request_sent_while_the_turn_opened(
         session = await runtime.chat_session(1001, user_id=1001, language="en")
         await runtime.post_user_message(session, "hello", envelope_id="u1")
         await rec.wait_kind("turn_finished")
-        assert adopted == [], "a session's first turn has no history in memory yet: no prefetch"
+        assert len(adopted) == 1 and fake_llm.calls == 1, "the prefetched request was the turn's request"
         await runtime.post_user_message(session, "how are you?", envelope_id="u2")
         await rec.wait_kind("turn_finished", 2)
-        assert len(adopted) == 1 and fake_llm.calls == 2, "the prefetched request was the turn's request"
+        assert len(adopted) == 2 and fake_llm.calls == 2
         assert fake_llm.closed_streams == 0
         contents = [m["content"] for m in fake_llm.requests[1]["messages"][1:-1]]
         assert contents == ["hello", "Hi!", "how are you?"]
@@ -69,7 +69,7 @@ async def test_a_turn_that_failed_unanswered_does_not_spoil_the_next_prefetch(
         await rec.wait_kind("turn_finished", 2)
         outcomes = [e.outcome for e in rec.of("turn_finished") if isinstance(e, TurnFinished)]
         assert outcomes == [OutcomeKind.FAILED, OutcomeKind.FINAL]
-        assert fake_llm.calls == 2 and len(adopted) == 1, (
+        assert fake_llm.calls == 2 and len(adopted) == 2, (
             "the unanswered 'first' was left out, as the opening does"
         )
         assert [m["content"] for m in fake_llm.requests[1]["messages"][1:-1]] == ["second"]
@@ -103,7 +103,7 @@ async def test_a_stop_while_the_turn_is_opened_starts_it_cancelled(
     fake_llm.script(Text("warmed up"), Hang(first_text="never shown", seconds=30))
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     session = await runtime.chat_session(1001, user_id=1001, language="en")
-    await runtime.post_user_message(session, "warm up", envelope_id="u0")  # the history is in memory
+    await runtime.post_user_message(session, "warm up", envelope_id="u0")
     await rec.wait_kind("turn_finished")
     opening, go_on = asyncio.Event(), asyncio.Event()
     open_turn = SessionWorker._open_turn
