@@ -50,6 +50,7 @@ def config_mapping(
             "api_base_url": tg_root,
             "allowed_user_ids": [ALLOWED_USER],
             "stream_edit_interval": 0.2,
+            "stream_first_delay": 0,  # tests of the delay set their own
             "poll_timeout": 1,
         },
         "llm": {"base_url": llm_url, "api_key": "sk-test-secret", "model": "main-model", "max_retries": 0},

@@ -59,7 +59,11 @@ class TelegramBot:
         self.runtime = Runtime(settings, format_rules=TELEGRAM_FORMAT_RULES, llm=llm)
         self.translator = Translator(default=settings.locale.default)
         self.delivery = Delivery(
-            self.application.bot, self.runtime, self.translator, settings.telegram.stream_edit_interval
+            self.application.bot,
+            self.runtime,
+            self.translator,
+            settings.telegram.stream_edit_interval,
+            first_delay=settings.telegram.stream_first_delay,
         )
         self.runtime.bus.subscribe(self.delivery)
         context = BotContext(self.runtime, settings, self.translator, self.delivery)

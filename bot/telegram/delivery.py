@@ -5,6 +5,8 @@ event is put on its chat's queue and a single task per chat turns events
 into sends and edits, so messages to one chat leave in order while chats do
 not wait for each other. Streamed text and the per-turn tool status line are
 edited in place no more often than ``telegram.stream_edit_interval``; a
+reply's first text waits ``telegram.stream_first_delay``, so a quick reply is
+sent once, complete, instead of as a message and an edit right after it; a
 pending edit is always flushed before anything else is sent to that chat.
 A typing action is shown once a turn has worked for ``TYPING_AFTER`` (a
 reply that is complete sooner needs none, and Telegram would keep showing
@@ -88,11 +90,14 @@ class ChatOutbox:
 
 
 class Delivery:
-    def __init__(self, bot, runtime, translator: Translator, edit_interval: float) -> None:  # type: ignore[no-untyped-def]
+    def __init__(  # type: ignore[no-untyped-def]
+        self, bot, runtime, translator: Translator, edit_interval: float, *, first_delay: float = 0.0
+    ) -> None:
         self.bot = bot
         self.runtime = runtime
         self.t = translator
         self.edit_interval = edit_interval
+        self.first_delay = first_delay
         self.outboxes: dict[int, ChatOutbox] = {}
         self.prompts: dict[str, tuple[int, str]] = {}  # request id → (message id, prompt html)
         self._closing = False
@@ -202,10 +207,13 @@ class Delivery:
         box.stream_text += text
         box.stream_dirty = True
         if box.stream is None and box.stream_text.strip():
-            await self._flush(box, force=True)  # the first text shows at once (after pending tool lines)
+            await self._flush(box, force=True)  # pending tool lines first
             box.stream = MessageGroup(box.chat_id)
             box.stream_dirty = True
-            await self._flush(box, force=True)
+            # the first text is due after first_delay (the round's end shows it sooner)
+            box.last_edit = time.monotonic() + self.first_delay - self.edit_interval
+            if self.first_delay <= 0:
+                await self._flush(box, force=True)
 
     async def _on_round_end(self, box: ChatOutbox, text: str) -> None:
         await self._flush(box, force=True)

@@ -117,3 +117,28 @@ async def test_streaming_edits_respect_the_edit_interval(tmp_path: Path) -> None
         gaps = [b - a for a, b in itertools.pairwise(streaming)]
         assert min(gaps) >= 0.2 * 0.9, gaps
         assert reply.visible_text.split() == ["word"] * 200
+
+
+async def test_a_reply_complete_within_the_first_delay_is_one_message(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, telegram={"stream_first_delay": 0.5}) as rig:
+        rig.llm.script(Text("A quick answer, streamed in small pieces.", chunk_size=4, delay=0.01))
+        rig.say("quick?")
+        await rig.wait_turns()
+        [reply] = [m for m in rig.chat() if "quick answer" in m.visible_text]
+        assert reply.visible_text == "A quick answer, streamed in small pieces."
+        assert reply.edits == [], "sent once, complete: no message-then-edit"
+        assert rig.tg.calls("editMessageText") == []
+
+
+async def test_a_slow_reply_shows_its_first_text_after_the_delay_then_streams(tmp_path: Path) -> None:
+    words = "Thinking about it step by step. " * 6
+    async with running_bot(tmp_path, telegram={"stream_first_delay": 0.3}) as rig:
+        rig.llm.script(Text(words, chunk_size=8, delay=0.04))  # ~1 s of streaming
+        rig.say("slow?")
+        first = await rig.wait_text("Thinking")
+        partial = first.visible_text
+        assert 0 < len(partial) < len(words.strip()), "the first text is a part, shown while streaming"
+        assert len(partial) >= 8 * 3, "it waited for the delay rather than showing the first chunk"
+        await rig.wait_turns()
+        reply = rig.tg.message(ALLOWED_USER, first.message_id)
+        assert reply.visible_text == words.strip() and reply.edits
