@@ -244,7 +244,7 @@ def parse(argv: Sequence[str] | None = None) -> tuple[Options, Path | None]:
     parser.add_argument("--messages", type=int, default=5, help="messages per chat, sent one after another")
     parser.add_argument("--llm-ms", type=float, default=300.0, help="LLM time per reply")
     parser.add_argument("--chunks", type=int, default=10, help="streamed chunks per reply")
-    parser.add_argument("--edit-interval", type=float, default=0.1, help="agentgram stream_edit_interval")
+    parser.add_argument("--edit-interval", type=float, default=1.0, help="agentgram stream_edit_interval")
     parser.add_argument("--spread-ms", type=float, default=0.0, help="random start offset per chat")
     parser.add_argument("--think-ms", type=float, default=0.0, help="mean pause before each next message")
     parser.add_argument("--turn-timeout", type=float, default=60.0)
