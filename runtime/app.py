@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from runtime.approvals.manager import ApprovalManager, DecisionResult
@@ -19,7 +19,7 @@ from runtime.approvals.rules import Rule
 from runtime.approvals.trust import proposed_rule
 from runtime.config import Settings
 from runtime.errors import MailboxFull
-from runtime.events import Address, EventBus, Notice
+from runtime.events import Address, EventBus, Notice, RoundEnded
 from runtime.llm.types import LLMClient
 from runtime.log import get_logger, register_secret
 from runtime.mailbox import (
@@ -37,7 +37,7 @@ from runtime.mailbox import (
 )
 from runtime.prompt import build_static_prompt
 from runtime.scheduler.service import SchedulerService
-from runtime.sessions.hub import HubOptions, SessionHub
+from runtime.sessions.hub import HubOptions, SessionHub, address_of
 from runtime.storage.db import Database
 from runtime.storage.history import HistoryStore
 from runtime.storage.migrations import migrate
@@ -58,6 +58,9 @@ from runtime.turn.context import ContextSettings
 from runtime.turn.loop import TurnServices
 
 log = get_logger("runtime")
+
+UNDELIVERED_WINDOW = timedelta(days=1)
+"""How old a stored answer the chat never showed may be and still be sent on start."""
 
 
 class PostResult(enum.StrEnum):
@@ -160,7 +163,9 @@ class Runtime:
         await self.recover()
 
     async def recover(self) -> None:
-        """Resume what a previous process left: interrupted turns, unread mail."""
+        """Resume what a previous process left: answers the chat never showed, interrupted turns,
+        unread mail."""
+        await self._resend_undelivered()
         for turn in await self.sessions.open_turns():
             if turn.status == TurnStatus.RUNNING:
                 log.info("resuming turn %s of session %s", turn.id, turn.session_id)
@@ -170,6 +175,29 @@ class Runtime:
                 if isinstance(envelope.body, ApprovalDecisionBody):
                     await self._apply_decision(envelope.body)
             self.hub.wake(session_id)
+
+    async def _resend_undelivered(self) -> None:
+        """Final answers stored but never shown (killed in between) go out now, once."""
+        for row in await self.history.undelivered_answers(since=utcnow() - UNDELIVERED_WINDOW):
+            session = await self.sessions.get(row.session_id)
+            if session is None or row.id is None or row.turn_id is None:
+                continue
+            log.info(
+                "sending the stored answer %s of session %s, which the chat never showed", row.id, session.id
+            )
+            self.bus.emit(
+                RoundEnded(
+                    to=address_of(session),
+                    turn_id=row.turn_id,
+                    text=row.content,
+                    has_tool_calls=False,
+                    row_id=row.id,
+                )
+            )
+
+    async def answer_shown(self, row_id: int) -> None:
+        """The chat shows this final answer (``RoundEnded.row_id``): a restart need not send it."""
+        await self.history.mark_delivered(row_id)
 
     async def close(self) -> None:
         await self.scheduler.stop()

@@ -71,6 +71,7 @@ class RoundEnded:
     turn_id: int
     text: str
     has_tool_calls: bool
+    row_id: int | None = None  # the stored row: the chat reports a final answer shown (answer_shown)
     kind: Literal["round_ended"] = "round_ended"
 
 

@@ -178,7 +178,7 @@ class Delivery:
             case StreamReset():
                 box.stream_text = ""
             case RoundEnded():
-                await self._on_round_end(box, event.text)
+                await self._on_round_end(box, event)
             case ToolActivity():
                 await self._on_tool(box, event)
             case TurnStarted():
@@ -215,12 +215,15 @@ class Delivery:
             if self.first_delay <= 0:
                 await self._flush(box, force=True)
 
-    async def _on_round_end(self, box: ChatOutbox, text: str) -> None:
+    async def _on_round_end(self, box: ChatOutbox, event: RoundEnded) -> None:
         await self._flush(box, force=True)
-        if text.strip():
+        shown = True
+        if event.text.strip():
             group = box.stream or MessageGroup(box.chat_id)
-            await group.show(self.bot, markdown_to_html(text))
+            shown = await group.show(self.bot, markdown_to_html(event.text))
         box.stream, box.stream_text, box.stream_dirty = None, "", False
+        if shown and not event.has_tool_calls and event.row_id is not None:
+            await self.runtime.answer_shown(event.row_id)  # else a restart sends it
 
     async def _on_tool(self, box: ChatOutbox, event: ToolActivity) -> None:
         line = box.tools.get(event.tool_call_id)

@@ -107,21 +107,28 @@ class MessageGroup:
     silent: bool = False
     pieces: list[_Piece] = field(default_factory=list)
 
-    async def show(self, bot, html: str) -> None:  # type: ignore[no-untyped-def]
-        """Make the chat show ``html``: edit changed pieces, send new ones, skip the same."""
+    async def show(self, bot, html: str) -> bool:  # type: ignore[no-untyped-def]
+        """Make the chat show ``html``: edit changed pieces, send new ones, skip the same.
+
+        ``False`` if a piece could not be sent or edited (Telegram refused it).
+        """
         parts = split_html(html) if html.strip() else []
+        shown = True
         for index, part in enumerate(parts):
             if index < len(self.pieces):
                 if self.pieces[index].html != part:
-                    await edit_html(bot, self.chat_id, self.pieces[index].message_id, part)
+                    shown = await edit_html(bot, self.chat_id, self.pieces[index].message_id, part) and shown
                     self.pieces[index].html = part
                 continue
             sent = await send_html(bot, self.chat_id, part, silent=self.silent)
             if sent is not None:
                 self.pieces.append(_Piece(sent.message_id, part))
+            else:
+                shown = False
         for extra in self.pieces[len(parts) :]:
             try:
                 await bot.delete_message(self.chat_id, extra.message_id)
             except TelegramError:
                 pass
         del self.pieces[len(parts) :]
+        return shown

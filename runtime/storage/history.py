@@ -18,6 +18,7 @@ on the synchronous write path.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import takewhile
 from typing import Any
 
@@ -28,6 +29,7 @@ from sqlmodel import Session, col, select
 from runtime.llm.types import LLMRound
 from runtime.storage.db import Database, after_commit
 from runtime.storage.models import (
+    ChatSession,
     HistoryRow,
     Role,
     RowStatus,
@@ -88,6 +90,13 @@ class HistoryTails(SessionViews[Tail]):
         tail = self.changed(session_id)
         if tail is not None:
             tail.append(entry, self.keep)
+
+    def row_changed(self, session_id: int, row_id: int, values: dict[str, Any]) -> None:
+        tail = self.changed(session_id)
+        row = next((e.row for e in reversed(tail.entries) if e.row.id == row_id), None) if tail else None
+        if row is not None:
+            for name, value in values.items():
+                setattr(row, name, value)
 
     def call_changed(self, session_id: int, call_id: int, values: dict[str, Any]) -> None:
         tail = self.changed(session_id)
@@ -210,6 +219,8 @@ class HistoryStore:
     async def append_assistant(
         self, *, session_id: int, content: str, is_synthetic: bool = False, meta: dict[str, Any] | None = None
     ) -> HistoryRow:
+        """A text the chat already showed (a tic's report), added to the conversation."""
+
         def append(tx: Connection) -> HistoryRow:
             row = HistoryRow(
                 session_id=session_id,
@@ -217,12 +228,26 @@ class HistoryStore:
                 content=content,
                 is_synthetic=is_synthetic,
                 meta=meta or {},
+                delivered_at=utcnow(),
             )
             insert_row(tx, row)
             after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(row, [])))
             return row
 
         return await self._db.write_sync(append)
+
+    async def mark_delivered(self, row_id: int) -> None:
+        """The chat shows this final answer (see :meth:`undelivered_answers`)."""
+        values = {"delivered_at": utcnow()}
+
+        def mark(tx: Connection) -> None:
+            session_id = tx.execute(
+                sa.update(_ROWS).where(_ROWS.c.id == row_id).values(values).returning(_ROWS.c.session_id)
+            ).scalar()
+            if session_id is not None:
+                after_commit(tx, lambda: self.tails.row_changed(session_id, row_id, values))
+
+        await self._db.write_sync(mark)
 
     async def set_call_status(
         self, call_row_id: int, status: ToolCallStatus, result: str | None = None
@@ -317,6 +342,35 @@ class HistoryStore:
         tail.calls = {call.id or 0: call for entry in entries for call in entry.calls}
         self.tails.fill(session_id, tail, ticket)
         return tail
+
+    async def undelivered_answers(self, since: datetime) -> list[HistoryRow]:
+        """Final answers of active chat sessions stored since ``since`` that no chat showed.
+
+        A process killed between storing a turn's answer and the chat showing
+        it leaves one; the runtime sends it on start. Old ones are left alone.
+        """
+
+        def read(tx: Session) -> list[HistoryRow]:
+            has_calls = select(ToolCallRow.id).where(ToolCallRow.history_id == HistoryRow.id).exists()
+            query = (
+                select(HistoryRow)
+                .join(ChatSession, col(ChatSession.id) == col(HistoryRow.session_id))
+                .join(Turn, col(Turn.id) == col(HistoryRow.turn_id))
+                .where(
+                    HistoryRow.role == Role.ASSISTANT,
+                    HistoryRow.status == RowStatus.OK,
+                    col(HistoryRow.delivered_at).is_(None),
+                    HistoryRow.created_at >= since,
+                    col(ChatSession.active).is_(True),
+                    col(ChatSession.is_interactive).is_(True),
+                    Turn.status == TurnStatus.FINAL,
+                    ~has_calls,
+                )
+                .order_by(col(HistoryRow.id))
+            )
+            return list(tx.exec(query).all())
+
+        return await self._db.read_sync(read)
 
     async def all_rows(self, session_id: int) -> list[HistoryRow]:
         async with self._db.read() as tx:

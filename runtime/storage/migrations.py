@@ -24,10 +24,16 @@ log = get_logger("storage")
 
 Step = Callable[[Connection], None]
 
-STEPS: dict[int, Step] = {}
+def _answers_remember_delivery(conn: Connection) -> None:
+    """v2: ``chat_history.delivered_at``; every answer stored before it counts as delivered."""
+    conn.execute(text("ALTER TABLE chat_history ADD COLUMN delivered_at DATETIME"))
+    conn.execute(text("UPDATE chat_history SET delivered_at = created_at WHERE role = 'assistant'"))
+
+
+STEPS: dict[int, Step] = {2: _answers_remember_delivery}
 """Upgrade steps by the version they produce; version 1 is the first release."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def _create_version_table(conn: Connection) -> None:

@@ -131,6 +131,8 @@ class HistoryRow(SQLModel, table=True):
     input_tokens: int = 0
     output_tokens: int = 0
     created_at: datetime = Field(default_factory=utcnow)
+    delivered_at: datetime | None = None
+    """When the chat showed this final answer; ``None`` if a crash kept it from the chat."""
 
 
 class ToolCallRow(SQLModel, table=True):

@@ -186,7 +186,11 @@ class TurnRunner:
         self.partial_text = ""
         s.bus.emit(
             RoundEnded(
-                to=self.address, turn_id=self.turn_id, text=result.text, has_tool_calls=bool(entry.calls)
+                to=self.address,
+                turn_id=self.turn_id,
+                text=result.text,
+                has_tool_calls=bool(entry.calls),
+                row_id=entry.row.id,
             )
         )
         if final:

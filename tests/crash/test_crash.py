@@ -291,3 +291,36 @@ async def test_killed_right_after_a_stop_the_turn_is_not_resumed(tmp_path: Path)
         assert rig.count_containing(RESTARTED) == 0
         assert rig.count("⏹ Stopped.") <= 1
         rig.assert_consistent("long job")
+
+
+async def test_killed_before_the_chat_showed_a_stored_answer_it_is_sent_after_restart(tmp_path: Path) -> None:
+    # with a long first-text delay the answer's one send happens after it was stored
+    async with crash_rig(tmp_path, telegram={"stream_first_delay": 5}) as rig:
+        rig.llm.script(Text("Pong."))
+
+        def kill_on_answer(params: dict[str, Any]) -> None:
+            if "Pong." in str(params.get("text")) and rig.kills == 0:
+                rig.kill_now()
+                raise ApiError(502, "Bad Gateway")  # the answer never reaches the chat
+
+        rig.tg.before["sendmessage"] = kill_on_answer
+        await rig.start()
+        rig.say("ping")
+        await rig.wait(lambda: rig.kills == 1, "the kill while the answer was sent")
+        await rig.reap_killed()
+        assert rig.count("Pong.") == 0
+        assert rig.turn_statuses() == ["final"], "the answer was stored with the turn's end"
+
+        await rig.start()
+        await rig.wait_text("Pong.")
+        await rig.wait_settled()
+        await rig.wait(
+            lambda: (
+                rig.query("SELECT delivered_at FROM chat_history WHERE role = 'assistant'")[0][0] is not None
+            ),
+            "the answer marked shown",
+        )
+        assert await rig.terminate() == 0
+        assert rig.count("Pong.") == 1
+        assert len(rig.llm.requests) == 1, "the stored answer was sent, the model not asked again"
+        rig.assert_consistent("ping")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 from pathlib import Path
 
+from runtime.storage.models import utcnow
 from tests.conftest import ALLOWED_USER, STRANGER
 from tests.e2e.harness import running_bot
 from tests.fakes.openai_server import Text, ToolCalls
@@ -142,3 +144,27 @@ async def test_a_slow_reply_shows_its_first_text_after_the_delay_then_streams(tm
         await rig.wait_turns()
         reply = rig.tg.message(ALLOWED_USER, first.message_id)
         assert reply.visible_text == words.strip() and reply.edits
+
+
+async def test_a_shown_answer_is_marked_delivered_and_a_refused_one_is_not(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, telegram={"stream_first_delay": 5}) as rig:
+        rig.llm.script(Text("First."), Text("Second."))
+        rig.say("one")
+        await rig.wait_turns()
+        rig.tg.fail_next(
+            "sendMessage",
+            status=400,
+            description="Bad Request: chat not found",
+            times=2,  # the flush of the streamed text, then the final show
+            when=lambda params: "Second." in str(params.get("text")),
+        )
+        rig.say("two")
+        await rig.wait_turns(2)
+        session = await rig.bot.runtime.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
+        rows = [r for r in await rig.bot.runtime.history.all_rows(session.id or 0) if r.role == "assistant"]
+        assert [(r.content, r.delivered_at is not None) for r in rows] == [
+            ("First.", True),
+            ("Second.", False),
+        ]
+        since = utcnow() - timedelta(hours=1)
+        assert [r.content for r in await rig.bot.runtime.history.undelivered_answers(since)] == ["Second."]

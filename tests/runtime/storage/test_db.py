@@ -55,6 +55,33 @@ async def test_older_database_upgrades_in_place_keeping_data(
     assert raw.execute("SELECT version FROM schema_version").fetchone()[0] == next_version
 
 
+async def test_version_1_learns_which_answers_were_delivered_and_counts_old_ones_as_shown(
+    tmp_path: Path,
+) -> None:
+    db = Database(_url(tmp_path / "a.db"))
+    await migrate(db)
+    async with db.write() as tx:
+        tx.add(ChatSession(chat_id=42))
+    await db.close()
+    raw = sqlite3.connect(tmp_path / "a.db")  # a release-1 database: no delivered_at yet
+    raw.execute("ALTER TABLE chat_history DROP COLUMN delivered_at")
+    raw.execute(
+        "INSERT INTO chat_history (session_id, role, content, is_synthetic, status, metadata, input_tokens,"
+        " output_tokens, created_at) VALUES (1, 'assistant', 'old answer', 0, 'ok', '{}', 0, 0,"
+        " '2026-01-01 10:00:00'), (1, 'user', 'old question', 0, 'ok', '{}', 0, 0, '2026-01-01 09:59:00')"
+    )
+    raw.execute("UPDATE schema_version SET version = 1")
+    raw.commit()
+    raw.close()
+
+    db = Database(_url(tmp_path / "a.db"))
+    assert await migrate(db) == migrations.SCHEMA_VERSION
+    await db.close()
+    raw = sqlite3.connect(tmp_path / "a.db")
+    rows = raw.execute("SELECT role, delivered_at FROM chat_history ORDER BY id").fetchall()
+    assert rows == [("assistant", "2026-01-01 10:00:00"), ("user", None)]
+
+
 async def test_database_from_a_newer_release_is_refused(tmp_path: Path) -> None:
     db = Database(_url(tmp_path / "a.db"))
     await migrate(db)
