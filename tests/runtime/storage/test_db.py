@@ -31,14 +31,19 @@ async def test_fresh_database_is_created_in_wal_mode_and_stamped(tmp_path: Path)
     assert raw.execute("SELECT version FROM schema_version").fetchone()[0] == migrations.SCHEMA_VERSION
 
 
-async def test_older_database_upgrades_in_place_keeping_data(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    db = Database(_url(tmp_path / "a.db"))
+async def _database_with_a_session(path: Path) -> None:
+    """A migrated database holding one chat session (chat 42), closed again."""
+    db = Database(_url(path))
     await migrate(db)
     async with db.write() as tx:
         tx.add(ChatSession(chat_id=42))
     await db.close()
+
+
+async def test_older_database_upgrades_in_place_keeping_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _database_with_a_session(tmp_path / "a.db")
 
     def add_column(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE sessions ADD COLUMN nickname VARCHAR"))
@@ -58,11 +63,7 @@ async def test_older_database_upgrades_in_place_keeping_data(
 async def test_version_1_learns_which_answers_were_delivered_and_counts_old_ones_as_shown(
     tmp_path: Path,
 ) -> None:
-    db = Database(_url(tmp_path / "a.db"))
-    await migrate(db)
-    async with db.write() as tx:
-        tx.add(ChatSession(chat_id=42))
-    await db.close()
+    await _database_with_a_session(tmp_path / "a.db")
     raw = sqlite3.connect(tmp_path / "a.db")  # a release-1 database: no delivered_at yet
     raw.execute("ALTER TABLE chat_history DROP COLUMN delivered_at")
     raw.execute(
