@@ -61,6 +61,7 @@ async def start_bot(args: argparse.Namespace) -> Callable[[], Awaitable[None]]:
         application = build_baseline(TOKEN, args.tg, args.llm, MODEL)
         await start_baseline(application)
         return lambda: stop_baseline(application)
+    from bot.cli import freeze_startup_heap
     from bot.telegram.app import TelegramBot
 
     users = [int(u) for u in args.users.split(",")]
@@ -71,6 +72,7 @@ async def start_bot(args: argparse.Namespace) -> Callable[[], Awaitable[None]]:
     if args.kind == "agentgram-nolimit":  # diagnostic: without the 30 requests/s AIORateLimiter
         bot.application.bot._rate_limiter = None
     await bot.start()
+    freeze_startup_heap()  # as `agentgram run` does
     return bot.stop
 
 

@@ -7,7 +7,7 @@ fresh one. Headless sessions (tic, cron) are ephemeral and never active.
 from __future__ import annotations
 
 from sqlalchemy import Connection, insert, update
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from runtime.storage.db import Database
 from runtime.storage.models import ChatSession, KeyValue, SessionSource, StackFrame, Turn, TurnStatus, utcnow
@@ -22,54 +22,55 @@ class SessionStore:
         self._db = db
 
     async def get(self, session_id: int) -> ChatSession | None:
-        async with self._db.read() as tx:
-            return await tx.get(ChatSession, session_id)
+        return await self._db.read_sync(lambda tx: tx.get(ChatSession, session_id))
 
     async def active_for_chat(
         self, chat_id: int, *, user_id: int | None, language: str | None, source: str = SessionSource.TELEGRAM
     ) -> ChatSession:
         """The chat's active session, created on first contact; language kept fresh."""
-        async with self._db.read() as tx:
-            found = (await tx.exec(_active_query(source, chat_id))).first()
+        found = await self._db.read_sync(lambda tx: tx.exec(_active_query(source, chat_id)).first())
         if found is not None and (language is None or found.language_code == language):
             return found
-        async with self._db.write() as tx:
-            found = (await tx.exec(_active_query(source, chat_id))).first()
+
+        def find_or_create(tx: Session) -> ChatSession:
+            found = tx.exec(_active_query(source, chat_id)).first()
             if found is None:
-                found = await _create(tx, ChatSession(source=source, chat_id=chat_id, user_id=user_id))
+                found = _create(tx, ChatSession(source=source, chat_id=chat_id, user_id=user_id))
             found.language_code = language or found.language_code
             tx.add(found)
             return found
 
+        return await self._db.write_orm(find_or_create)
+
     async def open_new(self, chat_id: int, *, user_id: int | None, language: str | None) -> ChatSession:
         """Close the chat's active session and open a fresh one (``/new``)."""
-        async with self._db.write() as tx:
-            for old in (await tx.exec(_active_query(SessionSource.TELEGRAM, chat_id))).all():
+
+        def reopen(tx: Session) -> ChatSession:
+            for old in tx.exec(_active_query(SessionSource.TELEGRAM, chat_id)).all():
                 old.active = False
                 old.closed_at = utcnow()
                 tx.add(old)
-            fresh = ChatSession(chat_id=chat_id, user_id=user_id, language_code=language)
-            return await _create(tx, fresh)
+            return _create(tx, ChatSession(chat_id=chat_id, user_id=user_id, language_code=language))
+
+        return await self._db.write_orm(reopen)
 
     async def create_headless(
         self, source: str, chat_id: int | None, *, auto_deny: bool = True
     ) -> ChatSession:
-        async with self._db.write() as tx:
-            session = ChatSession(
-                source=source,
-                chat_id=chat_id,
-                is_interactive=False,
-                is_ephemeral=True,
-                auto_deny_approvals=auto_deny,
-                active=False,
-            )
-            return await _create(tx, session)
+        session = ChatSession(
+            source=source,
+            chat_id=chat_id,
+            is_interactive=False,
+            is_ephemeral=True,
+            auto_deny_approvals=auto_deny,
+            active=False,
+        )
+        return await self._db.write_orm(lambda tx: _create(tx, session))
 
     # --- turns -------------------------------------------------------------
 
     async def turn(self, turn_id: int) -> Turn | None:
-        async with self._db.read() as tx:
-            return await tx.get(Turn, turn_id)
+        return await self._db.read_sync(lambda tx: tx.get(Turn, turn_id))
 
     async def finish_turn(self, turn_id: int, status: TurnStatus, error: str | None = None) -> None:
         ended_at = None if status == TurnStatus.PAUSED else utcnow()
@@ -101,11 +102,8 @@ class SessionStore:
             return list(rows.all())
 
     async def latest_turn(self, session_id: int) -> Turn | None:
-        async with self._db.read() as tx:
-            rows = await tx.exec(
-                select(Turn).where(Turn.session_id == session_id).order_by(col(Turn.id).desc()).limit(1)
-            )
-            return rows.first()
+        query = select(Turn).where(Turn.session_id == session_id).order_by(col(Turn.id).desc()).limit(1)
+        return await self._db.read_sync(lambda tx: tx.exec(query).first())
 
     async def sessions_with_mail(self) -> list[int]:
         """Sessions whose mailbox holds mail past their cursor."""
@@ -160,9 +158,10 @@ def _active_query(source: str, chat_id: int):  # type: ignore[no-untyped-def]
     )
 
 
-async def _create(tx, session: ChatSession) -> ChatSession:  # type: ignore[no-untyped-def]
+def _create(tx: Session, session: ChatSession) -> ChatSession:
+    """Add ``session`` with its root stack frame, inside the caller's transaction."""
     tx.add(session)
-    await tx.flush()
+    tx.flush()
     assert session.id is not None
     tx.add(StackFrame(session_id=session.id, depth=0, agent_id=session.agent_id))
     return session

@@ -36,17 +36,15 @@ def prompts(rig: Rig, prompt_text: str = PROMPT) -> list[SentMessage]:
 
 
 async def wait_prompt(rig: Rig, count: int = 1, prompt_text: str = PROMPT) -> SentMessage:
-    """The ``count``-th approval prompt, once it is in the chat."""
+    """The ``count``-th approval prompt, once it is in the chat and its message id is stored
+    (a moment after Telegram accepted it; a reply to the prompt is recognised from then on)."""
     await rig.tg.wait_for(lambda: len(prompts(rig, prompt_text)) >= count)
-    return prompts(rig, prompt_text)[count - 1]
-
-
-async def wait_attached(rig: Rig, prompt: SentMessage, timeout: float = 5.0) -> None:
-    """The prompt's message id is stored just after Telegram accepted the prompt."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not any(r.message_id == prompt.message_id for r in await rig.bot.runtime.approvals.pending()):
+    prompt = prompts(rig, prompt_text)[count - 1]
+    deadline = asyncio.get_running_loop().time() + 5.0
+    while await rig.bot.runtime.approvals.by_message(ALLOWED_USER, prompt.message_id) is None:
         assert asyncio.get_running_loop().time() < deadline, "the prompt's message id was never stored"
         await asyncio.sleep(0.01)
+    return prompt
 
 
 async def wait_decided(rig: Rig, prompt: SentMessage, ending: str) -> SentMessage:
@@ -524,7 +522,6 @@ async def test_approvals_lists_pending_requests_as_replies_to_their_prompts(tmp_
         rig.llm.script(shell("echo hi"), Text("Done."))
         rig.say("run it")
         prompt = await wait_prompt(rig)
-        await wait_attached(rig, prompt)
         rig.say("/approvals")
         await rig.wait_text("Waiting for your approval")
         entry = await rig.wait_text("⏳")

@@ -223,6 +223,7 @@ async def test_listeners_hear_of_an_envelope_only_after_its_batch_committed(rig:
 
 async def test_a_caller_cancelled_while_its_batch_is_written_still_has_its_envelope_stored(rig: Rig) -> None:
     session = await rig.new_session()
+    rig.db.sync_write_called.clear()  # opening the session wrote too
     held, release = asyncio.Event(), asyncio.Event()
 
     async def hold_the_write_lock() -> None:
