@@ -148,23 +148,32 @@ class SessionWorker:
             await self._consume([head])
             return True
         taken, pause = take_until_pause(unread)
-        mail = taken[:-1] if pause else taken  # a pause is left for R1
-        self.opening, self.prefetch = True, None
+        await self._start_turn(taken[:-1] if pause else taken, pause_queued=pause)  # R1 meets the pause
+        return True
+
+    async def _start_turn(self, mail: list[Envelope], *, pause_queued: bool) -> None:
+        """Ask the model, open the turn with ``mail`` folded in, run it — in that order.
+
+        The worker is busy from the first step: a message meanwhile is "noted",
+        and a /stop closes the request and starts the turn cancelled.
+        """
+        self.opening = True
         try:
-            prefetch = self.prefetch = None if pause else await self._prefetch(mail)
-            if prefetch is not None:
-                await prefetch.under_way(PREFETCH_PATIENCE)
+            self.prefetch = None if pause_queued else await self._prefetch(mail)
+            if self.prefetch is not None:
+                await self.prefetch.under_way(PREFETCH_PATIENCE)
             turn_id = await self._open_turn(mail)
         except BaseException:
             self.opening = False
             if self.prefetch is not None:
                 self.prefetch.cancel()
-            raise
-        finally:
             self.prefetch = None
+            raise
+        prefetch, self.prefetch = self.prefetch, None
         # the turn's first receive point has nothing new to read unless a /pause is queued
-        await self._run_turn(turn_id, restarted=False, first_mail=None if pause else [], prefetch=prefetch)
-        return True
+        await self._run_turn(
+            turn_id, restarted=False, first_mail=None if pause_queued else [], prefetch=prefetch
+        )
 
     async def _prefetch(self, mail: list[Envelope]) -> Prefetch:
         """Send the new turn's first request now; it is opened meanwhile (see runtime/turn/prefetch.py).
