@@ -219,9 +219,9 @@ class Runtime:
         cached = self._chat_sessions.get(chat_id)
         if cached is not None and (language is None or cached.language_code == language):
             return cached
-        session = await self.sessions.active_for_chat(chat_id, user_id=user_id, language=language)
+        session, created = await self.sessions.find_or_open(chat_id, user_id=user_id, language=language)
         self._chat_sessions[chat_id] = session
-        self.hub.session_changed(session)
+        self.hub.session_changed(session, created=created)
         return session
 
     async def new_session(
@@ -233,6 +233,7 @@ class Runtime:
         self.approvals.bypasses.clear(current.id or 0)
         fresh = await self.sessions.open_new(chat_id, user_id=user_id, language=language)
         self._chat_sessions[chat_id] = fresh
+        self.hub.session_changed(fresh, created=True)
         return fresh
 
     # --- mail in -----------------------------------------------------------------

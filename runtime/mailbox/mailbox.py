@@ -79,6 +79,10 @@ class Mailbox(Protocol):
         """Consume up to ``upto`` in a transaction of its own (mail settled with no effect)."""
         ...
 
+    def known_empty(self, session_id: int) -> None:
+        """The session was created just now: it has no mail to read back."""
+        ...
+
     def subscribe(self, listener: AcceptListener) -> None: ...
 
 
@@ -213,6 +217,9 @@ class SqlMailbox(_Listeners):
     async def consume(self, session_id: int, upto: int) -> None:
         await self._db.write_sync(lambda conn: self.advance(conn, session_id, upto))
 
+    def known_empty(self, session_id: int) -> None:
+        self._view.fill(session_id, [], self._view.ticket(session_id))
+
 
 class MemoryMailbox(_Listeners):
     """The same contract in memory, for sub-agents and fast tests."""
@@ -253,6 +260,9 @@ class MemoryMailbox(_Listeners):
 
     async def consume(self, session_id: int, upto: int) -> None:
         self.advance(None, session_id, upto)
+
+    def known_empty(self, session_id: int) -> None:
+        """Nothing to do: memory is always read directly."""
 
 
 @dataclass(slots=True, frozen=True)

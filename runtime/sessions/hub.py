@@ -376,9 +376,18 @@ class SessionHub:
         worker.resume_turn_id = turn_id
         worker.wake.set()
 
-    def session_changed(self, session: ChatSession) -> None:
-        """A session row changed (e.g. the user's language): the worker's copy follows."""
-        worker = self.workers.get(session.id or 0)
+    def session_changed(self, session: ChatSession, *, created: bool = False) -> None:
+        """A session row changed (e.g. the user's language): the worker's copy follows.
+
+        A session ``created`` just now has no mail, no history and no turn: its
+        worker and the in-memory views start from that instead of reading it back.
+        """
+        assert session.id is not None
+        if created:
+            self.services.mailbox.known_empty(session.id)
+            self.services.history.known_empty(session.id)
+            self._worker(session.id).not_paused = True
+        worker = self.workers.get(session.id)
         if worker is not None:
             worker.session = session
 

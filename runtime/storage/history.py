@@ -119,6 +119,10 @@ class HistoryStore:
         self._db = db
         self.tails = tails or HistoryTails()
 
+    def known_empty(self, session_id: int) -> None:
+        """The session was created just now: its (empty) history needs no read."""
+        self.tails.fill(session_id, Tail([], complete=True), self.tails.ticket(session_id))
+
     # --- writes inside the caller's transaction -------------------------------------------------
 
     def add_user_row(

@@ -24,6 +24,7 @@ log = get_logger("storage")
 
 Step = Callable[[Connection], None]
 
+
 def _answers_remember_delivery(conn: Connection) -> None:
     """v2: ``chat_history.delivered_at``; every answer stored before it counts as delivered."""
     conn.execute(text("ALTER TABLE chat_history ADD COLUMN delivered_at DATETIME"))

@@ -28,17 +28,25 @@ class SessionStore:
         self, chat_id: int, *, user_id: int | None, language: str | None, source: str = SessionSource.TELEGRAM
     ) -> ChatSession:
         """The chat's active session, created on first contact; language kept fresh."""
+        session, _ = await self.find_or_open(chat_id, user_id=user_id, language=language, source=source)
+        return session
+
+    async def find_or_open(
+        self, chat_id: int, *, user_id: int | None, language: str | None, source: str = SessionSource.TELEGRAM
+    ) -> tuple[ChatSession, bool]:
+        """:meth:`active_for_chat`, and whether the session was created just now."""
         found = await self._db.read_sync(lambda tx: tx.exec(_active_query(source, chat_id)).first())
         if found is not None and (language is None or found.language_code == language):
-            return found
+            return found, False
 
-        def find_or_create(tx: Session) -> ChatSession:
+        def find_or_create(tx: Session) -> tuple[ChatSession, bool]:
             found = tx.exec(_active_query(source, chat_id)).first()
+            created = found is None
             if found is None:
                 found = _create(tx, ChatSession(source=source, chat_id=chat_id, user_id=user_id))
             found.language_code = language or found.language_code
             tx.add(found)
-            return found
+            return found, created
 
         return await self._db.write_orm(find_or_create)
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from runtime.events import TurnFinished
 from runtime.storage.models import ToolCallStatus
@@ -97,5 +100,34 @@ async def test_bad_tool_arguments_and_unknown_tools_are_failed_results(
         tool_messages = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
         assert tool_messages[0]["content"].startswith("Error: invalid arguments")
         assert "unknown tool 'teleport'" in tool_messages[1]["content"]
+    finally:
+        await runtime.close()
+
+
+async def test_a_new_chats_first_message_reads_nothing_back(
+    tmp_path: Path, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session created just now has no mail, history or turn: nothing is read to learn that."""
+    fake_llm.script(Text("Welcome!"))
+    runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
+    try:
+        session = await runtime.chat_session(2002, user_id=2002, language="en")  # created now
+        reads: list[object] = []
+        read_sync = runtime.db.read_sync
+
+        async def counted(fn: Any) -> Any:
+            reads.append(fn)
+            return await read_sync(fn)
+
+        monkeypatch.setattr(runtime.db, "read_sync", counted)
+        await runtime.post_user_message(session, "hello", envelope_id="u1")
+        await rec.wait_kind("turn_finished")
+        assert reads == []
+        assert fake_llm.requests[0]["messages"][1:-1] == [{"role": "user", "content": "hello"}]
+        entries = await runtime.history.entries(session.id or 0)
+        assert [(e.row.role, e.row.content) for e in entries] == [
+            ("user", "hello"),
+            ("assistant", "Welcome!"),
+        ]
     finally:
         await runtime.close()
