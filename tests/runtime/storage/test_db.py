@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import Connection, insert, text
 
 from runtime.storage import migrations
-from runtime.storage.db import Database, Synchronous, durable
+from runtime.storage.db import Database, Synchronous, after_commit, durable
 from runtime.storage.migrations import migrate
 from runtime.storage.models import ChatSession, KeyValue, utcnow
 
@@ -305,3 +305,32 @@ async def test_read_sync_falls_back_for_in_memory_databases() -> None:
 
     assert await db.read_sync(read) == "mem"
     await db.close()
+
+
+@pytest.mark.parametrize("where", ["file", "memory"])
+async def test_after_commit_hooks_run_after_a_commit_and_never_after_a_rollback(
+    tmp_path: Path, where: str
+) -> None:
+    """Both write paths: a SQLite file (a worker thread) and in-memory SQLite (``run_sync``, as
+    PostgreSQL would run)."""
+    db = Database(_url(tmp_path / "a.db") if where == "file" else "sqlite+aiosqlite://")
+    await migrate(db)
+    try:
+        ran: list[str] = []
+
+        def commits(conn: Connection) -> None:
+            _put("k", "v")(conn)
+            after_commit(conn, lambda: ran.append("committed"))
+
+        def rolls_back(conn: Connection) -> None:
+            after_commit(conn, lambda: ran.append("rolled back"))
+            raise ValueError("no")
+
+        with pytest.raises(ValueError):
+            await db.write_sync(rolls_back)
+        assert ran == [], "a rolled-back transaction's hook never runs"
+        await db.write_sync(commits)
+        assert ran == ["committed"], "and it does not leak into the next transaction"
+        assert await _value(db, "k") == "v"
+    finally:
+        await db.close()
