@@ -7,7 +7,8 @@ no effect anywhere, and nothing the model says is acted on (shown, stored,
 executed) before the turn runs, after the write committed. So the session
 worker builds the first round's context from the history it holds plus the
 mail it is about to fold in, sends that request at once, and opens the turn
-meanwhile.
+as soon as the endpoint has it (:meth:`Prefetch.under_way`), while the model
+thinks.
 
 The turn's first round then builds its context from what was stored, as
 always, and *adopts* the request only if the messages are exactly those the
