@@ -49,10 +49,10 @@ from runtime.mailbox.envelope import (
     Receipt,
     Sender,
 )
+from runtime.mailbox.unread_view import UnreadView
 from runtime.storage.db import Database, after_commit
 from runtime.storage.models import ChatSession, MailRow, utcnow
 from runtime.storage.sessions import upsert_value
-from runtime.storage.views import SessionViews
 
 log = get_logger("mailbox")
 _MAIL: sa.Table = MailRow.__table__  # type: ignore[attr-defined]
@@ -100,21 +100,6 @@ class _Listeners:
 
 def _counts_against_bound(kind: str) -> bool:
     return MailKind(kind) not in EXEMPT_FROM_BOUND
-
-
-class UnreadView(SessionViews[list[Envelope]]):
-    """Each cached session's unread mail in ``seq`` order, kept in step with commits."""
-
-    def accepted(self, envelopes: list[Envelope]) -> None:
-        for envelope in envelopes:
-            unread = self.changed(envelope.session_id)
-            if unread is not None and (not unread or unread[-1].seq < envelope.seq):
-                unread.append(envelope)
-
-    def advanced(self, session_id: int, upto: int) -> None:
-        unread = self.changed(session_id)
-        if unread is not None:
-            unread[:] = [e for e in unread if e.seq > upto]
 
 
 class SqlMailbox(_Listeners):

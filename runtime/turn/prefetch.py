@@ -33,7 +33,7 @@ from runtime.llm.types import (
     ToolSpec,
 )
 from runtime.mailbox import Envelope
-from runtime.storage.history import HistoryEntry, without_orphans
+from runtime.storage.history_tail import HistoryEntry, without_orphans
 from runtime.storage.models import HistoryRow, Role
 from runtime.turn.context import ContextSettings, build_messages
 from runtime.turn.inject import mail_text
