@@ -110,7 +110,7 @@ async def sql_run(workdir: Path, opts: Options, *, full_sync: bool) -> list[dict
         store = SessionStore(db)
         ids = []
         for n in range(opts.sessions):
-            session = await store.active_for_chat(5000 + n, user_id=5000 + n, language="en")
+            session, _ = await store.find_or_open(5000 + n, user_id=5000 + n, language="en")
             assert session.id is not None
             ids.append(session.id)
         # at most ~2 * envelopes/sessions unread per session: stay under the default bound of 256

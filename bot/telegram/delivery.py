@@ -159,17 +159,20 @@ class Delivery:
             return None
         return max(0.0, box.last_edit + self.edit_interval - time.monotonic())
 
-    async def _flush(self, box: ChatOutbox, *, force: bool) -> None:
+    async def _flush(self, box: ChatOutbox, *, force: bool) -> bool:
+        """Show the changed tool lines and streamed text; ``False`` if the text could not be shown."""
         if not force and time.monotonic() - box.last_edit < self.edit_interval:
-            return
+            return True
         if box.tools_dirty and box.tools_group is not None:
             box.tools_dirty = False
             await box.tools_group.show(self.bot, "\n".join(line.html() for line in box.tools.values()))
             box.last_edit = time.monotonic()
+        shown = True
         if box.stream_dirty and box.stream is not None:
             box.stream_dirty = False
-            await box.stream.show(self.bot, markdown_to_html(box.stream_text))
+            shown = await box.stream.show(self.bot, markdown_to_html(box.stream_text))
             box.last_edit = time.monotonic()
+        return shown
 
     async def _handle(self, box: ChatOutbox, event: RuntimeEvent) -> None:
         match event:
@@ -216,11 +219,10 @@ class Delivery:
                 await self._flush(box, force=True)
 
     async def _on_round_end(self, box: ChatOutbox, event: RoundEnded) -> None:
-        await self._flush(box, force=True)
-        shown = True
-        if event.text.strip():
-            group = box.stream or MessageGroup(box.chat_id)
-            shown = await group.show(self.bot, markdown_to_html(event.text))
+        if event.text.strip():  # the round's whole text, rendered and shown once
+            box.stream = box.stream or MessageGroup(box.chat_id)
+            box.stream_text, box.stream_dirty = event.text, True
+        shown = await self._flush(box, force=True)
         box.stream, box.stream_text, box.stream_dirty = None, "", False
         if shown and not event.has_tool_calls and event.row_id is not None:
             await self.runtime.answer_shown(event.row_id)  # else a restart sends it
@@ -251,11 +253,7 @@ class Delivery:
 
     async def _on_approval(self, box: ChatOutbox, event: ApprovalRequested) -> None:
         prompt = approval_prompt(self.t, box.language, event.request_id, event.details)
-        try:
-            sent = await send_html(self.bot, box.chat_id, prompt.html, reply_markup=prompt.keyboard)
-        except TelegramError as error:  # e.g. blocked, network: no prompt in the chat either way
-            log.warning("approval prompt to chat %s failed: %s", box.chat_id, error)
-            sent = None
+        sent = await send_html(self.bot, box.chat_id, prompt.html, reply_markup=prompt.keyboard)
         if sent is None:
             await self._prompt_not_shown(box, event)
             return
@@ -286,8 +284,7 @@ class Delivery:
         )
         await self.runtime.approvals.expire_unshown(event.request_id)
         notice = self.t.t(box.language, "approval-not-shown", tool=escape(event.details.tool_name))
-        with contextlib.suppress(TelegramError):
-            await send_html(self.bot, box.chat_id, notice)
+        await send_html(self.bot, box.chat_id, notice)
 
     async def _on_resolved(self, box: ChatOutbox, event: ApprovalResolved) -> None:
         line = decision_line(self.t, box.language, event.status, event.reason)

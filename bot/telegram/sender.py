@@ -42,6 +42,7 @@ async def send_html(
     silent: bool = False,
     reply_to: int | None = None,
 ) -> Message | None:
+    """The sent message, or ``None`` (logged) when Telegram refused it or could not be reached."""
     kwargs: dict[str, Any] = {"reply_markup": reply_markup, "disable_notification": silent}
     if reply_to is not None:
         kwargs["reply_to_message_id"] = reply_to
@@ -52,6 +53,9 @@ async def send_html(
             log.warning("send to chat %s failed: %s", chat_id, error.message)
             return None
         log.warning("Telegram rejected our HTML (%s); re-sending as plain text", error.message)
+    except TelegramError as error:  # blocked, network, retries used up
+        log.warning("send to chat %s failed: %s", chat_id, error)
+        return None
     try:
         return await bot.send_message(chat_id, html_to_text(html) or "…", **kwargs)
     except TelegramError as error:

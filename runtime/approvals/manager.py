@@ -181,8 +181,8 @@ class ApprovalManager:
 
         Nobody can decide what they cannot see, so waiting out ``approval.timeout``
         (unbounded by default) would only hang the turn. Expired rather than
-        rejected: the user refused nothing; the model reads the timed-out text.
-        The reason stays on the row so the record says why.
+        rejected: the user refused nothing. The reason stays on the row, and the
+        model reads it (``texts.expiry_message``).
         """
         return await self._transition(request_id, ApprovalStatus.EXPIRED, PROMPT_NOT_SHOWN)
 

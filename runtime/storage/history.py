@@ -45,6 +45,8 @@ _ROWS = table_of(HistoryRow)
 _CALLS = table_of(ToolCallRow)
 _TURNS = table_of(Turn)
 _OPEN = (ToolCallStatus.PENDING, ToolCallStatus.RUNNING)
+FILL_ROWS = 200
+"""Rows a tail is filled with at least, even for a smaller ask: the next round asks for a context."""
 
 
 class HistoryStore:
@@ -246,7 +248,7 @@ class HistoryStore:
         """The session's newest ``limit`` non-failed rows, oldest first, each with its calls in order."""
         tail = self.tails.get(session_id)
         if tail is None or not tail.serves(limit):
-            tail = await self._read_tail(session_id, max(limit, min(self.tails.keep, 200)))
+            tail = await self._read_tail(session_id, max(limit, FILL_ROWS))
         return tail.entries[-limit:] if limit else []
 
     async def _read_tail(self, session_id: int, limit: int) -> Tail:

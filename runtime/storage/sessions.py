@@ -24,17 +24,11 @@ class SessionStore:
     async def get(self, session_id: int) -> ChatSession | None:
         return await self._db.read_sync(lambda tx: tx.get(ChatSession, session_id))
 
-    async def active_for_chat(
-        self, chat_id: int, *, user_id: int | None, language: str | None, source: str = SessionSource.TELEGRAM
-    ) -> ChatSession:
-        """The chat's active session, created on first contact; language kept fresh."""
-        session, _ = await self.find_or_open(chat_id, user_id=user_id, language=language, source=source)
-        return session
-
     async def find_or_open(
         self, chat_id: int, *, user_id: int | None, language: str | None, source: str = SessionSource.TELEGRAM
     ) -> tuple[ChatSession, bool]:
-        """:meth:`active_for_chat`, and whether the session was created just now."""
+        """The chat's active session, created on first contact (language kept fresh), and whether
+        it was created just now."""
         found = await self._db.read_sync(lambda tx: tx.exec(_active_query(source, chat_id)).first())
         if found is not None and (language is None or found.language_code == language):
             return found, False

@@ -155,7 +155,6 @@ async def test_a_shown_answer_is_marked_delivered_and_a_refused_one_is_not(tmp_p
             "sendMessage",
             status=400,
             description="Bad Request: chat not found",
-            times=2,  # the flush of the streamed text, then the final show
             when=lambda params: "Second." in str(params.get("text")),
         )
         rig.say("two")

@@ -355,7 +355,7 @@ async def test_a_stop_a_crash_left_unread_after_its_turn_was_cancelled_still_say
     after the restart the stop is settled with "⏹ Stopped.", not "Nothing to stop"."""
     db = Database(f"sqlite+aiosqlite:///{tmp_path / 'agentgram.db'}")
     await migrate(db)
-    session = await SessionStore(db).active_for_chat(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
+    session = (await SessionStore(db).find_or_open(ALLOWED_USER, user_id=ALLOWED_USER, language="en"))[0]
     stop = Envelope(
         id="tg:41",
         session_id=session.id or 0,

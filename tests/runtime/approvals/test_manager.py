@@ -38,7 +38,7 @@ class World:
 async def world(tmp_path: Path) -> AsyncIterator[World]:
     db = Database(f"sqlite+aiosqlite:///{tmp_path / 'agentgram.db'}")  # a file: readers and a writer at once
     await migrate(db)
-    session = await SessionStore(db).active_for_chat(1001, user_id=1001, language="en")
+    session = (await SessionStore(db).find_or_open(1001, user_id=1001, language="en"))[0]
     assert session.id is not None
     async with db.write() as tx:
         turn = Turn(session_id=session.id)
