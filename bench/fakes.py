@@ -16,7 +16,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
 
@@ -48,10 +48,6 @@ class TimedOpenAI(FakeOpenAI):
         self.spans: dict[Any, list[tuple[float, float]]] = defaultdict(list)
         self.started: dict[Any, asyncio.Future[float]] = {}
         self.closed_at: list[float] = []
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
 
     def on_start(self, key: Any) -> asyncio.Future[float]:
         """A future resolved when the first request keyed ``key`` has been read and validated."""
@@ -97,10 +93,6 @@ class TimedTelegram(FakeTelegram):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._watches: dict[int, list[_Watch]] = defaultdict(list)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
 
     def expect(self, chat_id: int, wanted: Callable[[str], bool]) -> asyncio.Future[float]:
         """Resolved with the time a bot message in ``chat_id`` first shows text ``wanted`` accepts."""

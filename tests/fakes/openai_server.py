@@ -23,11 +23,13 @@ import json
 import re
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from aiohttp import web
+
+from tests.fakes.loopback import LoopbackServer
 
 # --- scripted replies --------------------------------------------------------
 
@@ -234,8 +236,10 @@ def _validate_tools(tools: Any) -> None:
 # --- the server ------------------------------------------------------------------
 
 
-class FakeOpenAI:
+class FakeOpenAI(LoopbackServer):
     """An OpenAI-compatible endpoint on loopback, scripted by the test."""
+
+    runner_options: ClassVar[Mapping[str, Any]] = {"handler_cancellation": True}
 
     def __init__(self, *, models: tuple[str, ...] = ("gpt-test",), api_key: str | None = None) -> None:
         self.models = models
@@ -248,31 +252,14 @@ class FakeOpenAI:
         self._by_model: dict[str, deque[Reply]] = {}
         self._changed = asyncio.Condition()
         self._call_counter = 0
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     # lifecycle
 
-    async def start(self) -> None:
+    def application(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.port = self._runner.addresses[0][1]
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeOpenAI:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
+        return app
 
     @property
     def base_url(self) -> str:

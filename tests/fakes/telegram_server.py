@@ -30,13 +30,14 @@ import math
 import re
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from aiohttp import BodyPartReader, web
 from aiohttp.web_request import FileField
 
+from tests.fakes.loopback import LoopbackServer
 from tests.fakes.telegram_html import HTMLEntity, TelegramHTMLError, parse_html_entities
 
 __all__ = [
@@ -320,8 +321,10 @@ def _json(params: dict[str, Any], name: str, error: str) -> Any:
 # --------------------------------------------------------------------------------------------------
 # The server
 # --------------------------------------------------------------------------------------------------
-class FakeTelegram:
+class FakeTelegram(LoopbackServer):
     """Fake Bot API server; see the module docstring. All state is plain attributes for assertions."""
+
+    runner_options: ClassVar[Mapping[str, Any]] = {"shutdown_timeout": 0.5}
 
     def __init__(
         self,
@@ -372,37 +375,26 @@ class FakeTelegram:
         self._flood_hits: dict[int, deque[float]] = {}
         self._files: dict[str, _StoredFile] = {}
         self._changed_event = asyncio.Event()
-        self._runner: web.AppRunner | None = None
         self._stopping = False
         self._methods: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
             name[len("_m_") :].lower(): getattr(self, name) for name in dir(self) if name.startswith("_m_")
         }
 
     # ---------------------------------------------------------------------------- lifecycle
-    async def start(self) -> None:
+    def application(self) -> web.Application:
         app = web.Application(client_max_size=60 * 1024 * 1024)
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.root = f"http://{host}:{port}"
+        return app
+
+    async def start(self) -> None:
+        await super().start()
+        self.root = f"http://127.0.0.1:{self.port}"
 
     async def stop(self) -> None:
-        self._stopping = True
+        self._stopping = True  # long polls in flight return at once
         self._changed()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeTelegram:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
+        await super().stop()
 
     @property
     def base_url(self) -> str:
