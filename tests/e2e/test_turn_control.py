@@ -26,7 +26,7 @@ from runtime.storage.sessions import SessionStore
 from runtime.turn.loop import TurnRunner
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, running_bot
-from tests.fakes.openai_server import Hang, Text, ToolCalls
+from tests.fakes.openai_server import Hang, Reply, Text, ToolCalls
 from tests.runtime.turn.harness import Recorder
 
 ALLOW_SHELL = {"rules": [{"tool": "execute_cmd", "action": "allow"}]}
@@ -48,6 +48,18 @@ async def wait_tool_running(rig: Rig) -> None:
         return any(isinstance(e, ToolActivity) and e.phase == ToolPhase.RUNNING for e in recorder(rig).events)
 
     await recorder(rig).wait_for(running)
+
+
+async def start_waiting_command(rig: Rig, text: str, *replies: Reply) -> None:
+    """The user says ``text``; the model runs a command that waits for the file ``go``, then ``replies``."""
+    rig.llm.script(ToolCalls([("execute_cmd", {"command": WAIT_FOR_GO})]), *replies)
+    rig.say(text)
+    await wait_tool_running(rig)
+
+
+async def pause(rig: Rig) -> None:
+    rig.say("/pause")
+    await rig.wait_text("⏸ I'll pause")
 
 
 def finished(rig: Rig) -> list[TurnFinished]:
@@ -128,9 +140,7 @@ async def test_message_sent_while_a_tool_runs_is_read_after_its_result_in_the_sa
     tmp_path: Path,
 ) -> None:
     async with running_bot(tmp_path, approval=ALLOW_SHELL) as rig:
-        rig.llm.script(ToolCalls([("execute_cmd", {"command": WAIT_FOR_GO})]), Text("Both done."))
-        rig.say("run the thing")
-        await wait_tool_running(rig)
+        await start_waiting_command(rig, "run the thing", Text("Both done."))
 
         rig.say("ALSO check /var/log")
         noted = await rig.wait_text("Noted — I'll read this at my next step")
@@ -159,9 +169,7 @@ async def test_several_messages_while_busy_are_kept_apart_but_read_as_one_user_t
     tmp_path: Path,
 ) -> None:
     async with running_bot(tmp_path, approval=ALLOW_SHELL) as rig:
-        rig.llm.script(ToolCalls([("execute_cmd", {"command": WAIT_FOR_GO})]), Text("ok"))
-        rig.say("start")
-        await wait_tool_running(rig)
+        await start_waiting_command(rig, "start", Text("ok"))
         rig.say("one")
         rig.say("two")
         await rig.tg.wait_for(lambda: count_texts(rig, "Noted") == 2)
@@ -303,9 +311,7 @@ async def test_a_stop_mail_that_lands_before_the_cancel_ends_the_turn_at_its_nex
     """The stop mail is stored before the turn is cancelled: a round boundary in between
     must neither inject the queued message nor carry on."""
     async with running_bot(tmp_path, approval=ALLOW_SHELL) as rig:
-        rig.llm.script(ToolCalls([("execute_cmd", {"command": WAIT_FOR_GO})]))
-        rig.say("start")
-        await wait_tool_running(rig)
+        await start_waiting_command(rig, "start")
         rig.say("queued")
         await rig.wait_text("Noted")
         session = await session_of(rig)
@@ -442,12 +448,9 @@ async def test_new_while_idle_does_not_say_nothing_to_stop(tmp_path: Path) -> No
 
 async def test_pause_lets_the_tool_finish_then_resume_continues_the_same_turn(tmp_path: Path) -> None:
     async with running_bot(tmp_path, approval=ALLOW_SHELL) as rig:
-        rig.llm.script(ToolCalls([("execute_cmd", {"command": WAIT_FOR_GO})]), Text("Finished after resume."))
-        rig.say("long job")
-        await wait_tool_running(rig)
+        await start_waiting_command(rig, "long job", Text("Finished after resume."))
 
-        rig.say("/pause")
-        await rig.wait_text("⏸ I'll pause")
+        await pause(rig)
         (rig.workdir / "go").touch()
         await rig.wait_turns()
         assert [f.outcome for f in finished(rig)] == [OutcomeKind.PAUSED]
@@ -472,11 +475,8 @@ async def test_pause_lets_the_tool_finish_then_resume_continues_the_same_turn(tm
 
 async def test_resume_before_the_pause_took_effect_cancels_it(tmp_path: Path) -> None:
     async with running_bot(tmp_path, approval=ALLOW_SHELL) as rig:
-        rig.llm.script(ToolCalls([("execute_cmd", {"command": WAIT_FOR_GO})]), Text("Never paused."))
-        rig.say("long job")
-        await wait_tool_running(rig)
-        rig.say("/pause")
-        await rig.wait_text("⏸ I'll pause")
+        await start_waiting_command(rig, "long job", Text("Never paused."))
+        await pause(rig)
         rig.say("/resume")
         await rig.wait_text("Resuming")
         (rig.workdir / "go").touch()
@@ -487,11 +487,8 @@ async def test_resume_before_the_pause_took_effect_cancels_it(tmp_path: Path) ->
 
 async def test_a_message_while_paused_waits_for_resume_and_joins_the_same_turn(tmp_path: Path) -> None:
     async with running_bot(tmp_path, approval=ALLOW_SHELL) as rig:
-        rig.llm.script(ToolCalls([("execute_cmd", {"command": WAIT_FOR_GO})]), Text("Done, with the note."))
-        rig.say("long job")
-        await wait_tool_running(rig)
-        rig.say("/pause")
-        await rig.wait_text("⏸ I'll pause")
+        await start_waiting_command(rig, "long job", Text("Done, with the note."))
+        await pause(rig)
         (rig.workdir / "go").touch()
         await rig.wait_turns()
 
@@ -510,11 +507,8 @@ async def test_a_message_while_paused_waits_for_resume_and_joins_the_same_turn(t
 
 async def test_resume_on_message_continues_the_paused_turn(tmp_path: Path) -> None:
     async with running_bot(tmp_path, approval=ALLOW_SHELL, mailbox={"resume_on_message": True}) as rig:
-        rig.llm.script(ToolCalls([("execute_cmd", {"command": WAIT_FOR_GO})]), Text("Resumed by a message."))
-        rig.say("long job")
-        await wait_tool_running(rig)
-        rig.say("/pause")
-        await rig.wait_text("⏸ I'll pause")
+        await start_waiting_command(rig, "long job", Text("Resumed by a message."))
+        await pause(rig)
         (rig.workdir / "go").touch()
         await rig.wait_turns()
 
@@ -527,11 +521,8 @@ async def test_resume_on_message_continues_the_paused_turn(tmp_path: Path) -> No
 
 async def test_stop_while_paused_ends_the_turn_cancelled(tmp_path: Path) -> None:
     async with running_bot(tmp_path, approval=ALLOW_SHELL) as rig:
-        rig.llm.script(ToolCalls([("execute_cmd", {"command": WAIT_FOR_GO})]))
-        rig.say("long job")
-        await wait_tool_running(rig)
-        rig.say("/pause")
-        await rig.wait_text("⏸ I'll pause")
+        await start_waiting_command(rig, "long job")
+        await pause(rig)
         (rig.workdir / "go").touch()
         await rig.wait_turns()
 
