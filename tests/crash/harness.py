@@ -29,9 +29,10 @@ from typing import Any
 import yaml
 
 from runtime.storage.models import ToolCallStatus, TurnStatus
-from tests.conftest import ALLOWED_USER, config_mapping
+from tests.conftest import config_mapping
 from tests.fakes.openai_server import FakeOpenAI, validate_chat_request
 from tests.fakes.telegram_server import FakeTelegram, SentMessage
+from tests.fakes.user_chat import UserChat
 
 TIMEOUT = 15.0
 START_TIMEOUT = 30.0  # a cold interpreter start on a busy machine
@@ -99,7 +100,7 @@ def cmdline(pid: int) -> str:
 
 
 @dataclass
-class CrashRig:
+class CrashRig(UserChat):
     tmp_path: Path
     tg: HookedTelegram
     llm: FakeOpenAI
@@ -194,15 +195,6 @@ class CrashRig:
             raise AssertionError(f"the bot exited ({self.proc and self.proc.returncode}) waiting for {what}")
 
     # --- the chat ----------------------------------------------------------------
-
-    def say(self, text: str, **kwargs: Any) -> int:
-        return self.tg.send_text(ALLOWED_USER, text, **kwargs)
-
-    def chat(self) -> list[SentMessage]:
-        return [m for m in self.tg.messages(ALLOWED_USER) if not m.deleted]
-
-    def texts(self) -> list[str]:
-        return [m.visible_text for m in self.chat()]
 
     def count(self, text: str) -> int:
         """Bot messages whose visible text is exactly ``text``."""

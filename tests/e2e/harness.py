@@ -9,26 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from bot.telegram.app import TelegramBot
-from tests.conftest import ALLOWED_USER, make_settings
+from tests.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram, SentMessage
+from tests.fakes.user_chat import UserChat
 
 
 @dataclass
-class Rig:
+class Rig(UserChat):
     tg: FakeTelegram
     llm: FakeOpenAI
     bot: TelegramBot
     workdir: Path
-
-    def say(self, text: str, **kwargs: Any) -> int:
-        return self.tg.send_text(ALLOWED_USER, text, **kwargs)
-
-    def chat(self) -> list[SentMessage]:
-        return [m for m in self.tg.messages(ALLOWED_USER) if not m.deleted]
-
-    def texts(self) -> list[str]:
-        return [m.visible_text for m in self.chat()]
 
     async def wait_text(self, needle: str, timeout: float = 5.0) -> SentMessage:
         await self.tg.wait_for(lambda: any(needle in m.visible_text for m in self.chat()), timeout)
