@@ -13,18 +13,33 @@ consumed in order; :meth:`FakeOpenAI.on_model` queues replies for one model
 only (fallback tests); :attr:`FakeOpenAI.handler` computes a reply from the
 request body. With nothing queued the fake answers 500 "FakeOpenAI: no
 scripted reply" so the test fails loudly.
+
+Faults as real providers and the proxies in front of them produce them:
+:class:`Error` (JSON, or with ``html=True`` nginx's page), :class:`GatewayTimeout`
+(a hang, then 504), :class:`Cut` (a stream that stops after a few chunks, with
+no finish chunk and no ``[DONE]``), :class:`BadChunk` (an SSE event that is not
+JSON) and :class:`StreamError` (an ``{"error": ...}`` event mid-stream). Script
+them like any reply, force them with :meth:`FakeOpenAI.fail_next` (taken before
+the script, which they leave alone), or draw them at random with
+:meth:`FakeOpenAI.chaos`; every forced or random fault lands in
+:attr:`FakeOpenAI.injected`. What the ``openai`` SDK raises for each is in the
+docstrings of the fault classes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
+import random
 import re
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
+from http import HTTPStatus
 from typing import Any, ClassVar
 
 from aiohttp import web
@@ -66,11 +81,67 @@ class ToolCalls:
 
 @dataclass(slots=True, frozen=True)
 class Error:
-    """An HTTP error with an OpenAI-shaped body (429, 500, 400, 401, ...)."""
+    """An HTTP error with an OpenAI-shaped body (429, 500, 400, 401, ...).
+
+    With ``html`` the body is the HTML page nginx or a CDN sends instead (a 502 or 503 in front
+    of the provider); the SDK still raises by status (``InternalServerError`` for 5xx), its
+    ``body`` then being the page's text.
+    """
 
     status: int
     message: str = "FakeOpenAI scripted error"
     retry_after: float | None = None
+    html: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class GatewayTimeout:
+    """Wait ``seconds`` with nothing sent, then answer ``status`` (504): a gateway giving up.
+
+    The SDK raises ``InternalServerError`` (status 504), or ``APITimeoutError`` when its own
+    timeout is shorter than ``seconds``.
+    """
+
+    seconds: float = 2.0
+    status: int = 504
+    html: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class Cut:
+    """Stream ``text`` in ``chunk_size`` pieces but stop after ``after_chunks`` of them: no finish
+    chunk, no usage, no ``[DONE]``.
+
+    By default the connection is closed mid-body (the SDK's stream raises
+    ``APIConnectionError``); with ``clean`` the HTTP response ends properly, so the SDK's stream
+    just ends with no ``finish_reason`` ever seen: the client must notice. Non-streamed, the
+    JSON body is cut off and the connection closed (``APIConnectionError``).
+    """
+
+    text: str = "a partial answer that never ends"
+    after_chunks: int = 2
+    chunk_size: int = 8
+    clean: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class BadChunk:
+    """Stream ``first_text``, then an SSE event whose data is ``raw`` (not JSON), then finish
+    normally. The SDK's stream raises ``json.JSONDecodeError`` (not an ``openai`` error!).
+    Non-streamed, the body is ``raw`` served as ``application/json``: the same error."""
+
+    first_text: str = ""
+    raw: str = '{"id": "chatcmpl-broken", "choices": [{"delta": {"content": "oo'
+
+
+@dataclass(slots=True, frozen=True)
+class StreamError:
+    """Stream ``first_text``, then ``data: {"error": {...}}`` as OpenAI sends on a failure
+    mid-stream, then close. The SDK's stream raises ``openai.APIError`` with ``message``.
+    Non-streamed it is a JSON 500."""
+
+    first_text: str = ""
+    message: str = "The server had an error while processing your request. Sorry about that!"
 
 
 @dataclass(slots=True, frozen=True)
@@ -88,8 +159,43 @@ class Drop:
     first_text: str = ""
 
 
-Reply = Text | ToolCalls | Error | Hang | Drop
+Reply = Text | ToolCalls | Error | Hang | Drop | GatewayTimeout | Cut | BadChunk | StreamError
+FaultReply = Error | Hang | Drop | GatewayTimeout | Cut | BadChunk | StreamError
 Handler = Callable[[dict[str, Any]], Reply | Awaitable[Reply]]
+
+
+class FaultKind(StrEnum):
+    """What :meth:`FakeOpenAI.chaos` draws from (``kinds=("500", "cut")`` works too)."""
+
+    SERVER_ERROR = "500"
+    BAD_GATEWAY = "502"  # nginx's HTML page
+    UNAVAILABLE = "503"
+    HANG_504 = "hang504"
+    CUT = "cut"  # connection closed mid-stream
+    BAD_CHUNK = "bad_chunk"
+    STREAM_ERROR = "stream_error"
+
+
+@dataclass(slots=True)
+class InjectedFault:
+    """One fault forced by ``fail_next`` or drawn by ``chaos``, as answered."""
+
+    source: str  # "fail_next" | "chaos"
+    fault: FaultReply
+    kind: FaultKind | None  # the chaos kind; None for fail_next
+    model: str
+    stream: bool
+    time: float
+
+
+@dataclass(slots=True)
+class _Chaos:
+    rate: float
+    kinds: tuple[FaultKind, ...]
+    rng: random.Random
+    hang: float
+    left: int
+
 
 _STATUS_TYPES = {
     400: ("invalid_request_error", None),
@@ -252,6 +358,10 @@ class FakeOpenAI(LoopbackServer):
         self._by_model: dict[str, deque[Reply]] = {}
         self._changed = asyncio.Condition()
         self._call_counter = 0
+        self.injected: list[InjectedFault] = []
+        self._forced: deque[_Forced] = deque()
+        self._chaos: _Chaos | None = None
+        self._stopping = asyncio.Event()  # cuts a GatewayTimeout's wait short on stop
 
     # lifecycle
 
@@ -260,6 +370,14 @@ class FakeOpenAI(LoopbackServer):
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
         return app
+
+    async def start(self) -> None:
+        self._stopping.clear()
+        await super().start()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        await super().stop()
 
     @property
     def base_url(self) -> str:
@@ -278,6 +396,34 @@ class FakeOpenAI(LoopbackServer):
     def on_model(self, model: str, *replies: Reply) -> None:
         """Queue replies only for requests naming ``model`` (tried before :meth:`script`'s)."""
         self._by_model.setdefault(model, deque()).extend(replies)
+
+    def fail_next(self, fault: FaultReply, *, times: int = 1, model: str | None = None) -> None:
+        """The next ``times`` chat requests (naming ``model``, or any) get ``fault``, before and
+        without consuming the script or asking :attr:`handler`: the provider failed, the reply
+        the test scripted is still what the retry gets."""
+        self._forced.append(_Forced(fault, times, model))
+
+    def chaos(
+        self,
+        rate: float = 0.3,
+        *,
+        kinds: Sequence[str] = tuple(FaultKind),
+        seed: int = 0,
+        hang: float = 2.0,
+        max_faults: int = 10,
+    ) -> None:
+        """Random faults: each chat request fails with probability ``rate``, the fault drawn from
+        ``kinds`` (``hang`` is the wait of ``hang504``), like :meth:`fail_next` (before and
+        without consuming the script). ``random.Random(seed)`` draws: the same requests in the
+        same order get the same faults. After ``max_faults`` faults chaos stops, so a retrying
+        client gets through. ``fail_next`` faults come first; calling again replaces it."""
+        chosen = tuple(FaultKind(kind) for kind in kinds)
+        if not 0.0 <= rate <= 1.0 or not chosen or max_faults < 0:
+            raise ValueError("chaos needs 0 <= rate <= 1, at least one kind and max_faults >= 0")
+        self._chaos = _Chaos(rate, chosen, random.Random(seed), hang, max_faults)
+
+    def chaos_off(self) -> None:
+        self._chaos = None
 
     def assert_complete(self) -> None:
         left = list(self._queue) + [r for q in self._by_model.values() for r in q]
@@ -332,16 +478,59 @@ class FakeOpenAI(LoopbackServer):
             validate_chat_request(body)
         except BadRequest as exc:
             return web.json_response(error_body(400, exc.message, exc.param), status=400)
-        reply = await self._next_reply(body)
+        reply = self._take_fault(body) or await self._next_reply(body)
         if reply is None:
             return web.json_response(error_body(500, "FakeOpenAI: no scripted reply"), status=500)
         if isinstance(reply, Error):
             return _error_response(reply)
+        if isinstance(reply, GatewayTimeout):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), reply.seconds)
+            return _error_response(Error(reply.status, HTTPStatus(reply.status).phrase, html=reply.html))
         if body.get("stream"):
             return await self._stream(request, body, reply)
         if isinstance(reply, Hang | Drop):
             return web.json_response(error_body(500, "FakeOpenAI: Hang/Drop need stream=true"), status=500)
+        if isinstance(reply, Cut):
+            return await self._cut_body(request, body, reply)
+        if isinstance(reply, BadChunk):
+            return web.Response(text=reply.raw, content_type="application/json")
+        if isinstance(reply, StreamError):
+            return web.json_response(error_body(500, reply.message), status=500)
         return web.json_response(self._completion(body, reply))
+
+    def _take_fault(self, body: dict[str, Any]) -> FaultReply | None:
+        """A forced fault for this request, else chaos's draw; recorded in :attr:`injected`."""
+        kind: FaultKind | None = None
+        fault: FaultReply | None = None
+        for forced in self._forced:
+            if forced.model is None or forced.model == body["model"]:
+                fault = forced.fault
+                forced.times -= 1
+                if forced.times <= 0:
+                    self._forced.remove(forced)
+                break
+        chaos = self._chaos
+        if fault is None and chaos is not None and chaos.left > 0 and chaos.rng.random() < chaos.rate:
+            kind = chaos.rng.choice(chaos.kinds)
+            fault = _chaos_fault(kind, chaos.hang)
+            chaos.left -= 1
+        if fault is not None:
+            source = "fail_next" if kind is None else "chaos"
+            stream = bool(body.get("stream"))
+            self.injected.append(InjectedFault(source, fault, kind, body["model"], stream, time.time()))
+        return fault
+
+    async def _cut_body(self, request: web.Request, body: dict[str, Any], reply: Cut) -> web.StreamResponse:
+        """Half of a completion's JSON, announced in full, then the connection closed."""
+        full = json.dumps(self._completion(body, Text(reply.text))).encode()
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.content_length = len(full)
+        await response.prepare(request)
+        await response.write(full[: len(full) // 2])
+        if request.transport is not None:
+            request.transport.close()
+        return response
 
     async def _next_reply(self, body: dict[str, Any]) -> Reply | None:
         queue = self._by_model.get(body["model"])
@@ -444,6 +633,20 @@ class FakeOpenAI(LoopbackServer):
             if reply.first_text:
                 await out.delta({"content": reply.first_text})
             out.drop()
+        elif isinstance(reply, Cut):
+            for piece in _pieces(reply.text, reply.chunk_size)[: reply.after_chunks]:
+                await out.delta({"content": piece})
+            if not reply.clean:
+                out.drop()
+        elif isinstance(reply, BadChunk):
+            if reply.first_text:
+                await out.delta({"content": reply.first_text})
+            await out.raw(reply.raw)
+            await out.finish("stop", (10, 5))
+        elif isinstance(reply, StreamError):
+            if reply.first_text:
+                await out.delta({"content": reply.first_text})
+            await out.raw(json.dumps(error_body(500, reply.message)))
 
 
 class _ChunkWriter:
@@ -478,6 +681,10 @@ class _ChunkWriter:
     def _gone(self) -> bool:
         transport = self.request.transport
         return transport is None or transport.is_closing()
+
+    async def raw(self, data: str) -> None:
+        """One SSE event carrying ``data`` as it is."""
+        await self._send(data)
 
     async def delta(self, delta: dict[str, Any], delay: float = 0.0) -> None:
         if delay:
@@ -522,4 +729,30 @@ def _error_response(reply: Error) -> web.Response:
     if reply.retry_after is not None:
         headers["retry-after-ms"] = str(int(reply.retry_after * 1000))
         headers["retry-after"] = str(max(0, round(reply.retry_after)))
+    if reply.html:
+        title = f"{reply.status} {HTTPStatus(reply.status).phrase}"
+        page = f"<html>\r\n<head><title>{title}</title></head>\r\n<body>\r\n<center><h1>{title}</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+        return web.Response(status=reply.status, text=page, content_type="text/html", headers=headers)
     return web.json_response(error_body(reply.status, reply.message), status=reply.status, headers=headers)
+
+
+@dataclass(slots=True)
+class _Forced:
+    fault: FaultReply
+    times: int
+    model: str | None
+
+
+def _chaos_fault(kind: FaultKind, hang: float) -> FaultReply:
+    faults: dict[FaultKind, FaultReply] = {
+        FaultKind.SERVER_ERROR: Error(
+            500, "The server had an error while processing your request. Sorry about that!"
+        ),
+        FaultKind.BAD_GATEWAY: Error(502, "Bad Gateway", html=True),
+        FaultKind.UNAVAILABLE: Error(503, "The engine is currently overloaded, please try again later."),
+        FaultKind.HANG_504: GatewayTimeout(hang),
+        FaultKind.CUT: Cut(),
+        FaultKind.BAD_CHUNK: BadChunk(),
+        FaultKind.STREAM_ERROR: StreamError(),
+    }
+    return faults[kind]

@@ -12,6 +12,12 @@ that would break in production breaks the test first. Where the real server is l
 documentation says "must" (a bare ``&`` in HTML), we follow the documentation; see
 ``telegram_html``.
 
+It also fails the way Telegram and the gateways in front of it fail, on demand (``fail_next``:
+any error, a hang before a 504, an HTML body instead of JSON, a failure answered *after* the call
+took effect) or at random, seeded and bounded (``chaos``); every such fault is kept in
+``injected``. ``revoke_token`` makes every call 401. ``send_raw_update`` and the builders after it
+queue updates a client may not be able to parse (a newer API's types, broken objects).
+
 Usage::
 
     async with FakeTelegram() as tg:
@@ -27,11 +33,14 @@ import asyncio
 import contextlib
 import json
 import math
+import random
 import re
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
+from http import HTTPStatus
 from typing import Any, ClassVar
 
 from aiohttp import BodyPartReader, web
@@ -46,6 +55,8 @@ __all__ = [
     "CommandsCall",
     "DraftCall",
     "FakeTelegram",
+    "Fault",
+    "InjectedFault",
     "RecordedRequest",
     "SentMessage",
     "UploadedFile",
@@ -73,6 +84,7 @@ DEFAULT_ALLOWED_UPDATES = frozenset(
         "chat_boost", "removed_chat_boost",
     }
 )  # fmt: skip
+KNOWN_UPDATE_TYPES = DEFAULT_ALLOWED_UPDATES | {"chat_member", "message_reaction", "message_reaction_count"}
 _TOKEN_SHAPE = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
 _COMMAND_NAME = re.compile(r"^[a-z0-9_]{1,32}$")
 _BOT_COMMAND = re.compile(r"^/[A-Za-z0-9_]{1,32}(@[A-Za-z0-9_]+)?")
@@ -86,6 +98,38 @@ _FLOOD_METHODS = frozenset(
         "editmessagecaption",
     }
 )
+
+
+# --------------------------------------------------------------------------------------------------
+# Faults
+# --------------------------------------------------------------------------------------------------
+class Fault(StrEnum):
+    """Kinds of trouble :meth:`FakeTelegram.chaos` injects; the comment says what PTB 22.8 raises.
+
+    All but ``APPLIED_504`` answer before the call has any effect.
+    """
+
+    TOO_MANY_REQUESTS = "429"  # JSON 429 with parameters.retry_after -> RetryAfter
+    SERVER_ERROR = "500"  # JSON 500 "Internal Server Error" -> NetworkError
+    BAD_GATEWAY = "502"  # JSON 502 "Bad Gateway" -> NetworkError
+    BAD_GATEWAY_HTML = "502html"  # nginx's HTML 502 page -> NetworkError("Bad Gateway (502). Parsing ...")
+    HANG_504 = "hang504"  # wait ``hang`` s, then JSON 504 "Gateway Timeout" -> NetworkError (or TimedOut)
+    APPLIED_504 = "applied504"  # the call takes effect, then as HANG_504: the client cannot tell
+    INVALID_JSON = "badjson"  # HTTP 200 with an HTML page -> TelegramError("Invalid server response")
+
+
+@dataclass(slots=True)
+class InjectedFault:
+    """One injected failure as the client received it (from ``fail_next`` or ``chaos``)."""
+
+    method: str  # lower-cased
+    source: str  # "fail_next" | "chaos"
+    status: int
+    applied: bool  # the call took effect before the failure was answered
+    hang: float
+    invalid_json: bool
+    kind: Fault | None  # the chaos kind; None for fail_next
+    time: float
 
 
 # --------------------------------------------------------------------------------------------------
@@ -198,6 +242,30 @@ class _Failure:
     retry_after: int | None
     times: int
     when: Callable[[dict[str, Any]], bool] | None = None
+    hang: float = 0.0
+    applied: bool = False
+    invalid_json: bool = False
+    kind: Fault | None = None
+
+
+@dataclass(slots=True)
+class _Armed:
+    """A failure picked for one call. ``commit`` consumes it when it is answered, and says False
+    when a concurrent call used it up meanwhile (an applied failure waits for its call's effect)."""
+
+    failure: _Failure
+    source: str
+    commit: Callable[[], bool]
+
+
+@dataclass(slots=True)
+class _Chaos:
+    rates: dict[str, float]  # lower-cased method -> probability per call
+    kinds: tuple[Fault, ...]
+    rng: random.Random
+    hang: float
+    retry_after: int
+    left: int  # faults still allowed
 
 
 @dataclass(slots=True)
@@ -356,10 +424,13 @@ class FakeTelegram(LoopbackServer):
         self.closed = False
         self.logged_out = False
         self.callback_query_ttl: float | None = None  # seconds; None = queries never expire
+        self.injected: list[InjectedFault] = []  # every failure fail_next or chaos answered, in order
         # internal state
         self._next_update_id = first_update_id
         self._updates: list[dict[str, Any]] = []
         self._allowed_updates: frozenset[str] = DEFAULT_ALLOWED_UPDATES
+        self._allowed_explicit = False  # the client named its allowed_updates (not [] or never)
+        self._forced: set[int] = set()  # update_ids delivered whatever allowed_updates says
         self._poll_generation = 0
         self._chats: dict[int, dict[str, Any]] = {}
         self._users: dict[int, dict[str, Any]] = {}
@@ -371,6 +442,8 @@ class FakeTelegram(LoopbackServer):
         self._callbacks: dict[str, _PendingCallback] = {}
         self._next_callback = 1
         self._failures: dict[str, deque[_Failure]] = {}
+        self._chaos: _Chaos | None = None
+        self._revoked = False
         self._flood_per_chat: float | None = None
         self._flood_hits: dict[int, deque[float]] = {}
         self._files: dict[str, _StoredFile] = {}
@@ -443,29 +516,80 @@ class FakeTelegram(LoopbackServer):
         self,
         method: str,
         *,
-        status: int = 429,
+        status: int | None = None,
         retry_after: int | None = 1,
         description: str | None = None,
         times: int = 1,
         when: Callable[[dict[str, Any]], bool] | None = None,
+        hang: float = 0.0,
+        applied: bool = False,
+        invalid_json: bool = False,
     ) -> None:
         """The next ``times`` calls of ``method`` fail (before any effect) with this error.
 
         With ``when``, only calls whose parameters it accepts fail (and count);
         others pass, so one particular message can be refused whatever came first.
+
+        ``status`` defaults to 429 (200 with ``invalid_json``). ``hang`` waits that many seconds
+        before answering (a gateway timing out: ``status=504, hang=3.0``; a client whose read
+        timeout is shorter sees ``telegram.error.TimedOut`` instead). With ``applied`` the call is
+        carried out first (a sendMessage is recorded, an edit is made, getUpdates confirms and
+        collects as usual) and only then answered with the failure, as when Telegram delivered a
+        message but its gateway timed out; should the call itself fail (400, flood 429), that real
+        error is answered and the failure stays armed for the next matching call. With
+        ``invalid_json`` the body is an HTML page instead of Telegram's JSON: with status 200 (a
+        proxy's error page) PTB 22.8 raises ``TelegramError("Invalid server response")``, which is
+        *not* a ``NetworkError``; with 502 (nginx in front of Telegram) it raises
+        ``NetworkError("Bad Gateway (502). Parsing the server response ... failed")``. JSON error
+        answers map as PTB's ``_baserequest`` does: 429 -> ``RetryAfter``, 401/404 ->
+        ``InvalidToken``, 400 -> ``BadRequest``, 403 -> ``Forbidden``, 409 -> ``Conflict``, any other
+        (500, 502, 504) -> ``NetworkError(description)``.
         """
-        if description is None:
-            description = {
-                429: f"Too Many Requests: retry after {retry_after}",
-                400: "Bad Request: injected failure",
-                403: "Forbidden: bot was blocked by the user",
-                409: "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
-                500: "Internal Server Error",
-                502: "Bad Gateway",
-            }.get(status, "Injected failure")
-        ra = retry_after if status == 429 else None
-        failure = _Failure(status, description, ra, times, when)
+        if status is None:
+            status = 200 if invalid_json else 429
+        if status == 200 and not invalid_json:
+            raise ValueError("a 200 failure needs invalid_json=True")
+        failure = _Failure(
+            status, _default_description(status, retry_after) if description is None else description,
+            retry_after if status == 429 else None, times, when, hang, applied, invalid_json,
+        )  # fmt: skip
         self._failures.setdefault(method.lower(), deque()).append(failure)
+
+    def chaos(
+        self,
+        methods: Mapping[str, float],
+        *,
+        kinds: Sequence[str] = (Fault.TOO_MANY_REQUESTS, Fault.BAD_GATEWAY, Fault.HANG_504),
+        seed: int = 0,
+        hang: float = 2.0,
+        max_faults: int = 10,
+        retry_after: int = 1,
+    ) -> None:
+        """Random faults: each call of a method in ``methods`` fails with that probability.
+
+        The fault is a :class:`Fault` drawn from ``kinds`` (strings such as ``"429"`` or
+        ``"hang504"`` work); ``hang`` is the wait of the 504 kinds, ``retry_after`` the 429's.
+        After ``max_faults`` faults chaos stops on its own, so a retrying client always gets
+        through. The draws come from ``random.Random(seed)``: the same calls in the same order get
+        the same faults. ``fail_next`` failures take precedence; every fault lands in
+        :attr:`injected`. Calling ``chaos`` again replaces the previous setting.
+        """
+        rates = {name.lower(): rate for name, rate in methods.items()}
+        if not all(0.0 <= rate <= 1.0 for rate in rates.values()):
+            raise ValueError(f"probabilities must be within [0, 1]: {dict(methods)}")
+        chosen = tuple(Fault(kind) for kind in kinds)
+        if not chosen or max_faults < 0:
+            raise ValueError("chaos needs at least one kind and max_faults >= 0")
+        self._chaos = _Chaos(rates, chosen, random.Random(seed), hang, retry_after, max_faults)
+
+    def chaos_off(self) -> None:
+        self._chaos = None
+
+    def revoke_token(self) -> None:
+        """The token is revoked (as by @BotFather): from now on every method answers 401
+        Unauthorized (PTB: ``InvalidToken``), long polls in flight included."""
+        self._revoked = True
+        self._changed()
 
     def flood_limit(self, per_chat_per_second: float | None) -> None:
         """Answer 429 when one chat gets more than N sends/edits within one second (None = off)."""
@@ -480,6 +604,82 @@ class FakeTelegram(LoopbackServer):
         self._updates.append({"update_id": update_id, **update})
         self._changed()
         return update_id
+
+    def send_raw_update(self, payload: Mapping[str, Any], *, force: bool = False) -> int:
+        """Queue ``payload`` as it is, whatever its shape (a newer Bot API's, or a broken one);
+        returns the update_id it gets (an ``update_id`` in ``payload`` is replaced).
+
+        getUpdates delivers it by Telegram's rule for its type (its first key): a type listed in
+        the client's ``allowed_updates``, or with the default (none given, or ``[]``) any default
+        type and any type this fake does not know, as a newer API would. ``force`` delivers it
+        whatever ``allowed_updates`` says, so a client that asks only for messages can still be
+        shown an update it cannot parse.
+        """
+        update_id = self.send_update({k: v for k, v in payload.items() if k != "update_id"})
+        if force:
+            self._forced.add(update_id)
+        return update_id
+
+    def send_poll(
+        self,
+        user_id: int,
+        *,
+        question: str = "Lunch?",
+        options: Sequence[str] = ("Yes", "No"),
+        chat_id: int | None = None,
+        chat_type: str = "private",
+        omit: Sequence[str] = (),
+        force: bool = False,
+    ) -> int:
+        """The user sends a poll (a message with ``poll``); ``omit`` drops fields of the poll."""
+        message = self._user_message(user_id, chat_id, chat_type, "Ann", "en", None)
+        poll: dict[str, Any] = {
+            "id": f"poll{message['message_id']}", "question": question,
+            "options": [{"text": o, "voter_count": 0, "persistent_id": str(i)} for i, o in enumerate(options)],
+            "total_voter_count": 0, "is_closed": False, "is_anonymous": False, "type": "regular",
+            "allows_multiple_answers": False, "allows_revoting": True, "members_only": False,
+        }  # fmt: skip
+        message["poll"] = {k: v for k, v in poll.items() if k not in omit}
+        return self.send_raw_update({"message": message}, force=force)
+
+    def send_poll_missing_allows_revoting(self, user_id: int, **kwargs: Any) -> int:
+        """A poll message as an older server sends it: no ``allows_revoting``, which PTB 22.8
+        requires since Bot API 9.6 (``Update.de_json`` raises ``TypeError``, and
+        ``Bot.get_updates`` fails for the whole batch)."""
+        return self.send_poll(user_id, omit=("allows_revoting",), **kwargs)
+
+    def send_message_with_bad_chat(
+        self, user_id: int, chat: Any = "not-a-chat", *, force: bool = False
+    ) -> int:
+        """A text message whose ``chat`` is not an object (PTB: ``TypeError``)."""
+        stored = self._user_message(user_id, None, "private", "Ann", "en", None)
+        stored["text"] = "hello"
+        return self.send_raw_update({"message": {**stored, "chat": chat}}, force=force)
+
+    def send_unknown_update(
+        self, kind: str = "future_update", body: Any = None, *, force: bool = False
+    ) -> int:
+        """An update of a type no current client knows (PTB parses it into an ``Update`` whose
+        known fields are all None, the payload kept in ``api_kwargs``). With an explicit
+        ``allowed_updates`` it is delivered only with ``force``; see :meth:`send_raw_update`."""
+        return self.send_raw_update(
+            {kind: {"id": 1, "note": "from the future"} if body is None else body}, force=force
+        )
+
+    def press_button_with_broken_message(
+        self, user_id: int, data: str = "x", *, message: Any = 12345, force: bool = False
+    ) -> int:
+        """A callback query whose ``message`` is not a message (PTB: ``AttributeError``). The
+        query itself is real: answering its id works once, like any other."""
+        query_id = f"{self.bot_id}{self._next_callback:08d}"
+        self._next_callback += 1
+        self._callbacks[query_id] = _PendingCallback(user_id, user_id, 0, data, time.monotonic())
+        user = self._users.get(user_id) or {"id": user_id, "is_bot": False, "first_name": "Ann"}
+        query = {
+            "id": query_id, "from": user, "message": message,
+            "chat_instance": str(abs(user_id) * 7 + 1), "data": data,
+        }  # fmt: skip
+        return self.send_raw_update({"callback_query": query}, force=force)
 
     def send_text(
         self,
@@ -656,6 +856,13 @@ class FakeTelegram(LoopbackServer):
     def unconfirmed(self) -> list[int]:
         return [u["update_id"] for u in self._updates]
 
+    def pending_update(self, update_id: int) -> dict[str, Any]:
+        """The raw payload of an unconfirmed update, as getUpdates would deliver it."""
+        for update in self._updates:
+            if update["update_id"] == update_id:
+                return dict(update)
+        raise AssertionError(f"update {update_id} is not pending: {self.unconfirmed()}")
+
     def unanswered_callbacks(self) -> list[str]:
         return list(self._callbacks)
 
@@ -713,9 +920,13 @@ class FakeTelegram(LoopbackServer):
             handler = self._methods.get(method.lower())
             if handler is None:
                 raise ApiError(404, "Not Found")
-            self._injected_failure(method.lower(), record.params)
+            armed = self._armed_fault(method.lower(), record.params)
+            if armed is not None and not armed.failure.applied and armed.commit():
+                return await self._answer_fault(record, armed, applied=False)
             self._flood_control(method.lower(), record.params)
             result = await handler(record.params)
+            if armed is not None and armed.failure.applied and armed.commit():
+                return await self._answer_fault(record, armed, applied=True)
             record.status = 200
             body: dict[str, Any] = {"ok": True, "result": result}
         except ApiError as err:
@@ -728,7 +939,7 @@ class FakeTelegram(LoopbackServer):
         return web.json_response(body, status=record.status)
 
     async def _download(self, request: web.Request) -> web.Response:
-        if request.match_info["token"] != self.token:
+        if request.match_info["token"] != self.token or self._revoked:
             return web.json_response(ApiError(401, "Unauthorized").payload(), status=401)
         for stored in self._files.values():
             if stored.path == request.match_info["path"]:
@@ -738,23 +949,70 @@ class FakeTelegram(LoopbackServer):
         return web.json_response(ApiError(404, "Not Found").payload(), status=404)
 
     def _check_token(self, token: str) -> None:
-        if token == self.token:
+        if token == self.token and not self._revoked:
             return
         if not _TOKEN_SHAPE.match(token):
             raise ApiError(404, "Not Found")  # Telegram answers malformed tokens like unknown paths
         raise ApiError(401, "Unauthorized")
 
-    def _injected_failure(self, method: str, params: dict[str, Any]) -> None:
+    def _armed_fault(self, method: str, params: dict[str, Any]) -> _Armed | None:
+        """The failure this call gets, if any: the head of ``fail_next``'s queue, else chaos's draw."""
         queue = self._failures.get(method)
-        if not queue:
-            return
-        failure = queue[0]
-        if failure.when is not None and not failure.when(params):
-            return
-        failure.times -= 1
-        if failure.times <= 0:
-            queue.popleft()
-        raise ApiError(failure.status, failure.description, failure.retry_after)
+        if queue:
+            failure = queue[0]
+            if failure.when is None or failure.when(params):
+
+                def consume() -> bool:
+                    if failure.times <= 0:
+                        return False
+                    failure.times -= 1
+                    if failure.times <= 0 and queue and queue[0] is failure:
+                        queue.popleft()
+                    return True
+
+                return _Armed(failure, "fail_next", consume)
+        chaos = self._chaos
+        rate = None if chaos is None else chaos.rates.get(method)
+        # only the methods chaos covers draw, so other traffic does not shift the sequence
+        if chaos is None or rate is None or chaos.left <= 0 or chaos.rng.random() >= rate:
+            return None
+        kind = chaos.rng.choice(chaos.kinds)
+
+        def count() -> bool:
+            if chaos.left <= 0 or self._chaos is not chaos:
+                return False
+            chaos.left -= 1
+            return True
+
+        return _Armed(_chaos_failure(kind, chaos), "chaos", count)
+
+    async def _answer_fault(self, record: RecordedRequest, armed: _Armed, *, applied: bool) -> web.Response:
+        failure = armed.failure
+        self._changed()  # an applied call's effect is visible while the answer hangs
+        await self._pause(failure.hang)
+        record.status, record.description = failure.status, failure.description
+        self.injected.append(
+            InjectedFault(
+                record.method.lower(), armed.source, failure.status, applied, failure.hang,
+                failure.invalid_json, failure.kind, time.time(),
+            )
+        )  # fmt: skip
+        self._changed()
+        if failure.invalid_json:
+            return web.Response(
+                status=failure.status, text=_html_page(failure.status), content_type="text/html"
+            )
+        error = ApiError(failure.status, failure.description, failure.retry_after)
+        return web.json_response(error.payload(), status=failure.status)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, cut short when the server stops."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while not self._stopping and (remaining := deadline - loop.time()) > 0:
+            event = self._changed_event
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), remaining)
 
     def _flood_control(self, method: str, params: dict[str, Any]) -> None:
         if self._flood_per_chat is None or method not in _FLOOD_METHODS:
@@ -956,9 +1214,12 @@ class FakeTelegram(LoopbackServer):
         allowed = _json(params, "allowed_updates", "can't parse allowed updates JSON object")
         if allowed is not None:
             self._allowed_updates = frozenset(allowed) if allowed else DEFAULT_ALLOWED_UPDATES
+            self._allowed_explicit = bool(allowed)
         self._confirm(offset)
         deadline = time.monotonic() + timeout
         while True:
+            if self._revoked:
+                raise ApiError(401, "Unauthorized")
             if generation != self._poll_generation:
                 raise ApiError(
                     409,
@@ -982,12 +1243,23 @@ class FakeTelegram(LoopbackServer):
         elif offset > 0:
             self._updates = [u for u in self._updates if u["update_id"] >= offset]
             self.confirmed_offset = max(self.confirmed_offset, offset)
+        self._forget_forced()
 
     def _drop_disallowed(self) -> None:
-        def kind(update: dict[str, Any]) -> str:
-            return next(k for k in update if k != "update_id")
+        self._updates = [u for u in self._updates if self._deliverable(u)]
+        self._forget_forced()
 
-        self._updates = [u for u in self._updates if kind(u) in self._allowed_updates]
+    def _deliverable(self, update: dict[str, Any]) -> bool:
+        if update["update_id"] in self._forced:
+            return True
+        kind = next((k for k in update if k != "update_id"), None)
+        if kind in self._allowed_updates:
+            return True
+        return not self._allowed_explicit and kind not in KNOWN_UPDATE_TYPES
+
+    def _forget_forced(self) -> None:
+        if self._forced:
+            self._forced &= {u["update_id"] for u in self._updates}
 
     async def _m_setWebhook(self, params: dict[str, Any]) -> bool:
         self.webhook_url = _str(params, "url") or ""
@@ -1229,6 +1501,44 @@ class FakeTelegram(LoopbackServer):
             "file_id": stored.file_id, "file_unique_id": stored.file_unique_id,
             "file_size": len(stored.content), "file_path": stored.path,
         }  # fmt: skip
+
+
+def _default_description(status: int, retry_after: int | None) -> str:
+    return {
+        429: f"Too Many Requests: retry after {retry_after}",
+        400: "Bad Request: injected failure",
+        401: "Unauthorized",
+        403: "Forbidden: bot was blocked by the user",
+        409: "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+        500: "Internal Server Error",
+        502: "Bad Gateway",
+        503: "Service Unavailable",
+        504: "Gateway Timeout",
+    }.get(status, "Injected failure")
+
+
+def _chaos_failure(kind: Fault, chaos: _Chaos) -> _Failure:
+    status = {Fault.TOO_MANY_REQUESTS: 429, Fault.SERVER_ERROR: 500, Fault.INVALID_JSON: 200}.get(kind, 502)
+    if kind in (Fault.HANG_504, Fault.APPLIED_504):
+        status = 504
+    retry_after = chaos.retry_after if status == 429 else None
+    return _Failure(
+        status, _default_description(status, retry_after), retry_after, 1,
+        hang=chaos.hang if status == 504 else 0.0, applied=kind == Fault.APPLIED_504,
+        invalid_json=kind in (Fault.BAD_GATEWAY_HTML, Fault.INVALID_JSON), kind=kind,
+    )  # fmt: skip
+
+
+def _html_page(status: int) -> str:
+    """What sits in front of Telegram answers with when it fails: nginx's error page (for 200, a
+    proxy's HTML page served with success)."""
+    if status == 200:
+        return "<html><head><title>Access denied</title></head><body><h1>Access denied</h1></body></html>\n"
+    title = f"{status} {HTTPStatus(status).phrase}"
+    return (
+        f"<html>\r\n<head><title>{title}</title></head>\r\n<body>\r\n<center><h1>{title}</h1></center>\r\n"
+        "<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+    )
 
 
 def _entity_dict(entity: HTMLEntity) -> dict[str, Any]:

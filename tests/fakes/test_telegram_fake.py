@@ -4,18 +4,29 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 from collections.abc import AsyncIterator
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, ReactionTypeEmoji
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, ReactionTypeEmoji, Update
 from telegram.constants import ParseMode
-from telegram.error import BadRequest, Conflict, EndPointNotFound, Forbidden, InvalidToken, RetryAfter
+from telegram.error import (
+    BadRequest,
+    Conflict,
+    EndPointNotFound,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
 from telegram.request import HTTPXRequest
 
 from tests.fakes.telegram_html import TelegramHTMLError, parse_html, visible_length
-from tests.fakes.telegram_server import FakeTelegram
+from tests.fakes.telegram_server import FakeTelegram, Fault
 
 USER = 42
 
@@ -354,7 +365,6 @@ async def test_raw_form_and_json_bodies(tg: FakeTelegram) -> None:
 
 async def test_application_polling_end_to_end(tg: FakeTelegram) -> None:
     """The real PTB Application (updater, handlers) works against the fake."""
-    from telegram import Update
     from telegram.ext import ApplicationBuilder, CallbackQueryHandler, CommandHandler, ContextTypes
 
     async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -383,3 +393,204 @@ async def test_application_polling_end_to_end(tg: FakeTelegram) -> None:
         await app.updater.stop()
         await app.stop()
     assert tg.unconfirmed() == []
+
+
+# ------------------------------------------------------------------------------------------ faults
+async def test_hang_then_504_is_a_network_error_and_nothing_happened(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    tg.fail_next("sendMessage", status=504, hang=0.3)
+    started = time.monotonic()
+    with pytest.raises(NetworkError, match=r"^Gateway Timeout$") as err:
+        await bot.send_message(USER, "x")
+    assert time.monotonic() - started >= 0.3 and not isinstance(err.value, TimedOut)
+    assert tg.messages(USER) == []
+    (fault,) = tg.injected
+    assert (fault.method, fault.source, fault.status, fault.applied, fault.hang) == (
+        "sendmessage", "fail_next", 504, False, 0.3,
+    )  # fmt: skip
+    assert (tg.requests[-1].status, tg.requests[-1].description) == (504, "Gateway Timeout")
+
+
+async def test_applied_504_delivers_then_fails_so_a_retry_duplicates(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    tg.fail_next("sendMessage", status=504, hang=0.1, applied=True)
+    with pytest.raises(NetworkError, match=r"Gateway Timeout"):
+        await bot.send_message(USER, "hello")
+    await bot.send_message(USER, "hello")  # the client's retry
+    assert [m.text for m in tg.messages(USER)] == ["hello", "hello"]
+    assert tg.injected[-1].applied
+
+    msg = tg.messages(USER)[-1]
+    tg.fail_next("editMessageText", status=504, hang=0.1, applied=True)
+    with pytest.raises(NetworkError):
+        await bot.edit_message_text("edited", chat_id=USER, message_id=msg.message_id)
+    assert msg.text == "edited"
+    with pytest.raises(BadRequest, match=r"(?i)message is not modified"):  # the retry sees it done
+        await bot.edit_message_text("edited", chat_id=USER, message_id=msg.message_id)
+
+
+async def test_applied_failure_waits_for_a_call_that_succeeds(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    tg.fail_next("sendMessage", status=504, applied=True)
+    with pytest.raises(BadRequest, match=r"(?i)can't parse entities"):
+        await bot.send_message(USER, "<b>", parse_mode=ParseMode.HTML)  # its own error wins
+    with pytest.raises(NetworkError, match=r"Gateway Timeout"):
+        await bot.send_message(USER, "ok")
+    assert [m.text for m in tg.messages(USER)] == ["ok"] and len(tg.injected) == 1
+
+
+async def test_hang_longer_than_read_timeout_is_timed_out(tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    tg.fail_next("sendMessage", status=504, hang=0.6, applied=True)
+    async with Bot(tg.token, base_url=tg.base_url, request=HTTPXRequest(read_timeout=0.2)) as quick:
+        with pytest.raises(TimedOut):
+            await quick.send_message(USER, "x")
+    assert [m.text for m in tg.messages(USER)] == ["x"]  # delivered all the same
+    await tg.wait_for(lambda: tg.requests[-1].status == 504)  # answered into a closed connection
+
+
+async def test_invalid_json_with_200_is_a_bare_telegram_error(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    tg.fail_next("sendMessage", invalid_json=True)
+    with pytest.raises(TelegramError, match=r"^Invalid server response$") as err:
+        await bot.send_message(USER, "x")
+    assert not isinstance(err.value, NetworkError)  # `except NetworkError` would miss it
+    assert tg.messages(USER) == [] and tg.injected[-1].invalid_json
+
+
+async def test_html_502_is_a_network_error(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    tg.fail_next("sendMessage", status=502, invalid_json=True)
+    with pytest.raises(
+        NetworkError, match=r"^Bad Gateway \(502\)\. Parsing the server response b'<html>"
+    ) as err:
+        await bot.send_message(USER, "x")
+    assert type(err.value.__cause__) is TelegramError
+
+
+async def test_fail_next_200_needs_invalid_json(tg: FakeTelegram) -> None:
+    with pytest.raises(ValueError):
+        tg.fail_next("sendMessage", status=200)
+
+
+async def test_fail_next_409_on_get_updates_is_conflict(bot: Bot, tg: FakeTelegram) -> None:
+    update_id = tg.send_text(USER, "x")
+    tg.fail_next("getUpdates", status=409)
+    with pytest.raises(Conflict, match=r"(?i)terminated by other getUpdates request"):
+        await bot.get_updates()
+    assert [u.update_id for u in await bot.get_updates()] == [update_id]
+
+
+async def test_revoked_token_is_unauthorized_everywhere(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_chat(USER)
+    msg = await bot.send_document(USER, b"data", filename="a.txt")
+    assert msg.document is not None
+    file = await bot.get_file(msg.document.file_id)
+    poll = asyncio.create_task(bot.get_updates(timeout=10))
+    await tg.wait_for(lambda: len(tg.calls("getUpdates")) == 1)
+    tg.revoke_token()
+    with pytest.raises(InvalidToken):
+        await asyncio.wait_for(poll, 2)  # a long poll in flight ends too
+    with pytest.raises(InvalidToken):
+        await bot.send_message(USER, "x")
+    with pytest.raises(InvalidToken):
+        await bot.get_me()
+    with pytest.raises(InvalidToken):
+        await file.download_as_bytearray()
+    assert {r.status for r in tg.requests[-3:]} == {401}
+
+
+async def chaos_sends(seed: int, kinds: tuple[str, ...], *, hang: float = 0.05) -> tuple[list[str], int, int]:
+    """12 sends under chaos: the kinds injected, the sends that succeeded, the messages recorded."""
+    async with FakeTelegram() as fake, Bot(fake.token, base_url=fake.base_url) as b:
+        fake.add_chat(USER)
+        fake.chaos({"sendMessage": 0.5}, kinds=kinds, seed=seed, hang=hang, max_faults=4)
+        ok = 0
+        for i in range(12):
+            try:
+                await b.send_message(USER, f"m{i}")
+                ok += 1
+            except TelegramError:
+                pass
+        assert all(f.source == "chaos" and f.method == "sendmessage" for f in fake.injected)
+        return [str(f.kind) for f in fake.injected], ok, len(fake.messages(USER))
+
+
+async def test_chaos_is_seeded_bounded_and_before_any_effect() -> None:
+    kinds = ("429", "500", "502", "502html", "hang504", "badjson")
+    first, ok, recorded = await chaos_sends(3, kinds)
+    assert len(first) == 4 and ok == 12 - 4 == recorded  # no fault had an effect; then chaos stopped
+    assert set(first) <= set(kinds)
+    assert (await chaos_sends(3, kinds))[0] == first
+    assert (await chaos_sends(4, kinds))[0] != first
+
+
+async def test_chaos_applied_504_delivers_what_failed() -> None:
+    kinds, ok, recorded = await chaos_sends(1, ("applied504",), hang=0.01)
+    assert kinds == ["applied504"] * 4 and ok == 8 and recorded == 12
+
+
+async def test_chaos_on_get_updates_confirms_nothing_and_chaos_off(bot: Bot, tg: FakeTelegram) -> None:
+    first = tg.send_text(USER, "a")
+    tg.send_text(USER, "b")
+    tg.chaos({"getUpdates": 1.0}, kinds=[Fault.HANG_504], hang=0.05, max_faults=5)
+    with pytest.raises(NetworkError, match=r"Gateway Timeout"):
+        await bot.get_updates(offset=first + 1)
+    assert tg.unconfirmed() == [first, first + 1]  # the offset never reached Telegram
+    tg.chaos_off()
+    assert [u.update_id for u in await bot.get_updates(offset=first + 1)] == [first + 1]
+    with pytest.raises(ValueError):
+        tg.chaos({"sendMessage": 0.5}, kinds=("teapot",))
+    with pytest.raises(ValueError):
+        tg.chaos({"sendMessage": 1.5})
+
+
+# ------------------------------------------------------------------------------------------ odd updates
+async def test_raw_update_of_any_shape_survives_the_allowed_updates_filter(
+    bot: Bot, tg: FakeTelegram
+) -> None:
+    empty = tg.send_raw_update({"update_id": 5})  # no type at all; its own update_id is replaced
+    future = tg.send_unknown_update()
+    (first, second) = await bot.get_updates()  # default allowed_updates: a newer API's types come
+    assert (first.update_id, second.update_id) == (empty, future)
+    assert second.message is None and second.effective_message is None
+    assert second.api_kwargs == {"future_update": {"id": 1, "note": "from the future"}}
+
+
+async def test_unknown_update_needs_force_under_explicit_allowed_updates(bot: Bot, tg: FakeTelegram) -> None:
+    tg.send_unknown_update()
+    forced = tg.send_unknown_update("future_update", {"x": 1}, force=True)
+    text = tg.send_text(USER, "hi")
+    updates = await bot.get_updates(allowed_updates=["message"])
+    assert [u.update_id for u in updates] == [forced, text]
+    await bot.get_updates(offset=text + 1)
+    assert tg.unconfirmed() == []
+
+
+async def test_poll_missing_allows_revoting_breaks_ptb(bot: Bot, tg: FakeTelegram) -> None:
+    good = tg.send_poll(USER)
+    assert Update.de_json(tg.pending_update(good), bot).message.poll.allows_revoting  # type: ignore[union-attr]
+    bad = tg.send_poll_missing_allows_revoting(USER)
+    assert "allows_revoting" not in tg.pending_update(bad)["message"]["poll"]
+    with pytest.raises(TypeError, match=r"allows_revoting"):
+        Update.de_json(tg.pending_update(bad), bot)
+    with pytest.raises(TypeError, match=r"allows_revoting"):
+        await bot.get_updates()  # one bad update fails the whole batch
+
+
+async def test_message_with_bad_chat_breaks_ptb(bot: Bot, tg: FakeTelegram) -> None:
+    update_id = tg.send_message_with_bad_chat(USER)
+    payload = tg.pending_update(update_id)
+    assert payload["message"]["chat"] == "not-a-chat"
+    with pytest.raises(TypeError):
+        Update.de_json(payload, bot)
+    assert tg.send_text(USER, "after") == update_id + 1  # the fake's own record is intact
+
+
+async def test_callback_with_broken_message_breaks_ptb(bot: Bot, tg: FakeTelegram) -> None:
+    update_id = tg.press_button_with_broken_message(USER, "yes")
+    payload = tg.pending_update(update_id)
+    with pytest.raises(AttributeError):
+        Update.de_json(payload, bot)
+    assert await bot.answer_callback_query(payload["callback_query"]["id"])  # the query is real
+    assert tg.unanswered_callbacks() == []
