@@ -7,6 +7,18 @@ markdown-it-py and walks the syntax tree with a renderer that emits only that su
 turning everything else (headings, lists, tables, rules, images) into plain text
 lines. Raw HTML in the Markdown is never passed through: it is shown as text.
 
+What the model wrote is never lost or altered in meaning:
+
+- every table cell survives, including cells beyond the header's width (GFM drops
+  them; ``_table_keeping_every_cell`` puts them back). A table that fits
+  ``TABLE_WIDTH`` monospace columns is laid out in a ``<pre>`` with padded columns;
+  a wider one, or one with links or images in its cells (a ``<pre>`` can't carry
+  them), is flattened to one line per row;
+- ordered lists show the numbers CommonMark gives them (the first item's number,
+  then consecutive), not the numbers written: models often write ``1. 1. 1.``;
+- code keeps its exact text: the indentation that marks lines as belonging to a list
+  item or an inner quote is never added inside a ``<pre>``.
+
 ``||spoiler||`` is deliberately not supported: LLMs write ``a || b`` in prose far more
 often than they write spoilers, and turning that into a hidden span would garble it.
 
@@ -24,11 +36,16 @@ from __future__ import annotations
 import html
 import logging
 import re
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import mdTrim
 from markdown_it.rules_block import StateBlock
+from markdown_it.rules_block.table import escapedSplit, getLine
+from markdown_it.rules_block.table import table as gfm_table
+from markdown_it.token import Token
 from markdown_it.tree import SyntaxTreeNode
 
 __all__ = ["HtmlToken", "escape", "html_to_text", "markdown_to_html", "tokenize_html"]
@@ -38,6 +55,10 @@ log = logging.getLogger(__name__)
 BULLET = "•"
 RULE = "———"
 INDENT = "  "
+# A table is laid out in columns only if every line fits this many monospace cells:
+# about what a phone shows in a message bubble before Telegram wraps a <pre> line.
+TABLE_WIDTH = 40
+TABLE_GAP = " | "
 _LINK_SCHEMES = ("http://", "https://", "tg://", "mailto:")
 _LANGUAGE_UNSAFE = re.compile(r"[^\w+#.-]")
 
@@ -57,7 +78,60 @@ def _make_parser() -> MarkdownIt:
         tokenize(state, start_line, end_line)
 
     parser.block.tokenize = tokenize_or_refuse  # type: ignore[method-assign,assignment]
+    parser.block.ruler.at("table", _table_keeping_every_cell, {"alt": ["paragraph", "reference"]})
     return parser
+
+
+def _table_keeping_every_cell(state: StateBlock, start_line: int, end_line: int, silent: bool) -> bool:
+    """GFM's table rule, except that cells beyond the header's width are kept, not dropped.
+
+    The extra cells are re-read from the row's line as the block state sees it (so
+    quote markers and list indentation are already removed), and the header is
+    extended with empty cells to the widest row.
+    """
+    first = len(state.tokens)
+    if not gfm_table(state, start_line, end_line, silent):
+        return False
+    if not silent:
+        state.tokens[first:] = _with_extra_cells(state, state.tokens[first:])
+    return True
+
+
+def _with_extra_cells(state: StateBlock, tokens: list[Token]) -> list[Token]:
+    header_width = sum(token.type == "th_open" for token in tokens)
+    rows = {id(t): _row_cells(state, t.map[0]) for t in tokens if t.type == "tr_open" and t.map}
+    widest = max(len(cells) for cells in rows.values())
+    result: list[Token] = []
+    row: list[str] = []
+    for token in tokens:
+        if token.type == "tr_open":
+            row = rows.get(id(token), [])
+        elif token.type == "tr_close":
+            in_header = result[-1].type == "th_close"
+            extra = [""] * (widest - header_width) if in_header else row[header_width:]
+            result += _cell_tokens("th" if in_header else "td", extra, token)
+        result.append(token)
+    return result
+
+
+def _row_cells(state: StateBlock, line: int) -> list[str]:
+    """A table row's cells, split exactly as GFM's table rule splits them."""
+    cells = escapedSplit(mdTrim(getLine(state, line)))
+    if cells and cells[0] == "":
+        cells.pop(0)
+    if cells and cells[-1] == "":
+        cells.pop()
+    return [mdTrim(cell) for cell in cells]
+
+
+def _cell_tokens(tag: str, texts: list[str], row_close: Token) -> list[Token]:
+    tokens = []
+    for text in texts:
+        inline = Token("inline", "", 0, content=text, children=[], level=row_close.level + 2, block=True)
+        opening = Token(f"{tag}_open", tag, 1, level=row_close.level + 1, block=True)
+        closing = Token(f"{tag}_close", tag, -1, level=row_close.level + 1, block=True)
+        tokens += [opening, inline, closing]
+    return tokens
 
 
 _parser = _make_parser()
@@ -130,22 +204,33 @@ class _Renderer:
             self.in_quote = False
 
     def list_lines(self, node: SyntaxTreeNode) -> str:
-        """Bullet items become "• item", ordered ones keep their number; nested lines indent by two."""
+        """Bullet items become "• item", ordered ones "3. item"; nested lines indent by two.
+
+        Ordered items are numbered as CommonMark numbers them: from the first item's
+        number on, whatever numbers the later items were written with.
+        """
         ordered = node.type == "ordered_list"
         items = []
         for number, item in enumerate(node.children, start=int(node.attrs.get("start", 1))):
-            marker = f"{item.info or number}{item.markup or '.'} " if ordered else f"{BULLET} "
+            marker = f"{number}{item.markup or '.'} " if ordered else f"{BULLET} "
             body = self.blocks(item.children, separator="\n")
             items.append(_prefix_lines(body, marker, INDENT) if body else marker.rstrip())
         return "\n".join(items)
 
     def table(self, node: SyntaxTreeNode) -> str:
-        """Tables become lines: the header row in bold, then one line per row, cells joined by " | "."""
+        rows = [row for section in node.children for row in section.children]
+        return _table_as_pre(rows) or self.table_lines(rows)
+
+    def table_lines(self, rows: list[SyntaxTreeNode]) -> str:
+        """The fallback: the header row in bold, then one line per row, cells joined by " | "."""
         lines = []
-        for section in node.children:
-            for row in section.children:
-                line = " | ".join(self.inline(cell.children) for cell in row.children)
-                lines.append(_wrap("b", line) if section.type == "thead" else line)
+        for row in rows:
+            cells = [self.inline(cell.children) for cell in row.children]
+            while cells and not cells[-1]:  # the padding of short rows, not the model's text
+                cells.pop()
+            line = TABLE_GAP.join(cells)
+            if line:
+                lines.append(_wrap("b", line) if row.parent and row.parent.type == "thead" else line)
         return "\n".join(lines)
 
     # inline
@@ -197,6 +282,89 @@ class _Renderer:
         return f"{alt} ({src})" if alt and src else alt or src
 
 
+def _table_as_pre(rows: list[SyntaxTreeNode]) -> str:
+    """The table as aligned monospace columns, or "" when it doesn't fit or can't be plain text."""
+    grid = _plain_grid(rows)
+    if grid is None or not any(text for row in grid for text, _ in row):
+        return ""
+    columns = max(len(row) for row in grid)
+    widths = [max((row[i][1] for row in grid if i < len(row)), default=0) for i in range(columns)]
+    if sum(widths) + len(TABLE_GAP) * (columns - 1) > TABLE_WIDTH:
+        return ""
+    aligns = [_cell_align(cell) for cell in rows[0].children] + [""] * columns
+    header, *body = (_table_line(row, widths, aligns) for row in grid)
+    body = [line for line in body if line]  # a row of empty cells says nothing
+    if header:  # GFM's first row is the header; a rule sets it apart
+        body = [header, "-+-".join("-" * width for width in widths), *body]
+    return _wrap("pre", escape("\n".join(body)))
+
+
+def _plain_grid(rows: list[SyntaxTreeNode]) -> list[list[tuple[str, int]]] | None:
+    """Each cell's plain text and display width; None if some cell can't be plain monospace
+    text (a link or image would lose its address, a tab has no known width)."""
+    grid = []
+    for row in rows:
+        cells = []
+        for cell in row.children:
+            text = _cell_text(cell)
+            width = None if text is None else _display_width(text)
+            if text is None or width is None:
+                return None
+            cells.append((text, width))
+        grid.append(cells)
+    return grid
+
+
+def _table_line(cells: list[tuple[str, int]], widths: list[int], aligns: list[str]) -> str:
+    """One row, each cell padded to its column's width; the row ends after its last text."""
+    while cells and not cells[-1][0]:
+        cells = cells[:-1]
+    padded = []
+    for (text, width), column_width, align in zip(cells, widths, aligns, strict=False):
+        room = column_width - width
+        left = room if align == "right" else room // 2 if align == "center" else 0
+        padded.append(" " * left + text + " " * (room - left))
+    return TABLE_GAP.join(padded).rstrip(" ")
+
+
+def _cell_text(node: SyntaxTreeNode) -> str | None:
+    """A cell's text with formatting dropped; None if it holds a link or image."""
+    if node.type in ("link", "image"):
+        return None
+    if node.type in ("text", "code_inline"):
+        return node.content
+    if node.type in ("softbreak", "hardbreak"):
+        return " "
+    parts = [_cell_text(child) for child in node.children]
+    return None if None in parts else "".join(part for part in parts if part is not None)
+
+
+def _cell_align(cell: SyntaxTreeNode) -> str:
+    return str(cell.attrs.get("style", "")).removeprefix("text-align:")
+
+
+def _display_width(text: str) -> int | None:
+    """Monospace cells ``text`` takes, or None when it can't be known (tabs, controls).
+
+    East Asian wide and fullwidth characters (CJK, most emoji) take two cells;
+    combining marks and variation selectors (Mn, Me), format characters such as ZWJ
+    (Cf) and skin-tone modifiers take none, and so does whatever a ZWJ glues onto an
+    emoji. Good enough for alignment; exact only where fonts agree, which for emoji
+    they often don't (a text-style symbol made emoji by U+FE0F counts as one cell).
+    """
+    width = 0
+    joined = False
+    for char in text:
+        category = unicodedata.category(char)
+        if category in ("Cc", "Cs", "Zl", "Zp"):
+            return None
+        if joined or category in ("Mn", "Me", "Cf") or "\U0001f3fb" <= char <= "\U0001f3ff":
+            joined = char == "\u200d"
+            continue
+        width += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+    return width
+
+
 def _code_block(content: str, info: str) -> str:
     code = escape(content.rstrip("\n"))
     if not code:
@@ -212,8 +380,25 @@ def _wrap(tag: str, inner: str) -> str:
 
 
 def _prefix_lines(text: str, first: str, rest: str) -> str:
+    """Prefix the first line with ``first`` and the others with ``rest``, except in code.
+
+    Lines of a ``<pre>`` (and the line opening one) get no prefix: indentation added
+    there would become part of the code, and copied commands would break.
+    """
     head, *tail = text.split("\n")
-    return "\n".join([first + head, *(rest + line if line else line for line in tail)])
+    lines = [first + head]
+    in_pre = _ends_in_pre(head, in_pre=False)
+    for line in tail:
+        lines.append(line if in_pre or not line or line.startswith("<pre") else rest + line)
+        in_pre = _ends_in_pre(line, in_pre)
+    return "\n".join(lines)
+
+
+def _ends_in_pre(line: str, in_pre: bool) -> bool:
+    """Whether a ``<pre>`` is open after this line of our own output (text is escaped, so
+    every ``<pre`` is a tag; ``<pre>`` never nests)."""
+    opened, closed = line.rfind("<pre"), line.rfind("</pre>")
+    return in_pre if opened == closed == -1 else opened > closed
 
 
 def _is_allowed_link(href: str) -> bool:
