@@ -19,7 +19,8 @@ from pathlib import Path
 
 from telegram.error import InvalidToken
 
-from runtime.config import Settings, load_config, masked
+from bot.config_check import check_config
+from runtime.config import Settings, masked
 from runtime.errors import ConfigError
 from runtime.log import configure, get_logger
 
@@ -43,9 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PTB_TIMEDELTA", "1")  # PTB 22: retry_after as timedelta (no deprecation path)
     args = _parser().parse_args(argv)
     try:
-        settings = load_config(args.config)
+        settings = check_config(args.config)  # the same validation for run and check-config
     except ConfigError as error:
-        print(str(error), file=sys.stderr)
+        print(str(error), file=sys.stderr)  # one line per problem
         return EXIT_CONFIG
     if args.command == "check-config":
         print(json.dumps(masked(settings), indent=2, ensure_ascii=False))
@@ -53,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     configure(settings.logging.level, settings.logging.redact_payloads)
     try:
         return asyncio.run(_run(settings))
+    except ConfigError as error:  # a check missed it: still one line, never a traceback
+        print(str(error), file=sys.stderr)
+        return EXIT_CONFIG
     except KeyboardInterrupt:
         return 0
 
@@ -97,8 +101,16 @@ async def _run(settings: Settings) -> int:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await polling
         return 0
-    if polling.exception() is not None:
-        log.error("polling stopped: %s", polling.exception())
+    error = polling.exception()
+    if isinstance(error, InvalidToken):
+        print(
+            "config error: telegram.token: Telegram no longer accepts the bot token (401 Unauthorized);"
+            " it was revoked or changed in @BotFather — put the new token in the config",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    if error is not None:
+        log.error("polling stopped: %s", error)
         return 1
     return 0
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
+from bot.cli import main
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 
@@ -92,3 +95,233 @@ async def _spawn(*args: str):  # type: ignore[no-untyped-def]
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+
+
+# --- config is checked completely before anything starts (issue 10) --------------------
+
+UNREACHABLE = "http://192.0.2.1:9"  # TEST-NET-1: a run that got past the checks would try it
+
+
+@pytest.fixture
+def connections(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every socket connection attempted, loopback included; a checked-out run must make none."""
+    attempts: list[object] = []
+
+    def record(self: socket.socket, address: object) -> None:
+        attempts.append(address)
+        raise OSError("no connections in config tests")
+
+    monkeypatch.setattr(socket.socket, "connect", record)
+    monkeypatch.setattr(socket.socket, "connect_ex", record)
+    return attempts
+
+
+def _config(tmp_path: Path, **sections: dict) -> Path:
+    """A valid config (every check passes) with ``sections`` merged over it."""
+    raw: dict = {
+        "telegram": {"token": "1:abc", "api_base_url": UNREACHABLE, "allowed_user_ids": [1001]},
+        "llm": {"model": "m", "base_url": "http://127.0.0.1:9/v1"},
+        "storage": {"url": f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"},
+        "agent": {"workdir": str(tmp_path / "ws")},
+        "tic": {"enabled": False},
+    }
+    for section, values in sections.items():
+        raw.setdefault(section, {}).update(values)
+    return _write(tmp_path / "config.yml", raw)
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str], str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, err.splitlines(), out
+
+
+def test_the_base_config_of_these_tests_passes_every_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], connections: list[object]
+) -> None:
+    code, err, out = _main(capsys, "check-config", "--config", str(_config(tmp_path)))
+    assert (code, err) == (0, [])
+    assert json.loads(out)["telegram"]["api_base_url"] == UNREACHABLE
+    assert connections == []
+
+
+CASES = {
+    "tic_cron_every_morning": (
+        {"tic": {"cron": "every morning"}},
+        "config error: tic.cron: 'every morning': 'morning' is not a duration (e.g. 'every 2h', 'every 45m');"
+        " tic.cron takes a crontab such as '0 9 * * 1-5'",
+    ),
+    "tic_cron_impossible_hour": ({"tic": {"cron": "0 25 * * *"}}, "config error: tic.cron: "),
+    "locale_without_translations": (
+        {"locale": {"default": "de"}},
+        "config error: locale.default: no translations for 'de' in ",
+    ),
+    "missing_system_prompt_file": (
+        {"agent": {"system_prompt_file": "{tmp}/missing.md"}},
+        "config error: agent.system_prompt_file: {tmp}/missing.md does not exist",
+    ),
+    "sqlite_without_async_driver": (
+        {"storage": {"url": "sqlite:///{tmp}/db.sqlite"}},
+        "config error: storage.url: sqlite:// has no async driver: use sqlite+aiosqlite:///{tmp}/db.sqlite",
+    ),
+    "postgresql_without_async_driver": (
+        {"storage": {"url": "postgresql://me:pw@db.example/agentgram"}},
+        "config error: storage.url: postgresql:// has no async driver: use postgresql+asyncpg://me:***@db.example/agentgram",
+    ),
+    "postgresql_without_the_extra": (
+        {"storage": {"url": "postgresql+asyncpg://me:pw@db.example/agentgram"}},
+        "config error: storage.url: the asyncpg driver is not installed;"
+        " install the [postgres] extra: pip install 'agentgram[postgres]'",
+    ),
+    "database_folder_that_cannot_be_created": (
+        {"storage": {"url": "sqlite+aiosqlite:////proc/nope/db.sqlite"}},
+        "config error: storage.url: the database: cannot create /proc/nope: creating a folder in /proc fails: ",
+    ),
+    "workdir_that_cannot_be_created": (
+        {"agent": {"workdir": "/proc/nope"}},
+        "config error: agent.workdir: cannot create /proc/nope: creating a folder in /proc fails: ",
+    ),
+    "workdir_that_is_a_file": (
+        {"agent": {"workdir": "{tmp}/config.yml"}},
+        "config error: agent.workdir: {tmp}/config.yml is not a directory",
+    ),
+    "llm_base_url_without_scheme": (
+        {"llm": {"base_url": "localhost:11434/v1"}},
+        "config error: llm.base_url: 'localhost:11434/v1' is not an http:// or https:// URL",
+    ),
+    "telegram_base_url_without_scheme": (
+        {"telegram": {"api_base_url": "api.telegram.org"}},
+        "config error: telegram.api_base_url: 'api.telegram.org' is not an http:// or https:// URL",
+    ),
+    "approval_rule_source_typo": (
+        {"approval": {"rules": [{"tool": "x", "action": "allow", "source": "crom"}]}},
+        "config error: approval.rules.0.source: 'crom' is not one of 'telegram', 'tic' or 'cron'",
+    ),
+    "example_placeholder_user_id": (
+        {"telegram": {"allowed_user_ids": [1001, 123456789]}},
+        "config error: telegram.allowed_user_ids: 123456789 is the example's placeholder;"
+        " put your own Telegram user id (see README)",
+    ),
+    "empty_token": ({"telegram": {"token": ""}}, "config error: telegram.token: is empty"),
+}
+
+
+@pytest.mark.parametrize("command", ["check-config", "run"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_config_problem_is_one_line_and_exit_2_before_anything_starts(
+    case: str,
+    command: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    connections: list[object],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sections, expected = CASES[case]
+    sections = json.loads(json.dumps(sections).replace("{tmp}", str(tmp_path)))
+    expected = expected.replace("{tmp}", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "asyncpg", None)  # as without the [postgres] extra
+    config = _config(tmp_path, **sections)
+    code, err, out = _main(capsys, command, "--config", str(config))
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith(expected), err
+    assert out == ""
+    assert connections == []  # not even the unreachable Telegram URL was tried
+    assert not (tmp_path / "ws").exists() and not (tmp_path / "db.sqlite").exists()
+
+
+def test_yaml_syntax_error_is_one_line_with_line_and_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yml"
+    config.write_text("telegram:\n  token: x\n  a: b: c\nllm: {model: m}\n")
+    for command in ("check-config", "run"):
+        code, err, _ = _main(capsys, command, "--config", str(config))
+        assert (code, err) == (2, [f"config error: {config}:3:7: mapping values are not allowed here"])
+
+
+def test_an_env_override_that_breaks_the_config_names_the_variable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTGRAM_LLM__BASE_URL", "ftp://llm")
+    monkeypatch.setenv("AGENTGRAM_AGENT__WORKDIR", "/proc/nope")  # a semantic check's error too
+    code, err, _ = _main(capsys, "check-config", "--config", str(_config(tmp_path)))
+    assert code == 2
+    assert err == [
+        "config error: llm.base_url: 'ftp://llm' is not an http:// or https:// URL (set by AGENTGRAM_LLM__BASE_URL)"
+    ]
+    monkeypatch.delenv("AGENTGRAM_LLM__BASE_URL")
+    code, err, _ = _main(capsys, "run", "--config", str(_config(tmp_path)))
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith("config error: agent.workdir: cannot create /proc/nope: ")
+    assert err[0].endswith(" (set by AGENTGRAM_AGENT__WORKDIR)")
+
+
+def test_an_expanded_variable_that_breaks_the_config_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BOT_LANGUAGE", "de")
+    code, err, _ = _main(
+        capsys, "check-config", "--config", str(_config(tmp_path, locale={"default": "${BOT_LANGUAGE}"}))
+    )
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith("config error: locale.default: no translations for 'de'")
+    assert err[0].endswith("(set by ${BOT_LANGUAGE})")
+
+
+def test_every_field_error_is_reported_not_just_the_first(tmp_path: Path) -> None:
+    config = _write(
+        tmp_path / "config.yml",
+        {
+            "telegram": {"token": "1:x", "api_base_url": UNREACHABLE},
+            "llm": {"base_url": "localhost:1/v1", "model": "m", "colour": "red"},
+            "approval": {"rules": [{"tool": "x", "action": "ask", "source": "crom"}]},
+        },
+    )
+    result = _agentgram("run", "--config", str(config))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "config error: telegram.allowed_user_ids: is required",
+        "config error: llm.base_url: 'localhost:1/v1' is not an http:// or https:// URL",
+        "config error: llm.colour: is not a known key",
+        "config error: approval.rules.0.action: 'ask' is not one of 'allow', 'require' or 'deny'",
+        "config error: approval.rules.0.source: 'crom' is not one of 'telegram', 'tic' or 'cron'",
+    ]
+
+
+def test_every_semantic_problem_is_reported_by_run_without_a_traceback(tmp_path: Path) -> None:
+    config = _config(
+        tmp_path,
+        telegram={"allowed_user_ids": [123456789]},
+        storage={"url": "sqlite:///x.db"},
+        agent={"workdir": "/proc/nope", "system_prompt_file": str(tmp_path / "none.md")},
+        locale={"default": "de"},
+        tic={"cron": "every morning"},
+    )
+    result = _agentgram("run", "--config", str(config), timeout=30)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert [line.split(": ", 2)[1] for line in result.stderr.splitlines()] == [
+        "tic.cron",
+        "locale.default",
+        "agent.system_prompt_file",
+        "agent.workdir",
+        "storage.url",
+        "telegram.allowed_user_ids",
+    ]
+
+
+def test_the_example_config_fails_only_on_its_placeholder_user_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # its relative workdir and database resolve here
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "1:abc")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    code, err, _ = _main(capsys, "check-config", "--config", str(ROOT / "config.example.yml"))
+    assert (code, err) == (
+        2,
+        [
+            "config error: telegram.allowed_user_ids: 123456789 is the example's placeholder;"
+            " put your own Telegram user id (see README)"
+        ],
+    )
+    assert list(tmp_path.iterdir()) == []  # checking created nothing

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
-from runtime.config import load_config, masked, parse_duration, settings_from_mapping
+from runtime.config import ConfigInvalid, load_config, masked, parse_duration, settings_from_mapping
+from runtime.config_check import RUNTIME_CHECKS, validate_config
 from runtime.errors import ConfigError
 
 BASE = {"telegram": {"token": "1:abc", "allowed_user_ids": [5]}, "llm": {"model": "m"}}
@@ -96,5 +98,158 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.yml")
     bad = tmp_path / "bad.yml"
     bad.write_text("telegram: [unclosed\n")
-    with pytest.raises(ConfigError, match="not valid YAML"):
+    with pytest.raises(ConfigError) as info:
         load_config(bad)
+    assert str(info.value) == (
+        f"config error: {bad}:2:1: expected ',' or ']', but got '<stream end>'"
+        " (while parsing a flow sequence at 1:11)"
+    )
+
+
+# --- every problem, one line each (issue 10) ------------------------------------------
+
+
+def _lines(error: pytest.ExceptionInfo[ConfigError]) -> list[str]:
+    return str(error.value).splitlines()
+
+
+def _file(tmp_path: Path, raw: dict) -> Path:
+    path = tmp_path / "config.yml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_yaml_syntax_error_is_one_line_with_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "config.yml"
+    path.write_text("telegram:\n  token: x\n  a: b: c\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert _lines(info) == [f"config error: {path}:3:7: mapping values are not allowed here"]
+
+
+def test_every_field_error_is_listed_with_its_dotted_key() -> None:
+    raw = {
+        "telegram": {"token": "1:x", "allowed_user_ids": [5, "me"]},
+        "llm": {"base_url": "localhost:11434/v1"},
+        "approval": {
+            "rules": [{"tool": "x", "action": "allow"}, {"tool": "y", "action": "allow", "source": "crom"}]
+        },
+    }
+    with pytest.raises(ConfigInvalid) as info:
+        settings_from_mapping(raw, {})
+    assert _lines(info) == [
+        "config error: telegram.allowed_user_ids.1: Input should be a valid integer,"
+        " unable to parse string as an integer",
+        "config error: llm.base_url: 'localhost:11434/v1' is not an http:// or https:// URL",
+        "config error: llm.model: is required",
+        "config error: approval.rules.1.source: 'crom' is not one of 'telegram', 'tic' or 'cron'",
+    ]
+
+
+@pytest.mark.parametrize("url", ["https://", "ftp://example.org", "api.telegram.org"])
+def test_base_urls_need_http_or_https_and_a_host(url: str) -> None:
+    for key in ("llm", "telegram"):
+        raw = {**BASE, key: {**BASE[key], ("base_url" if key == "llm" else "api_base_url"): url}}
+        with pytest.raises(ConfigInvalid, match="is not an http:// or https:// URL"):
+            settings_from_mapping(raw, {})
+
+
+def test_an_override_that_breaks_a_key_names_the_variable() -> None:
+    env = {"AGENTGRAM_LLM__BASE_URL": "ftp://x", "AGENTGRAM_TELEGRAM__ALLOWED_USER_IDS": "[1, two]"}
+    with pytest.raises(ConfigInvalid) as info:
+        settings_from_mapping(BASE, env)
+    assert sorted(_lines(info)) == [
+        "config error: llm.base_url: 'ftp://x' is not an http:// or https:// URL (set by AGENTGRAM_LLM__BASE_URL)",
+        "config error: telegram.allowed_user_ids.1: Input should be a valid integer, unable to parse string"
+        " as an integer (set by AGENTGRAM_TELEGRAM__ALLOWED_USER_IDS)",
+    ]
+
+
+def test_an_expanded_variable_that_breaks_a_key_is_named() -> None:
+    raw = {**BASE, "approval": {"rules": [{"tool": "x", "action": "${ACTION}"}]}}
+    with pytest.raises(ConfigInvalid) as info:
+        settings_from_mapping(raw, {"ACTION": "maybe"})
+    assert _lines(info) == [
+        "config error: approval.rules.0.action: 'maybe' is not one of 'allow', 'require' or 'deny'"
+        " (set by ${ACTION})"
+    ]
+
+
+def test_unset_variables_are_listed_with_the_other_errors_once_each() -> None:
+    raw = {
+        "telegram": {"token": "${TG}", "allowed_user_ids": ["${ME}"]},
+        "llm": {"model": "m", "max_retries": -1},
+    }
+    with pytest.raises(ConfigInvalid) as info:
+        settings_from_mapping(raw, {})
+    assert _lines(info) == [
+        "config error: telegram.token: environment variable TG is not set",
+        "config error: telegram.allowed_user_ids.0: environment variable ME is not set",
+        "config error: llm.max_retries: Input should be greater than or equal to 0",
+    ]
+
+
+def test_an_override_replaces_a_value_whose_variable_is_unset() -> None:
+    raw = {**BASE, "llm": {"model": "m", "api_key": "${NOPE}"}}
+    settings = settings_from_mapping(raw, {"AGENTGRAM_LLM__API_KEY": "sk-1"})
+    assert settings.llm.api_key.get_secret_value() == "sk-1"
+
+
+def test_home_is_expanded_in_paths() -> None:
+    settings = settings_from_mapping({**BASE, "agent": {"system_prompt_file": "~/p.md"}}, {})
+    assert settings.agent.system_prompt_file == Path("~/p.md").expanduser()
+
+
+def test_semantic_checks_list_every_problem(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    raw = {
+        **BASE,
+        "storage": {"url": "sqlite:///./x.db"},
+        "agent": {"workdir": str(not_a_dir), "system_prompt_file": str(tmp_path)},
+        "locale": {"default": "de"},
+        "tic": {"cron": "0 25 * * *"},
+    }
+    with pytest.raises(ConfigInvalid) as info:
+        validate_config(_file(tmp_path, raw), RUNTIME_CHECKS, {})
+    assert [line.split(": ", 2)[1] for line in _lines(info)] == [
+        "tic.cron",
+        "locale.default",
+        "agent.system_prompt_file",
+        "agent.workdir",
+        "storage.url",
+    ]
+    assert f"agent.workdir: {not_a_dir} is not a directory" in str(info.value)
+    assert f"agent.system_prompt_file: {tmp_path} is a directory, not a file" in str(info.value)
+
+
+def test_semantic_checks_run_only_on_a_config_that_parsed(tmp_path: Path) -> None:
+    raw = {**BASE, "llm": {"model": "m", "base_url": "nope"}, "locale": {"default": "de"}}
+    with pytest.raises(ConfigInvalid) as info:
+        validate_config(_file(tmp_path, raw), RUNTIME_CHECKS, {})
+    assert _lines(info) == ["config error: llm.base_url: 'nope' is not an http:// or https:// URL"]
+
+
+def test_a_check_problem_on_an_overridden_key_names_the_variable(tmp_path: Path) -> None:
+    env = {"AGENTGRAM_AGENT__WORKDIR": "/proc/nope"}
+    with pytest.raises(ConfigInvalid) as info:
+        validate_config(_file(tmp_path, BASE), RUNTIME_CHECKS, env)
+    [line] = _lines(info)
+    assert line.startswith("config error: agent.workdir: cannot create /proc/nope: ")
+    assert line.endswith("(set by AGENTGRAM_AGENT__WORKDIR)")
+
+
+def test_a_good_config_passes_every_check(tmp_path: Path) -> None:
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text("be brief")
+    raw = {
+        **BASE,
+        "storage": {"url": f"sqlite+aiosqlite:///{tmp_path / 'new' / 'db.sqlite'}"},
+        "agent": {"workdir": str(tmp_path / "a" / "b"), "system_prompt_file": str(prompt)},
+        "locale": {"default": "ru"},
+        "tic": {"cron": "0 9-18 * * 1-5"},
+    }
+    settings = validate_config(_file(tmp_path, raw), RUNTIME_CHECKS, {})
+    assert settings.tic.cron == "0 9-18 * * 1-5"
+    assert not (tmp_path / "a").exists() and not (tmp_path / "new").exists()  # checked, not created
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yml", "prompt.md"]  # no probe left
