@@ -40,7 +40,7 @@ class Prompt:
 def approval_prompt(t: Translator, lang: str | None, request_id: str, details: ApprovalDetails) -> Prompt:
     body, attachment = _body(t, lang, details)
     html = "\n".join([t.t(lang, "approval-title"), *body, f"<i>{t.t(lang, 'approval-reply-hint')}</i>"])
-    return Prompt(html, approval_keyboard(t, lang, request_id), attachment)
+    return Prompt(html, approval_keyboard(t, lang, request_id, always=details.can_always), attachment)
 
 
 def _body(t: Translator, lang: str | None, details: ApprovalDetails) -> tuple[list[str], Attachment | None]:
@@ -68,15 +68,20 @@ def _shown(
     return [*lines, t.t(lang, "approval-diff-cut")], Attachment(filename, text)
 
 
-def approval_keyboard(t: Translator, lang: str | None, request_id: str) -> InlineKeyboardMarkup:
+def approval_keyboard(
+    t: Translator, lang: str | None, request_id: str, *, always: bool = True
+) -> InlineKeyboardMarkup:
+    """Approve / Reject, then ⏱ 15 min and — when a saved rule could cover the call
+    (``ApprovalDetails.can_always``) — 🔁 Always."""
+
     def button(label: str, action: ButtonAction) -> InlineKeyboardButton:
         return InlineKeyboardButton(t.t(lang, label), callback_data=encode(Button(action, request_id)))
 
+    trust = [button("btn-trust-15", ButtonAction.TRUST_15)]
+    if always:
+        trust.append(button("btn-trust-always", ButtonAction.ALWAYS))
     return InlineKeyboardMarkup(
-        [
-            [button("btn-approve", ButtonAction.APPROVE), button("btn-reject", ButtonAction.REJECT)],
-            [button("btn-trust-15", ButtonAction.TRUST_15), button("btn-trust-always", ButtonAction.ALWAYS)],
-        ]
+        [[button("btn-approve", ButtonAction.APPROVE), button("btn-reject", ButtonAction.REJECT)], trust]
     )
 
 

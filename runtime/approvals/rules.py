@@ -1,14 +1,17 @@
 """Approval rules: which tool calls run, which ask the user, which are refused.
 
 A rule names a tool (exact, glob such as ``mcp__github__*``, or a group
-``@fs_read`` / ``@fs_write`` / ``@shell``), optionally a path glob (matched
+``@fs_read`` / ``@fs_read_outside`` / ``@fs_write`` / ``@shell``; a call's
+group comes from :meth:`~runtime.tools.base.Tool.call_group`, so a read beyond
+the workdir is ``@fs_read_outside``), optionally a path glob (matched
 against the call's resolved path, relative to the workdir when the glob is
 relative; for ``execute_cmd`` it is matched against the command, so
 ``git status*`` trusts a command prefix), optionally a session source. Rules
 are sorted by priority then id; the first match wins; **no match means
 require** — safe by default for tools added later. The seeded defaults have
 priority :data:`DEFAULT_PRIORITY`, so any configured or saved rule is tried
-before them.
+before them. Paths that hold secrets are refused before any rule is read
+(:class:`~runtime.tools.base.ProtectedPaths`): no rule can allow them.
 """
 
 from __future__ import annotations
@@ -61,6 +64,14 @@ SEEDED_RULES: tuple[Rule, ...] = (
         action=Action.ALLOW,
         priority=10,
         note="agent memory",
+        origin="seed",
+    ),
+    # Before the read tools' own allow below: a read beyond the workdir asks.
+    Rule(
+        tool=f"@{ToolGroup.FS_READ_OUTSIDE}",
+        action=Action.REQUIRE,
+        priority=DEFAULT_PRIORITY - 1,
+        note="reads outside the workdir",
         origin="seed",
     ),
     *(

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -23,9 +25,14 @@ from runtime.llm.types import ToolSpec
 
 
 class ToolGroup(enum.StrEnum):
-    """Groups named in approval rules as ``@fs_read``, ``@fs_write``, ``@shell``."""
+    """Groups named in approval rules as ``@fs_read``, ``@fs_write``, ``@shell``.
+
+    A call's group can depend on its arguments (:meth:`Tool.call_group`): a
+    read outside the workdir is ``@fs_read_outside``, not ``@fs_read``.
+    """
 
     FS_READ = "fs_read"
+    FS_READ_OUTSIDE = "fs_read_outside"
     FS_WRITE = "fs_write"
     SHELL = "shell"
     SCHEDULE = "schedule"
@@ -41,6 +48,50 @@ class ProcessLedger(Protocol):
 
 
 @dataclass(slots=True, frozen=True)
+class ProtectedPaths:
+    """Files and directories no tool may touch, whatever the approval rules say, each with why.
+
+    An entry covers itself and everything under it. Both sides are compared
+    resolved (symlinks and ``..`` gone) and, for what exists, by identity
+    (device and inode), so a hard link or another spelling on a
+    case-insensitive disk is the same file.
+    """
+
+    entries: frozenset[tuple[Path, str]] = field(default_factory=frozenset)
+
+    @classmethod
+    def of(cls, reasons: Mapping[Path, str]) -> ProtectedPaths:
+        return cls(frozenset((path.expanduser().resolve(), why) for path, why in reasons.items()))
+
+    def reason(self, path: Path) -> str | None:
+        """Why the resolved ``path`` is off limits, or ``None`` when it is not."""
+        for root, why in self.entries:
+            if path == root or root in path.parents:
+                return why
+        if not self.entries:
+            return None
+        seen = {ident for p in (path, *path.parents) if (ident := _identity(p)) is not None}
+        for root, why in self.entries:
+            if _identity(root) in seen:
+                return why
+        return None
+
+    def check(self, path: Path) -> None:
+        """Raise the :class:`ToolError` the model reads when ``path`` is off limits."""
+        why = self.reason(path)
+        if why is not None:
+            raise ToolError(f"access to {path} is denied: {why}")
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+@dataclass(slots=True, frozen=True)
 class ToolContext:
     """What a tool may know about where it runs."""
 
@@ -49,6 +100,7 @@ class ToolContext:
     source: str = "telegram"
     chat_id: int | None = None
     processes: ProcessLedger | None = None
+    protected: ProtectedPaths = field(default_factory=ProtectedPaths)
 
     def resolve(self, path: str) -> Path:
         """Resolve ``path`` against the workdir (absolute paths stay as given)."""
@@ -56,6 +108,10 @@ class ToolContext:
         if not candidate.is_absolute():
             candidate = self.workdir / candidate
         return candidate.resolve()
+
+    def inside_workdir(self, path: Path) -> bool:
+        """Whether the resolved ``path`` is the workdir or lies under it."""
+        return path.is_relative_to(self.workdir.resolve())
 
 
 class ToolArgs(BaseModel):
@@ -102,6 +158,18 @@ class Tool(ABC, Generic[ArgsT]):
     def target(self, args: ArgsT, ctx: ToolContext) -> str | None:
         """The path or command approval rules match against (``None`` if none)."""
         return None
+
+    def call_group(self, args: ArgsT, ctx: ToolContext) -> ToolGroup:
+        """The group approval rules and bypasses see for this call (the tool's, unless it depends on
+        the arguments)."""
+        return self.group
+
+    def guard(self, args: ArgsT, ctx: ToolContext) -> None:
+        """Refuse a call no rule or approval may allow, with a :class:`ToolError` the model reads.
+
+        The approval gate calls it before any rule, and :meth:`execute` again
+        before acting (the disk may have changed while the user decided).
+        """
 
     @abstractmethod
     async def execute(self, args: ArgsT, ctx: ToolContext) -> str:

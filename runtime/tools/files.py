@@ -1,7 +1,11 @@
 """File tools: ``read_file``, ``list_dir``, ``write_file``, ``edit_file``.
 
 Paths resolve against the agent's workdir (absolute paths stay as given); the
-resolved path is each tool's approval ``target``. Every failure the model can
+resolved path is each tool's approval ``target``, and decides the read tools'
+group: ``@fs_read`` inside the workdir, ``@fs_read_outside`` beyond it (which
+asks by default). agentgram's own secrets and the user's credential
+directories (:func:`secret_paths`) are refused to every file tool, whatever
+the rules say. Every failure the model can
 fix (missing file, binary file, ambiguous edit) is a :class:`ToolError` with a
 message that says what to do next. Blocking file I/O runs in a thread so a
 slow disk never stalls the event loop.
@@ -23,11 +27,31 @@ from typing import TypeVar
 from pydantic import Field
 
 from runtime.errors import ToolError
-from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolGroup
+from runtime.tools.base import ProtectedPaths, Tool, ToolArgs, ToolContext, ToolGroup
 
 READ_LIMIT_BYTES = 100 * 1024
 LIST_LIMIT = 500
 _SNIFF_BYTES = 8192
+
+_AGENTGRAM_SECRETS = "it holds agentgram's secrets"
+_CREDENTIALS = {
+    ".ssh": "it holds your credentials (SSH keys)",
+    ".aws": "it holds your credentials (AWS)",
+    ".config/gcloud": "it holds your credentials (Google Cloud)",
+}
+
+
+def secret_paths(config_file: Path | None, database_file: Path | None) -> ProtectedPaths:
+    """What no file tool may read, list, write or edit: the config file (bot token, API key), the
+    database with its journal files (the whole chat history), and ``~/.ssh``, ``~/.aws``,
+    ``~/.config/gcloud``."""
+    reasons: dict[Path, str] = {Path.home() / name: why for name, why in _CREDENTIALS.items()}
+    if config_file is not None:
+        reasons[config_file] = f"{_AGENTGRAM_SECRETS} (config file)"
+    if database_file is not None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            reasons[database_file.with_name(database_file.name + suffix)] = f"{_AGENTGRAM_SECRETS} (database)"
+    return ProtectedPaths.of(reasons)
 
 
 # --- shared helpers ------------------------------------------------------------
@@ -103,10 +127,29 @@ PathArgsT = TypeVar("PathArgsT", bound=_PathArgs)
 
 
 class _PathTool(Tool[PathArgsT]):
-    """A file tool: approval rules match its resolved ``path`` argument."""
+    """A file tool: approval rules match its resolved ``path`` argument; protected paths are refused."""
 
     def target(self, args: PathArgsT, ctx: ToolContext) -> str:
         return str(ctx.resolve(args.path))
+
+    def guard(self, args: PathArgsT, ctx: ToolContext) -> None:
+        self.path(args, ctx)
+
+    def path(self, args: PathArgsT, ctx: ToolContext) -> Path:
+        """The resolved path, once it is known not to be protected."""
+        path = ctx.resolve(args.path)
+        ctx.protected.check(path)
+        return path
+
+
+class _ReadTool(_PathTool[PathArgsT]):
+    """Reads inside the workdir are ``@fs_read``; anywhere else ``@fs_read_outside``."""
+
+    group = ToolGroup.FS_READ
+
+    def call_group(self, args: PathArgsT, ctx: ToolContext) -> ToolGroup:
+        inside = ctx.inside_workdir(ctx.resolve(args.path))
+        return ToolGroup.FS_READ if inside else ToolGroup.FS_READ_OUTSIDE
 
 
 class ReadFileArgs(_PathArgs):
@@ -162,17 +205,16 @@ def _decode(chunks: list[bytes]) -> str:
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 
-class ReadFile(_PathTool[ReadFileArgs]):
+class ReadFile(_ReadTool[ReadFileArgs]):
     name = "read_file"
     description = (
         "Read a UTF-8 text file. Returns its content; use offset/limit (lines) for large files. "
         f"Output stops at {READ_LIMIT_BYTES // 1024} KB with a note saying where to continue."
     )
-    group = ToolGroup.FS_READ
     Args = ReadFileArgs
 
     async def execute(self, args: ReadFileArgs, ctx: ToolContext) -> str:
-        path = ctx.resolve(args.path)
+        path = self.path(args, ctx)
         got = await asyncio.to_thread(_read_slice, path, args.offset or 1, args.limit)
         if got.past_end:
             raise ToolError(f"offset {got.first} is past the end of {path} ({got.total_lines} lines)")
@@ -234,17 +276,16 @@ def _list(path: Path, show_hidden: bool) -> str:
     return "\n".join(lines)
 
 
-class ListDir(_PathTool[ListDirArgs]):
+class ListDir(_ReadTool[ListDirArgs]):
     name = "list_dir"
     description = (
         "List a directory: entries sorted by name, directories end with '/', files show their size. "
         f"Hidden entries only with all=true; at most {LIST_LIMIT} entries."
     )
-    group = ToolGroup.FS_READ
     Args = ListDirArgs
 
     async def execute(self, args: ListDirArgs, ctx: ToolContext) -> str:
-        return await asyncio.to_thread(_list, ctx.resolve(args.path), args.all)
+        return await asyncio.to_thread(_list, self.path(args, ctx), args.all)
 
 
 # --- write_file ----------------------------------------------------------------
@@ -302,7 +343,7 @@ class WriteFile(_PathTool[WriteFileArgs]):
     Args = WriteFileArgs
 
     async def execute(self, args: WriteFileArgs, ctx: ToolContext) -> str:
-        return await asyncio.to_thread(_write, ctx.resolve(args.path), args.content)
+        return await asyncio.to_thread(_write, self.path(args, ctx), args.content)
 
 
 # --- edit_file -----------------------------------------------------------------
@@ -334,4 +375,4 @@ class EditFile(_PathTool[EditFileArgs]):
     Args = EditFileArgs
 
     async def execute(self, args: EditFileArgs, ctx: ToolContext) -> str:
-        return await asyncio.to_thread(_edit, ctx.resolve(args.path), args)
+        return await asyncio.to_thread(_edit, self.path(args, ctx), args)

@@ -8,12 +8,14 @@ user already made is honoured, not asked again).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from runtime.approvals.manager import ApprovalManager
 from runtime.approvals.rules import Action, CallFacts, shown_path
+from runtime.approvals.trust import proposed_rule
+from runtime.errors import ToolError
 from runtime.events import Address, ApprovalDetails, ApprovalRequested, ApprovalResolved, EventBus
 from runtime.storage.history import HistoryStore
 from runtime.storage.models import ApprovalStatus, ChatSession, ToolCallRow, ToolCallStatus
@@ -41,6 +43,10 @@ async def run_approval_gate(
     ctx: ToolContext,
 ) -> GateOutcome:
     assert call.id is not None and session.id is not None
+    try:
+        tool.guard(args, ctx)  # before any rule: what it refuses, no rule or bypass may allow
+    except ToolError as refused:
+        return await _reject(deps, call, texts.failed_result(str(refused)))
     facts = call_facts(tool, args, ctx)
     action = deps.approvals.check(session.id, facts)
     if action == Action.ALLOW:
@@ -51,7 +57,7 @@ async def run_approval_gate(
         return await _reject(deps, call, texts.AUTO_DENIED)
     request, fresh = await deps.approvals.request_for_call(session.id, call.id, address.chat_id)
     if request.status == ApprovalStatus.PENDING and (fresh or request.message_id is None):
-        details = await approval_details(call, ctx)
+        details = await approval_details(call, ctx, tool)
         deps.bus.emit(
             ApprovalRequested(to=address, request_id=request.id, tool_call_id=call.id, details=details)
         )
@@ -88,10 +94,11 @@ async def _reject(deps: GateDeps, call: ToolCallRow, text: str) -> Rejected:
 
 def call_facts(tool: Tool[Any], args: ToolArgs, ctx: ToolContext) -> CallFacts:
     target = tool.target(args, ctx)
-    is_path = tool.group.value.startswith("fs_")
+    group = tool.call_group(args, ctx)
+    is_path = group.value.startswith("fs_")
     return CallFacts(
         tool=tool.name,
-        group=tool.group,
+        group=group,
         source=ctx.source,
         path=ctx.resolve(target) if (target and is_path) else None,
         command=target if (target and not is_path) else None,
@@ -99,7 +106,12 @@ def call_facts(tool: Tool[Any], args: ToolArgs, ctx: ToolContext) -> CallFacts:
     )
 
 
-async def approval_details(call: ToolCallRow, ctx: ToolContext) -> ApprovalDetails:
+async def approval_details(call: ToolCallRow, ctx: ToolContext, tool: Tool[Any]) -> ApprovalDetails:
+    details = await _shown_details(call, ctx)
+    return replace(details, can_always=proposed_rule(call, tool, ctx.workdir) is not None)
+
+
+async def _shown_details(call: ToolCallRow, ctx: ToolContext) -> ApprovalDetails:
     try:
         raw = json.loads(call.arguments or "{}")
     except json.JSONDecodeError:

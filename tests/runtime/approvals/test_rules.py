@@ -213,3 +213,29 @@ def test_the_memory_exception_comes_before_ordinary_rules() -> None:
     no_writes = Rule(tool="@fs_write", action=Action.DENY)
     assert decide(seeded(no_writes), file_call("write_file", "memory/x.md"))[0] == Action.ALLOW
     assert decide(seeded(no_writes), file_call("write_file", "x.md"))[0] == Action.DENY
+
+
+# --- reads outside the workdir (@fs_read_outside) ---------------------------------------------
+
+
+def outside_read(tool: str = "read_file", path: str = "/srv/agent/config.yml") -> CallFacts:
+    return file_call(tool, path, group=ToolGroup.FS_READ_OUTSIDE)
+
+
+@pytest.mark.parametrize("tool", ["read_file", "list_dir"])
+def test_a_read_outside_the_workdir_asks_by_default(tool: str) -> None:
+    action, rule = decide(seeded(), outside_read(tool))
+    assert action == Action.REQUIRE
+    assert rule is not None and rule.tool == "@fs_read_outside" and rule.origin == "seed"
+
+
+@pytest.mark.parametrize("action", [Action.ALLOW, Action.DENY])
+def test_an_fs_read_outside_rule_decides_reads_outside(action: Action) -> None:
+    rules = seeded(Rule(tool="@fs_read_outside", action=action))
+    assert decide(rules, outside_read())[0] == action
+    assert decide(rules, outside_read("list_dir", "/etc"))[0] == action
+    assert decide(rules, file_call("read_file", "notes.md", group=ToolGroup.FS_READ))[0] == Action.ALLOW
+
+
+def test_trusting_fs_read_does_not_trust_reads_outside() -> None:
+    assert decide(seeded(Rule(tool="@fs_read", action=Action.ALLOW)), outside_read())[0] == Action.REQUIRE
