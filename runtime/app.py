@@ -10,16 +10,17 @@ mail *before* anything acts on it.
 from __future__ import annotations
 
 import enum
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from runtime.approvals.manager import ApprovalManager, DecisionResult
 from runtime.approvals.rules import Rule
-from runtime.approvals.trust import proposed_rule
+from runtime.approvals.trust import bypass_scope, proposed_rule
 from runtime.config import Settings
 from runtime.errors import MailboxFull
-from runtime.events import Address, EventBus, Notice, RoundEnded
+from runtime.events import Address, DurableOutput, EventBus, Notice, RoundEnded
 from runtime.llm.types import LLMClient
 from runtime.log import get_logger, register_secret
 from runtime.mailbox import (
@@ -49,9 +50,11 @@ from runtime.storage.models import (
     TurnStatus,
     utcnow,
 )
+from runtime.storage.outbox import OutboxStore
 from runtime.storage.sessions import SessionStore
 from runtime.tools.base import ToolRegistry
 from runtime.tools.builtin import default_registry
+from runtime.tools.files import secret_paths
 from runtime.tools.processes import SqlProcessLedger
 from runtime.tools.schedule import schedule_tools
 from runtime.turn.context import ContextSettings
@@ -62,10 +65,14 @@ log = get_logger("runtime")
 UNDELIVERED_WINDOW = timedelta(days=1)
 """How old a stored answer the chat never showed may be and still be sent on start."""
 
+CHAT_SESSIONS_KEPT = 1024
+"""Chats whose active session is kept in memory, least recently used out (the rest are read again)."""
+
 
 class PostResult(enum.StrEnum):
     STARTED = "started"  # the session was idle: a turn starts with this message
     QUEUED = "queued"  # a turn is running: it reads this at its next step
+    WAITING_APPROVAL = "waiting_approval"  # as QUEUED, but the next step waits for a decision
     PAUSED = "paused"  # the session's turn is paused: kept until /resume
     DUPLICATE = "duplicate"  # already accepted (redelivered update)
     FULL = "full"  # too many unread messages
@@ -74,6 +81,15 @@ class PostResult(enum.StrEnum):
 @dataclass(slots=True, frozen=True)
 class StopResult:
     was_running: bool
+
+
+@dataclass(slots=True, frozen=True)
+class AwaitedApproval:
+    """The decision a session's turn waits for, as the chat can point at it."""
+
+    request_id: str
+    tool: str
+    message_id: int | None  # the prompt in the chat; None until its send returned
 
 
 def local_zone(settings: Settings) -> tuple[ZoneInfo, str]:
@@ -107,6 +123,7 @@ class Runtime:
         self.db = Database(settings.storage.url)
         self.bus = EventBus()
         self.sessions = SessionStore(self.db)
+        self.outbox = OutboxStore(self.db)
         self.history = HistoryStore(self.db)
         self.mailbox = SqlMailbox(self.db, settings.mailbox.max_unread)
         self.approvals = ApprovalManager(self.db, settings.approval)
@@ -119,7 +136,7 @@ class Runtime:
         self.llm = llm
         self.tools = tools or default_registry()
         self.processes = SqlProcessLedger(self.sessions)
-        self._chat_sessions: dict[int, ChatSession] = {}
+        self._chat_sessions: OrderedDict[int, ChatSession] = OrderedDict()
         self.services = TurnServices(
             db=self.db,
             sessions=self.sessions,
@@ -141,6 +158,7 @@ class Runtime:
             clock=utcnow,
             notice=self.notice,
             processes=self.processes,
+            protected=secret_paths(settings.config_file, self.db.file),
         )
         self.hub = SessionHub(self.services, HubOptions(resume_on_message=settings.mailbox.resume_on_message))
         self.scheduler = SchedulerService(self)
@@ -177,7 +195,11 @@ class Runtime:
             self.hub.wake(session_id)
 
     async def _resend_undelivered(self) -> None:
-        """Final answers stored but never shown (killed in between) go out now, once."""
+        """Final answers, notices and reports stored but never shown (killed in between, or
+        Telegram down until the end) go out now, once."""
+        for event in await self.outbox.unshown(since=utcnow() - UNDELIVERED_WINDOW):
+            log.info("sending the stored %s %s, which the chat never showed", event.kind, event.outbox_id)
+            self.bus.emit(event)
         for row in await self.history.undelivered_answers(since=utcnow() - UNDELIVERED_WINDOW):
             session = await self.sessions.get(row.session_id)
             if session is None or row.id is None or row.turn_id is None:
@@ -209,8 +231,16 @@ class Runtime:
 
     # --- output ----------------------------------------------------------------
 
-    def notice(self, address: Address, key: str, params: dict[str, str | int]) -> None:
-        self.bus.emit(Notice(to=address, key=key, params=params))
+    async def notice(self, address: Address, key: str, params: dict[str, str | int]) -> None:
+        await self.publish(Notice(to=address, key=key, params=params))
+
+    async def publish(self, event: DurableOutput) -> None:
+        """Emit output that must reach the user, recorded first (see :mod:`runtime.storage.outbox`)."""
+        self.bus.emit(await self.outbox.record(event))
+
+    async def output_shown(self, outbox_id: int) -> None:
+        """The chat shows this notice or report (``outbox_id``): a restart need not send it."""
+        await self.outbox.shown(outbox_id)
 
     # --- sessions --------------------------------------------------------------
 
@@ -218,11 +248,18 @@ class Runtime:
         """The chat's active session; kept in memory (only this process opens chat sessions)."""
         cached = self._chat_sessions.get(chat_id)
         if cached is not None and (language is None or cached.language_code == language):
+            self._chat_sessions.move_to_end(chat_id)
             return cached
         session, created = await self.sessions.find_or_open(chat_id, user_id=user_id, language=language)
-        self._chat_sessions[chat_id] = session
+        self._keep_chat_session(chat_id, session)
         self.hub.session_changed(session, created=created)
         return session
+
+    def _keep_chat_session(self, chat_id: int, session: ChatSession) -> None:
+        self._chat_sessions[chat_id] = session
+        self._chat_sessions.move_to_end(chat_id)
+        while len(self._chat_sessions) > CHAT_SESSIONS_KEPT:
+            self._chat_sessions.popitem(last=False)
 
     async def new_session(
         self, chat_id: int, *, user_id: int | None, language: str | None, envelope_id: str
@@ -232,7 +269,7 @@ class Runtime:
         await self.stop(current, envelope_id, quiet=True)
         self.approvals.bypasses.clear(current.id or 0)
         fresh = await self.sessions.open_new(chat_id, user_id=user_id, language=language)
-        self._chat_sessions[chat_id] = fresh
+        self._keep_chat_session(chat_id, fresh)
         self.hub.session_changed(fresh, created=True)
         return fresh
 
@@ -264,7 +301,7 @@ class Runtime:
         if receipt.duplicate:
             return PostResult.DUPLICATE
         if busy:
-            return PostResult.QUEUED
+            return PostResult.WAITING_APPROVAL if self.approvals.awaited(session.id) else PostResult.QUEUED
         if self.hub.known_not_paused(session.id):
             return PostResult.STARTED
         latest = await self.sessions.latest_turn(session.id)
@@ -353,8 +390,7 @@ class Runtime:
         if found is None or found[0].status != ApprovalStatus.PENDING:
             return await self.approvals.decide(request_id, True), minutes
         request, call = found
-        tool = self.tools.get(call.name)
-        scope = f"@{tool.group.value}" if tool is not None else call.name
+        scope = bypass_scope(call, self.tools.get(call.name), self.workdir)
         self.approvals.grant_bypass(request.session_id, scope)
         return await self.decide(request_id, approved=True, reason=None, envelope_id=envelope_id), minutes
 
@@ -376,9 +412,18 @@ class Runtime:
             return result, None
         return result, saved
 
+    async def awaited_approval(self, session: ChatSession) -> AwaitedApproval | None:
+        """What the session's turn is blocked on (``PostResult.WAITING_APPROVAL``), if still so."""
+        request_id = self.approvals.awaited(session.id or 0)
+        found = await self._request_call(request_id) if request_id is not None else None
+        if found is None or found[0].status != ApprovalStatus.PENDING:
+            return None
+        request, call = found
+        return AwaitedApproval(request_id=request.id, tool=call.name, message_id=request.message_id)
+
     async def call_for_request(self, request_id: str) -> ToolCallRow | None:
         found = await self._request_call(request_id)
         return None if found is None else found[1]
 
 
-__all__ = ["MailKind", "PostResult", "Runtime", "StopResult"]
+__all__ = ["AwaitedApproval", "MailKind", "PostResult", "Runtime", "StopResult"]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from runtime.errors import Failure
 from runtime.log import get_logger
 
 log = get_logger("events")
@@ -108,6 +109,7 @@ class ApprovalDetails:
     path: str | None = None
     diff: str | None = None
     new_file: bool = False
+    can_always: bool = True  # a saved rule can express this call: "🔁 Always" is offered
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
@@ -144,7 +146,7 @@ class TurnFinished:
     turn_id: int
     outcome: OutcomeKind
     text: str = ""
-    error: str | None = None
+    failure: Failure | None = None  # set when ``outcome`` is failed: what to tell the user
     kind: Literal["turn_finished"] = "turn_finished"
 
 
@@ -156,6 +158,7 @@ class Notice:
     key: str
     params: dict[str, str | int] = field(default_factory=dict)
     silent: bool = False
+    outbox_id: int | None = None  # its durable record; the adapter reports it shown (output_shown)
     kind: Literal["notice"] = "notice"
 
 
@@ -167,8 +170,12 @@ class Report:
     text: str
     title: str | None = None
     silent: bool = False
+    outbox_id: int | None = None  # as for Notice
     kind: Literal["report"] = "report"
 
+
+DurableOutput = Notice | Report
+"""Output that must reach the user: recorded before it is emitted, re-sent on start until shown."""
 
 RuntimeEvent = (
     TurnStarted

@@ -26,7 +26,7 @@ from telegram.error import TelegramError
 
 from bot.telegram.prompts import approval_prompt, decision_line
 from bot.telegram.render import escape, markdown_to_html
-from bot.telegram.sender import MessageGroup, edit_html, send_html
+from bot.telegram.sender import BRIEF, ONCE, PERSISTENT, MessageGroup, Retry, edit_html, send_html
 from runtime.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -49,6 +49,9 @@ log = get_logger("telegram.delivery")
 
 TYPING_EVERY = 4.0
 TYPING_AFTER = 0.4
+IDLE_EVICT = 60.0
+"""Seconds a chat's outbox waits with nothing to do before its task ends and it is dropped
+(the next event makes a new one); keeps memory flat however many chats and headless runs come."""
 _HEADLESS = frozenset({"tic", "cron"})
 _HEADLESS_SPEAKS = (ApprovalRequested, ApprovalResolved, Report)
 _PHASE_MARK = {
@@ -141,8 +144,11 @@ class Delivery:
         while True:
             timeout = self._flush_delay(box)
             try:
-                event = await asyncio.wait_for(box.queue.get(), timeout)
+                event = await asyncio.wait_for(box.queue.get(), timeout or IDLE_EVICT)
             except TimeoutError:
+                if timeout is None and self._idle(box):
+                    del self.outboxes[box.chat_id]  # no await since the check: nothing slips in
+                    return
                 await self._flush(box, force=False)
                 continue
             try:
@@ -154,23 +160,35 @@ class Delivery:
             finally:
                 box.queue.task_done()
 
+    @staticmethod
+    def _idle(box: ChatOutbox) -> bool:
+        working = box.stream is not None or box.tools_group is not None or box.typing is not None
+        return box.queue.empty() and not working
+
     def _flush_delay(self, box: ChatOutbox) -> float | None:
         if not (box.stream_dirty or box.tools_dirty):
             return None
         return max(0.0, box.last_edit + self.edit_interval - time.monotonic())
 
-    async def _flush(self, box: ChatOutbox, *, force: bool) -> bool:
-        """Show the changed tool lines and streamed text; ``False`` if the text could not be shown."""
+    async def _flush(self, box: ChatOutbox, *, force: bool, retry: Retry = ONCE) -> bool:
+        """Show the changed tool lines and streamed text; ``False`` if the text could not be shown.
+
+        While a reply streams, one try is enough (the next edit carries newer
+        text); a round's end passes :data:`PERSISTENT`, so the complete text
+        always arrives.
+        """
         if not force and time.monotonic() - box.last_edit < self.edit_interval:
             return True
         if box.tools_dirty and box.tools_group is not None:
             box.tools_dirty = False
-            await box.tools_group.show(self.bot, "\n".join(line.html() for line in box.tools.values()))
+            lines = "\n".join(line.html() for line in box.tools.values())
+            box.tools_dirty = not await box.tools_group.show(self.bot, lines, retry=min_retry(retry))
             box.last_edit = time.monotonic()
         shown = True
         if box.stream_dirty and box.stream is not None:
             box.stream_dirty = False
-            shown = await box.stream.show(self.bot, markdown_to_html(box.stream_text))
+            shown = await box.stream.show(self.bot, markdown_to_html(box.stream_text), retry=retry)
+            box.stream_dirty = not shown
             box.last_edit = time.monotonic()
         return shown
 
@@ -194,17 +212,20 @@ class Delivery:
             case ApprovalResolved():
                 await self._on_resolved(box, event)
             case Notice():
-                await self._flush(box, force=True)
                 params = {k: escape(str(v)) if isinstance(v, str) else v for k, v in event.params.items()}
-                await send_html(
-                    self.bot, box.chat_id, self.t.t(box.language, event.key, **params), silent=event.silent
+                await self._say(
+                    box, self.t.t(box.language, event.key, **params), event.silent, event.outbox_id
                 )
             case Report():
-                await self._flush(box, force=True)
                 title = f"<b>{escape(event.title)}</b>\n\n" if event.title else ""
-                await send_html(
-                    self.bot, box.chat_id, title + markdown_to_html(event.text), silent=event.silent
-                )
+                await self._say(box, title + markdown_to_html(event.text), event.silent, event.outbox_id)
+
+    async def _say(self, box: ChatOutbox, html: str, silent: bool, outbox_id: int | None) -> None:
+        """A notice or report: sent until delivered (or refused for good), then reported shown."""
+        await self._flush(box, force=True)
+        await send_html(self.bot, box.chat_id, html, silent=silent, retry=PERSISTENT)
+        if outbox_id is not None:
+            await self.runtime.output_shown(outbox_id)
 
     async def _on_delta(self, box: ChatOutbox, text: str) -> None:
         box.stream_text += text
@@ -222,7 +243,7 @@ class Delivery:
         if event.text.strip():  # the round's whole text, rendered and shown once
             box.stream = box.stream or MessageGroup(box.chat_id)
             box.stream_text, box.stream_dirty = event.text, True
-        shown = await self._flush(box, force=True)
+        shown = await self._flush(box, force=True, retry=PERSISTENT)
         box.stream, box.stream_text, box.stream_dirty = None, "", False
         if shown and not event.has_tool_calls and event.row_id is not None:
             await self.runtime.answer_shown(event.row_id)  # else a restart sends it
@@ -243,17 +264,21 @@ class Delivery:
         self._stop_typing(box)
         box.tools, box.tools_group, box.tools_dirty = {}, None, False
         box.stream, box.stream_text, box.stream_dirty = None, "", False
-        if event.outcome == OutcomeKind.FAILED:
-            await send_html(
-                self.bot, box.chat_id, self.t.t(box.language, "turn-failed", error=escape(event.error or ""))
-            )
+        if event.outcome == OutcomeKind.FAILED:  # one locale text per failure kind, never exception text
+            failure = event.failure
+            key = failure.locale_key if failure is not None else "turn-failed"
+            raw = failure.params if failure is not None else {}
+            params = {k: escape(v) if isinstance(v, str) else v for k, v in raw.items()}
+            await send_html(self.bot, box.chat_id, self.t.t(box.language, key, **params))
         elif event.outcome == OutcomeKind.EXHAUSTED:
             rounds = self.runtime.settings.llm.max_tool_rounds
             await send_html(self.bot, box.chat_id, self.t.t(box.language, "turn-exhausted", rounds=rounds))
 
     async def _on_approval(self, box: ChatOutbox, event: ApprovalRequested) -> None:
         prompt = approval_prompt(self.t, box.language, event.request_id, event.details)
-        sent = await send_html(self.bot, box.chat_id, prompt.html, reply_markup=prompt.keyboard)
+        sent = await send_html(
+            self.bot, box.chat_id, prompt.html, reply_markup=prompt.keyboard, retry=PERSISTENT
+        )
         if sent is None:
             await self._prompt_not_shown(box, event)
             return
@@ -284,7 +309,7 @@ class Delivery:
         )
         await self.runtime.approvals.expire_unshown(event.request_id)
         notice = self.t.t(box.language, "approval-not-shown", tool=escape(event.details.tool_name))
-        await send_html(self.bot, box.chat_id, notice)
+        await send_html(self.bot, box.chat_id, notice, retry=BRIEF)
 
     async def _on_resolved(self, box: ChatOutbox, event: ApprovalResolved) -> None:
         line = decision_line(self.t, box.language, event.status, event.reason)
@@ -317,3 +342,8 @@ class Delivery:
             except TelegramError as error:
                 log.debug("typing action failed: %s", error)
             await asyncio.sleep(TYPING_EVERY)
+
+
+def min_retry(retry: Retry) -> Retry:
+    """Tool status lines are worth a few tries at most, never an outage's wait."""
+    return BRIEF if retry is PERSISTENT else retry

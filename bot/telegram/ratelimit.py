@@ -6,7 +6,9 @@ meters every request that names a chat, so typing actions, reactions and
 callback answers eat the message budget: with three such calls per turn a
 busy bot stalls well below Telegram's real limit. These endpoints skip the
 budget here but keep PTB's 429 handling (``retry_after`` honoured, retried up
-to ``telegram.max_retries`` times).
+to ``telegram.max_retries`` times) — except a button's answer, which is only
+useful within seconds: it skips the limiter, and
+:func:`bot.telegram.handlers.buttons.answer` retries it on its own terms.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from telegram.ext import AIORateLimiter
 
 UNMETERED = frozenset({"sendChatAction", "setMessageReaction", "answerCallbackQuery"})
+UNLIMITED = frozenset({"answerCallbackQuery"})
 
 
 class MessageRateLimiter(AIORateLimiter):
@@ -29,6 +32,8 @@ class MessageRateLimiter(AIORateLimiter):
         data: dict[str, Any],
         rate_limit_args: int | None,
     ) -> Any:
+        if endpoint in UNLIMITED:
+            return await callback(*args, **kwargs)
         if endpoint in UNMETERED:
             data = {key: value for key, value in data.items() if key != "chat_id"}
         return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)

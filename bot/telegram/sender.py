@@ -3,26 +3,114 @@
 It applies Telegram's rules so nobody else has to: HTML parse mode with a
 plain-text retry when Telegram still rejects the entities, "message is not
 modified" treated as success, and a message group that keeps a long text
-split into ≤ 4096-character pieces (streaming and final text use the same
-path). Rate limits are python-telegram-bot's ``AIORateLimiter`` (429
-``retry_after`` honoured, retries configured); order per chat is kept by the
-caller's per-chat queue.
+split into ≤ 4096-character pieces (streaming, final text, notices and
+reports all use the same path). Order per chat is kept by the caller's
+per-chat queue.
+
+**Retries.** Every call names a :class:`Retry` policy. A transient failure
+(429 after its ``retry_after``, a 5xx, a timeout, a dropped connection, an
+answer that is not JSON) is retried with capped, jittered backoff; a
+permanent one is not: a 400 (after the plain-text fallback for entity
+errors), a 403 (the user blocked the bot: logged, the send is dropped), a
+401 (the token was revoked: polling ends the process).
+
+- :data:`ONCE` — best effort: streaming edits, typing, clean-ups. The next
+  edit or the final text makes up for a lost one.
+- :data:`BRIEF` — a handler's direct reply (an acknowledgement, a command's
+  answer). Handlers run inside the update loop, so they must not wait out a
+  long outage: a few tries within ~10 s.
+- :data:`PERSISTENT` — what must reach the user (final answers, approval
+  prompts, notices, reports), sent from the chat's outbox task: retried until
+  delivered or refused, however long Telegram is down. A later message to the
+  chat waits behind it, so it is never overtaken.
+
+**Outcome unknown.** A request that hangs and ends in a timeout or a 504 may
+or may not have been delivered; Telegram gives no way to ask. agentgram sends
+it again: a message may then appear twice, but it is never lost
+(at-least-once). Edits are idempotent, so for them the question never arises.
 """
 
 from __future__ import annotations
 
+import asyncio
+import enum
+import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import timedelta
+from typing import Any, TypeVar
 
 from telegram import InlineKeyboardMarkup, Message
 from telegram.constants import ParseMode
-from telegram.error import BadRequest, TelegramError
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    Conflict,
+    Forbidden,
+    InvalidToken,
+    RetryAfter,
+    TelegramError,
+)
 
 from bot.telegram.render import html_to_text
 from bot.telegram.split import split_html
 from runtime.log import get_logger
 
 log = get_logger("telegram.send")
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True, frozen=True)
+class Retry:
+    """How hard a call tries on transient failures; ``attempts=None`` tries until it is delivered."""
+
+    attempts: int | None
+    first_delay: float = 0.5
+    max_delay: float = 30.0
+
+    def another(self, attempt: int) -> bool:
+        return self.attempts is None or attempt < self.attempts
+
+    def delay(self, attempt: int) -> float:
+        base = min(self.first_delay * 2 ** (attempt - 1), self.max_delay)
+        return base * random.uniform(0.8, 1.2)  # jitter: chats retrying together spread out
+
+
+ONCE = Retry(attempts=1)
+BRIEF = Retry(attempts=4, max_delay=4.0)
+PERSISTENT = Retry(attempts=None, max_delay=30.0)
+
+_PERMANENT = (BadRequest, Forbidden, InvalidToken, ChatMigrated, Conflict)
+"""Refusals a retry cannot change (``BadRequest`` is a ``NetworkError`` subclass: check it first)."""
+
+
+def _seconds(delay: float | timedelta) -> float:
+    return delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+
+
+async def with_retry(call: Callable[[], Awaitable[T]], retry: Retry, what: str) -> T:
+    """Run ``call``, retrying transient Telegram failures as ``retry`` allows; permanent ones raise."""
+    attempt = 1
+    while True:
+        try:
+            return await call()
+        except _PERMANENT:
+            raise
+        except RetryAfter as error:
+            if not retry.another(attempt):
+                raise
+            wait = _seconds(error.retry_after) + 0.1
+            log.info("%s: Telegram asks to wait %.1fs (429)", what, wait)
+        except TelegramError as error:  # 5xx, timeouts, network, invalid JSON
+            if not retry.another(attempt):
+                raise
+            wait = retry.delay(attempt)
+            log.warning(
+                "%s failed (%s: %s); retry %d in %.1fs", what, type(error).__name__, error, attempt, wait
+            )
+        await asyncio.sleep(wait)
+        attempt += 1
 
 
 def _is_not_modified(error: BadRequest) -> bool:
@@ -33,6 +121,13 @@ def _is_entity_error(error: BadRequest) -> bool:
     return "can't parse entities" in error.message.lower()
 
 
+def _refused(what: str, error: TelegramError) -> None:
+    if isinstance(error, Forbidden):
+        log.warning("%s dropped: %s (the user blocked the bot or left the chat)", what, error.message)
+    else:
+        log.warning("%s failed: %s: %s", what, type(error).__name__, error)
+
+
 async def send_html(
     bot,  # type: ignore[no-untyped-def]
     chat_id: int,
@@ -41,29 +136,71 @@ async def send_html(
     reply_markup: InlineKeyboardMarkup | None = None,
     silent: bool = False,
     reply_to: int | None = None,
+    retry: Retry = BRIEF,
 ) -> Message | None:
-    """The sent message, or ``None`` (logged) when Telegram refused it or could not be reached."""
+    """Send ``html`` as one message, or several when it is longer than Telegram allows.
+
+    The first piece replies to ``reply_to``, the last carries the keyboard.
+    The last message sent, or ``None`` (logged) when Telegram refused a piece
+    or retries ran out — later pieces are then not sent, so none stands
+    before a missing one.
+    """
+    parts = split_html(html) if html.strip() else [html]
+    sent: Message | None = None
+    for index, part in enumerate(parts):
+        last = index == len(parts) - 1
+        sent = await _send_one(
+            bot,
+            chat_id,
+            part,
+            reply_markup=reply_markup if last else None,
+            silent=silent,
+            reply_to=reply_to if index == 0 else None,
+            retry=retry,
+        )
+        if sent is None:
+            return None
+    return sent
+
+
+async def _send_one(
+    bot,  # type: ignore[no-untyped-def]
+    chat_id: int,
+    html: str,
+    *,
+    reply_markup: InlineKeyboardMarkup | None,
+    silent: bool,
+    reply_to: int | None,
+    retry: Retry,
+) -> Message | None:
     kwargs: dict[str, Any] = {"reply_markup": reply_markup, "disable_notification": silent}
-    if reply_to is not None:
-        kwargs["reply_to_message_id"] = reply_to
+    if reply_to is not None:  # a deleted original must not cost the message
+        kwargs |= {"reply_to_message_id": reply_to, "allow_sending_without_reply": True}
+    what = f"send to chat {chat_id}"
     try:
-        return await bot.send_message(chat_id, html, parse_mode=ParseMode.HTML, **kwargs)
+        return await with_retry(
+            lambda: bot.send_message(chat_id, html, parse_mode=ParseMode.HTML, **kwargs), retry, what
+        )
     except BadRequest as error:
         if not _is_entity_error(error):
-            log.warning("send to chat %s failed: %s", chat_id, error.message)
+            _refused(what, error)
             return None
         log.warning("Telegram rejected our HTML (%s); re-sending as plain text", error.message)
-    except TelegramError as error:  # blocked, network, retries used up
-        log.warning("send to chat %s failed: %s", chat_id, error)
-        return None
-    try:
-        return await bot.send_message(chat_id, html_to_text(html) or "…", **kwargs)
     except TelegramError as error:
-        log.warning("plain send to chat %s failed: %s", chat_id, error)
+        _refused(what, error)
         return None
-    except Exception:
-        log.exception("send to chat %s failed", chat_id)
+    plain = html_to_text(html) or "…"
+    try:
+        return await with_retry(lambda: bot.send_message(chat_id, plain, **kwargs), retry, what)
+    except TelegramError as error:
+        _refused(f"plain {what}", error)
         return None
+
+
+class Edit(enum.StrEnum):
+    DONE = "done"  # the message shows the text (or already did)
+    GONE = "gone"  # Telegram refuses to edit this message (deleted, too old): send the text anew
+    FAILED = "failed"  # not now (retries ran out, blocked): the message keeps its old text
 
 
 async def edit_html(
@@ -73,28 +210,35 @@ async def edit_html(
     html: str,
     *,
     reply_markup: InlineKeyboardMarkup | None = None,
-) -> bool:
-    try:
-        await bot.edit_message_text(
-            html, chat_id=chat_id, message_id=message_id, parse_mode=ParseMode.HTML, reply_markup=reply_markup
+    retry: Retry = BRIEF,
+) -> Edit:
+    what = f"edit in chat {chat_id}"
+
+    async def edit(text: str, parse_mode: str | None) -> Edit:
+        await with_retry(
+            lambda: bot.edit_message_text(
+                text, chat_id=chat_id, message_id=message_id, parse_mode=parse_mode, reply_markup=reply_markup
+            ),
+            retry,
+            what,
         )
-        return True
+        return Edit.DONE
+
+    try:
+        try:
+            return await edit(html, ParseMode.HTML)
+        except BadRequest as error:
+            if not _is_entity_error(error):
+                raise
+        return await edit(html_to_text(html) or "…", None)
     except BadRequest as error:
         if _is_not_modified(error):
-            return True
-        if not _is_entity_error(error):
-            log.warning("edit in chat %s failed: %s", chat_id, error.message)
-            return False
-    try:
-        await bot.edit_message_text(
-            html_to_text(html) or "…", chat_id=chat_id, message_id=message_id, reply_markup=reply_markup
-        )
-        return True
-    except BadRequest as error:
-        return _is_not_modified(error)
+            return Edit.DONE
+        _refused(what, error)
+        return Edit.GONE
     except TelegramError as error:
-        log.warning("plain edit in chat %s failed: %s", chat_id, error)
-        return False
+        _refused(what, error)
+        return Edit.FAILED
 
 
 @dataclass(slots=True)
@@ -111,24 +255,24 @@ class MessageGroup:
     silent: bool = False
     pieces: list[_Piece] = field(default_factory=list)
 
-    async def show(self, bot, html: str) -> bool:  # type: ignore[no-untyped-def]
+    async def show(self, bot, html: str, *, retry: Retry = ONCE) -> bool:  # type: ignore[no-untyped-def]
         """Make the chat show ``html``: edit changed pieces, send new ones, skip the same.
 
-        ``False`` if a piece could not be sent or edited (Telegram refused it).
+        A piece remembers only text the chat really shows, so after a failed
+        edit the next ``show`` tries again. A piece Telegram will not edit any
+        more is sent anew. ``False`` if some piece does not show its text.
         """
         parts = split_html(html) if html.strip() else []
         shown = True
         for index, part in enumerate(parts):
             if index < len(self.pieces):
-                if self.pieces[index].html != part:
-                    shown = await edit_html(bot, self.chat_id, self.pieces[index].message_id, part) and shown
-                    self.pieces[index].html = part
+                shown = await self._update(bot, self.pieces[index], part, retry) and shown
                 continue
-            sent = await send_html(bot, self.chat_id, part, silent=self.silent)
-            if sent is not None:
-                self.pieces.append(_Piece(sent.message_id, part))
-            else:
+            sent = await send_html(bot, self.chat_id, part, silent=self.silent, retry=retry)
+            if sent is None:
                 shown = False
+                break  # a later piece must not stand before a missing one
+            self.pieces.append(_Piece(sent.message_id, part))
         for extra in self.pieces[len(parts) :]:
             try:
                 await bot.delete_message(self.chat_id, extra.message_id)
@@ -136,3 +280,17 @@ class MessageGroup:
                 pass
         del self.pieces[len(parts) :]
         return shown
+
+    async def _update(self, bot, piece: _Piece, part: str, retry: Retry) -> bool:  # type: ignore[no-untyped-def]
+        if piece.html == part:
+            return True
+        result = await edit_html(bot, self.chat_id, piece.message_id, part, retry=retry)
+        if result == Edit.GONE:
+            sent = await send_html(bot, self.chat_id, part, silent=self.silent, retry=retry)
+            if sent is None:
+                return False
+            piece.message_id = sent.message_id
+        elif result == Edit.FAILED:
+            return False
+        piece.html = part
+        return True

@@ -47,6 +47,7 @@ nothing-to-resume = Nothing to resume.
 pausing = ⏸ I'll pause at my next step (a running tool finishes first). If I finish before that, you just get the answer.
 nothing-to-pause = Nothing to pause — I'm idle.
 noted-busy = 📝 Noted — I'll read this at my next step.
+noted-waiting-approval = 📝 Noted — but my next step waits for your decision on <code>{ $tool }</code>. Tap a button on the approval request, or reply to it with a reason to reject it.
 mailbox-full = ⚠️ Too many unread messages — please wait for me to catch up, or send /stop.
 restarted-continuing = 🔄 Restarted — continuing your last request.
 
@@ -56,7 +57,19 @@ thinking = 💭 Thinking…
 model-fallback = ⚠️ { $failed } isn't responding, switching to { $next }.
 llm-error = ⚠️ The model failed: { $error }
 turn-exhausted = ⚠️ I made { $rounds } tool calls in a row without reaching an answer, so I stopped. Tell me how to continue.
-turn-failed = ⚠️ Something went wrong: { $error }
+turn-failed = ⚠️ Something went wrong on my side; the details are in the log.
+llm-unavailable = ⚠️ The model is not answering{ $status ->
+        [0] {""}
+       *[other] {" "}(HTTP { $status })
+    } — send your message again in a moment.
+llm-timeout = ⚠️ The model took too long to answer — send your message again in a moment.
+llm-rate-limited = ⚠️ The model is rate-limited (HTTP 429) — wait a minute, then send your message again.
+llm-auth-failed = ⚠️ The LLM endpoint refused the API key (HTTP { $status }) — check llm.api_key in the config.
+llm-model-not-found = ⚠️ The LLM endpoint has no model “{ $model }” (HTTP 404) — check llm.model and llm.base_url in the config.
+llm-context-too-long = ⚠️ This conversation is too long for the model — send /new to start a fresh one.
+llm-bad-request = ⚠️ The model refused my request (HTTP { $status }); the details are in the log. If it happens again, send /new to start a fresh conversation.
+llm-unreachable = ⚠️ I can't reach the LLM endpoint — check that it is running and that llm.base_url is right, then send your message again.
+llm-stream-cut = ⚠️ The model's answer broke off — send your message again.
 tool-running = ⏳ <code>{ $tool }</code>…
 tool-done = ✅ <code>{ $tool }</code>
 tool-failed = ❌ <code>{ $tool }</code> failed

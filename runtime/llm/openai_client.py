@@ -3,15 +3,17 @@
 Owns the wire edge: converting neutral messages and tool specs to OpenAI
 dicts, assembling streamed deltas into an :class:`LLMRound`, and our own
 retry/fallback policy (the SDK's retries are off so there is one policy, in
-one place). For each model in ``[model, *fallback_models]`` a retriable
-failure (429, 5xx, timeout, connection) is retried ``max_retries`` times,
-then the next model is tried after telling the sink with
-:class:`ModelFallback`. Non-retriable failures (400, 401, 403, 404, 422)
-raise at once.
+one place). Every failure is classified once, here, into a
+:class:`~runtime.errors.FailureKind` (the rule for HTTP statuses is
+:func:`~runtime.errors.kind_for_status`). For each distinct model in
+``[model, *fallback_models]`` a retriable failure (429, 5xx, timeout,
+connection, a cut stream) is retried ``max_retries`` times, then the next
+model is tried after telling the sink with :class:`ModelFallback`.
+Non-retriable failures (400, 401, 403, 404, 422) raise at once.
 
-A retry after text was already forwarded also emits ``ModelFallback`` (with
-``failed_model == next_model``) so the consumer knows to discard the partial
-output it showed.
+A retry of the same model after text was already forwarded emits
+:class:`StreamRestart` instead, so the consumer discards the partial output it
+showed without announcing a switch to the model already in use.
 
 Cancellation: the stream is used as an async context manager, so cancelling
 the awaiting task closes the HTTP response before ``CancelledError``
@@ -30,13 +32,14 @@ import openai
 from openai import AsyncOpenAI
 
 from runtime.config import LLMSettings
-from runtime.errors import LLMError
+from runtime.errors import FailureKind, LLMError, kind_for_status
 from runtime.llm.types import (
     AssistantMessage,
     ChatMessage,
     LLMRound,
     ModelFallback,
     ReasoningDelta,
+    StreamRestart,
     StreamSink,
     StreamStarted,
     SystemMessage,
@@ -51,19 +54,22 @@ from runtime.log import get_logger, register_secret
 
 log = get_logger("llm")
 
-RETRIABLE = frozenset({408, 409, 429})  # plus every 5xx; any other 4xx (400, 401, 403, 404, 422) is final
 MAX_RETRY_AFTER = 10.0
 PROBE_TIMEOUT = 5.0
 
 
 @dataclass(slots=True, frozen=True)
 class _Failure:
-    """One failed attempt, classified."""
+    """One failed attempt, classified; ``reason`` is for the log and the stored turn error."""
 
+    kind: FailureKind
     reason: str
-    status: int | None
-    retriable: bool
+    status: int | None = None
     retry_after: float | None = None
+
+    @property
+    def retriable(self) -> bool:
+        return self.kind.retriable
 
 
 class _AttemptFailed(Exception):
@@ -90,7 +96,8 @@ class OpenAIClient:
 
     @property
     def models(self) -> list[str]:
-        return [self._settings.model, *self._settings.fallback_models]
+        """The models to try, in order, each once (a fallback naming the model itself is no fallback)."""
+        return list(dict.fromkeys([self._settings.model, *self._settings.fallback_models]))
 
     async def stream_round(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], sink: StreamSink
@@ -107,7 +114,7 @@ class OpenAIClient:
                 log.warning("model %s failed (%s); falling back to %s", model, last.reason, models[i + 1])
                 await sink(ModelFallback(model, models[i + 1], last.reason))
         assert last is not None
-        raise LLMError(f"LLM unavailable: {last.reason}", retriable=True, status=last.status)
+        raise LLMError(f"LLM unavailable: {last.reason}", kind=last.kind, status=last.status, model=model)
 
     async def _with_retries(self, model: str, request: dict[str, Any], sink: StreamSink) -> LLMRound:
         """Try ``model`` up to ``1 + max_retries`` times; raise the last :class:`_AttemptFailed`."""
@@ -118,7 +125,9 @@ class OpenAIClient:
             except _AttemptFailed as exc:
                 failure = exc.failure
                 if not failure.retriable:
-                    raise LLMError(failure.reason, retriable=False, status=failure.status) from None
+                    raise LLMError(
+                        failure.reason, kind=failure.kind, status=failure.status, model=model
+                    ) from None
                 if attempt == retries:
                     raise
                 delay = self._backoff(attempt, failure)
@@ -127,7 +136,7 @@ class OpenAIClient:
                 )
                 await asyncio.sleep(delay)
                 if exc.forwarded:
-                    await sink(ModelFallback(model, model, failure.reason))
+                    await sink(StreamRestart(model, failure.reason))
         raise AssertionError("unreachable")
 
     def _backoff(self, attempt: int, failure: _Failure) -> float:
@@ -137,6 +146,7 @@ class OpenAIClient:
 
     async def _attempt(self, model: str, request: dict[str, Any], sink: StreamSink) -> LLMRound:
         builder = _RoundBuilder(model=model)
+        streaming = False  # the endpoint took the request: a connection error now cuts the answer
         try:
             # The messages and tools are already plain JSON in the API's shape; passing them as
             # ``extra_body`` (which replaces the placeholder ``messages=[]``) skips the SDK's
@@ -148,30 +158,37 @@ class OpenAIClient:
                 stream_options={"include_usage": True},
                 extra_body=request,
             )
+            streaming = True
             async with stream:  # a cancel from here on closes the HTTP stream
                 await sink(StreamStarted(model))
                 async for chunk in stream:
                     await builder.feed(chunk, sink)
         except openai.OpenAIError as exc:
-            raise _AttemptFailed(self._classify(exc), builder.forwarded) from exc
+            raise _AttemptFailed(self._classify(exc, streaming), builder.forwarded) from exc
         except ValueError as exc:  # an SSE event that is not JSON
-            failure = _Failure("malformed response from the LLM endpoint", None, True)
+            failure = _Failure(FailureKind.STREAM_CUT, "malformed response from the LLM endpoint")
             raise _AttemptFailed(failure, builder.forwarded) from exc
         return builder.build()
 
-    def _classify(self, exc: openai.OpenAIError) -> _Failure:
+    def _classify(self, exc: openai.OpenAIError, streaming: bool) -> _Failure:
+        """The one mapping from the SDK's exceptions to a :class:`FailureKind`."""
         if isinstance(exc, openai.APITimeoutError):
-            return _Failure("the request timed out", None, True)
+            return _Failure(FailureKind.TIMEOUT, "the request timed out")
         if isinstance(exc, openai.APIConnectionError):
-            return _Failure("could not connect to the LLM endpoint", None, True)
+            if streaming:
+                return _Failure(FailureKind.STREAM_CUT, "the stream broke off")
+            return _Failure(FailureKind.UNREACHABLE, "could not connect to the LLM endpoint")
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
-            reason = f"HTTP {status}: {self._clean(exc.message)}"
+            message = self._clean(_server_message(exc))
+            code = exc.code if isinstance(exc.code, str) else None
             retry_after = _retry_after(exc.response.headers) if status == 429 else None
-            return _Failure(reason, status, status in RETRIABLE or status >= 500, retry_after)
+            kind = kind_for_status(status, message, code)
+            return _Failure(kind, f"HTTP {status}: {message}", status, retry_after)
         if isinstance(exc, openai.APIError):  # an error event inside the stream
-            return _Failure(f"stream error: {self._clean(exc.message)}", None, True)
-        return _Failure(f"{type(exc).__name__}: {self._clean(str(exc))}", None, False)
+            return _Failure(FailureKind.STREAM_CUT, f"stream error: {self._clean(exc.message)}")
+        # any other SDK error means we used the SDK wrongly: our bug, not the endpoint's
+        return _Failure(FailureKind.INTERNAL, f"{type(exc).__name__}: {self._clean(str(exc))}")
 
     def _clean(self, text: str) -> str:
         """A short, key-free version of a server message."""
@@ -291,6 +308,17 @@ def to_openai_tool(tool: ToolSpec) -> dict[str, Any]:
         "type": "function",
         "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
     }
+
+
+def _server_message(exc: openai.APIStatusError) -> str:
+    """The server's own words (``error.message``), without the SDK's ``Error code: …`` wrapping;
+    a proxy's HTML error page is summed up by its status line."""
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return str(body["message"])
+    if isinstance(body, str) and body.strip() and not body.lstrip().startswith("<"):
+        return body.strip()
+    return exc.response.reason_phrase or "no details"
 
 
 def _retry_after(headers: Any) -> float | None:

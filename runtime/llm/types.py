@@ -95,13 +95,21 @@ class ModelFallback:
 
 
 @dataclass(slots=True, frozen=True)
+class StreamRestart:
+    """The attempt that streamed so far failed and ``model`` is asked again: its output is void."""
+
+    model: str
+    reason: str
+
+
+@dataclass(slots=True, frozen=True)
 class StreamStarted:
     """The endpoint took the request and its answer streams from here (response headers came)."""
 
     model: str
 
 
-StreamEvent = TextDelta | ReasoningDelta | ModelFallback | StreamStarted
+StreamEvent = TextDelta | ReasoningDelta | ModelFallback | StreamRestart | StreamStarted
 StreamSink = Callable[[StreamEvent], Awaitable[None]]
 
 

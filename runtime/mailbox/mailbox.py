@@ -83,6 +83,10 @@ class Mailbox(Protocol):
         """The session was created just now: it has no mail to read back."""
         ...
 
+    def forget(self, session_id: int) -> None:
+        """The session went idle (its worker was evicted): drop what memory holds of it, keep the mail."""
+        ...
+
     def subscribe(self, listener: AcceptListener) -> None: ...
 
 
@@ -205,6 +209,9 @@ class SqlMailbox(_Listeners):
     def known_empty(self, session_id: int) -> None:
         self._view.fill(session_id, [], self._view.ticket(session_id))
 
+    def forget(self, session_id: int) -> None:
+        self._view.forget(session_id)
+
 
 class MemoryMailbox(_Listeners):
     """The same contract in memory, for sub-agents and fast tests."""
@@ -248,6 +255,9 @@ class MemoryMailbox(_Listeners):
 
     def known_empty(self, session_id: int) -> None:
         """Nothing to do: memory is always read directly."""
+
+    def forget(self, session_id: int) -> None:
+        """Nothing to do: memory is the store itself."""
 
 
 @dataclass(slots=True, frozen=True)

@@ -222,6 +222,8 @@ class CronRunner(Part):
             title = self.translator.t(language, "cron-result-title", title=job.title)
             if result.status == JobRunStatus.SUCCESS:
                 text = (result.response or "").strip() or self.translator.t(language, "cron-no-output")
+            elif result.failure is not None:  # the kind's text; the exception text is only logged
+                text = self.translator.t(language, result.failure.locale_key, **result.failure.params)
             else:
                 text = self.translator.t(language, "cron-run-failed", error=short(result.error or "", 300))
             await self.delivery.deliver(job.chat_id, title, text, session=session, language=language)

@@ -40,7 +40,7 @@ class Delivery(Part):
             await self.schedule_flush(plan.until)
             return
         session_id = (session.id or 0) if session is not None else 0
-        self.runtime.bus.emit(
+        await self.runtime.publish(
             Report(
                 to=address(session_id, SessionSource.CRON, chat_id, language),
                 title=title,
@@ -81,7 +81,7 @@ class Delivery(Part):
             chats.setdefault(report.chat_id, []).append(report)
         for chat_id, items in chats.items():
             language = items[-1].language
-            self.runtime.bus.emit(
+            await self.runtime.publish(
                 Report(
                     to=address(0, SessionSource.CRON, chat_id, language),
                     title=self.translator.t(language, "quiet-hours-digest-title", count=len(items)),

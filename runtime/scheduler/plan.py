@@ -17,7 +17,7 @@ from datetime import datetime, tzinfo
 from typing import Literal
 
 from runtime.config import QuietHoursSettings, TicSettings
-from runtime.errors import ConfigError
+from runtime.errors import ConfigError, Failure
 from runtime.scheduler.clock import as_utc
 from runtime.scheduler.models import JobRun, JobRunStatus, TicState
 from runtime.scheduler.quiet import is_quiet, quiet_ends_at
@@ -99,6 +99,7 @@ class RunResult:
     status: JobRunStatus
     response: str | None = None
     error: str | None = None
+    failure: Failure | None = None  # a broken turn: what the user is told instead of ``error``
 
 
 def run_result(outcome: TurnOutcome) -> RunResult:
@@ -109,8 +110,8 @@ def run_result(outcome: TurnOutcome) -> RunResult:
             return RunResult(JobRunStatus.CANCELLED, error="cancelled")
         case Exhausted(rounds=rounds):
             return RunResult(JobRunStatus.FAILED, error=texts.exhausted(rounds))
-        case Failed(error=error):
-            return RunResult(JobRunStatus.FAILED, error=error or "failed")
+        case Failed(error=error, failure=failure):
+            return RunResult(JobRunStatus.FAILED, error=error or "failed", failure=failure)
         case Paused():
             return RunResult(JobRunStatus.FAILED, error="paused")
 

@@ -203,7 +203,7 @@ class TicRunner(Part):
         """Straight to the home chat (no quiet-hours hold: a tic never runs in them unless asked for)."""
         assert home.id is not None and home.chat_id is not None
         title = self.translator.t(home.language_code, "tic-report-title")
-        self.runtime.bus.emit(
+        await self.runtime.publish(
             Report(
                 to=address(home.id, SessionSource.TIC, home.chat_id, home.language_code),
                 title=title,

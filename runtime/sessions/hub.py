@@ -8,6 +8,15 @@ is stored, then the running turn is cancelled directly; the worker consumes
 the stop afterwards (before any queued message, which it drops and counts).
 A stop the turn meets at a boundary first ends it the same way. A paused
 turn continues on a resume anywhere in the queue.
+
+Workers live only while they are needed (an in-memory map that only grows is
+a leak: every tic and cron run opens a fresh session). A worker that has
+nothing to do — no turn running or being opened, no turn to resume, no mail
+it has not looked at — is evicted: at once for a headless (tic/cron) session,
+after :data:`CHAT_IDLE_TIMEOUT` for a chat; the session's in-memory views go
+with it. Nothing it held is lost: the paused turn, the unread mail and the
+history are in the database, which is all a worker starts from after a
+restart too, and the next mail makes the session a new worker.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from sqlalchemy import Connection
 from runtime.events import Address, ApprovalResolved, OutcomeKind, TurnFinished, TurnStarted
 from runtime.log import get_logger
 from runtime.mailbox import ControlAction, ControlBody, Envelope
-from runtime.storage.models import ChatSession, ToolCallStatus, Turn, TurnStatus
+from runtime.storage.models import ChatSession, SessionSource, ToolCallStatus, Turn, TurnStatus
 from runtime.turn import texts
 from runtime.turn.inject import control_action, fold_into_turn, mail_text, take_until_pause
 from runtime.turn.loop import TurnRunner, TurnServices
@@ -33,9 +42,18 @@ from runtime.turn.prefetch import Prefetch, provisional_messages
 log = get_logger("hub")
 
 FinishListener = Callable[[int, int, TurnOutcome], None]
+EvictListener = Callable[[int], None]
 
 PREFETCH_PATIENCE = 0.2
 """How long a new turn's opening waits for its prefetched request to be under way."""
+
+CHAT_IDLE_TIMEOUT = 300.0
+"""Seconds a chat session's idle worker is kept for the next message before it is evicted.
+
+A headless session's worker goes as soon as its turn is over: its session gets no more mail.
+"""
+
+_HEADLESS = (SessionSource.TIC, SessionSource.CRON)
 
 _STATUS = {
     OutcomeKind.FINAL: TurnStatus.FINAL,
@@ -61,6 +79,7 @@ def address_of(session: ChatSession) -> Address:
 @dataclass(slots=True)
 class HubOptions:
     resume_on_message: bool = False
+    idle_timeout: float = CHAT_IDLE_TIMEOUT  # a chat session's idle worker is evicted after this
 
 
 class SessionWorker:
@@ -107,9 +126,22 @@ class SessionWorker:
         self.cancelled_something = True
         return True
 
+    @property
+    def idle(self) -> bool:
+        """Nothing to do that lives only in memory: the worker may go (see the module docstring).
+
+        The rest of its state is a copy of the database (the session row, "no paused turn")
+        or matters only until the stop mail that always follows it is consumed
+        (``cancelled_something``; a new worker tells from the turn's end instead, ``_ended_by``).
+        """
+        return not self.busy and self.resume_turn_id is None and not self.wake.is_set()
+
     async def _loop(self) -> None:
         while True:
-            await self.wake.wait()
+            if not await self._mail_within(self._idle_timeout()):
+                if self.hub.evict(self):
+                    return
+                continue
             self.wake.clear()
             try:
                 await self._drain()
@@ -117,6 +149,19 @@ class SessionWorker:
                 raise
             except Exception:  # one session's failure must not end its consumer
                 log.exception("session %s: consumer failed", self.session_id)
+
+    def _idle_timeout(self) -> float:
+        """How long to wait for mail once idle; a session not read yet counts as a chat."""
+        headless = self.session is not None and self.session.source in _HEADLESS
+        return 0.0 if headless else self.hub.options.idle_timeout
+
+    async def _mail_within(self, timeout: float) -> bool:
+        if not self.wake.is_set() and timeout > 0:
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout)
+            except TimeoutError:
+                pass
+        return self.wake.is_set()
 
     async def _drain(self) -> None:
         while True:
@@ -164,7 +209,7 @@ class SessionWorker:
                 await self.prefetch.under_way(PREFETCH_PATIENCE)
             turn_id = await self._open_turn(mail)
         except BaseException:
-            self.opening = False
+            self.opening = self.stopped_while_opening = False  # the stop mail still settles the stop
             if self.prefetch is not None:
                 self.prefetch.cancel()
             self.prefetch = None
@@ -249,7 +294,7 @@ class SessionWorker:
             prefetch=prefetch,
         )
         if restarted and await self.runner.stored_answer() is None:  # else nothing is left to continue
-            s.notice(address, "restarted-continuing", {})
+            await s.notice(address, "restarted-continuing", {})
         if self.stopped_while_opening:
             self.stopped_while_opening = False
             self.runner.token.cancel()
@@ -257,6 +302,7 @@ class SessionWorker:
         self.turn_task = asyncio.create_task(self.runner.run(), name=f"turn-{turn_id}")
         self.opening = False
         await self._finish(address, turn_id, await self._await_turn(turn_id))
+        self.runner = self.turn_task = None  # done and awaited: an idle worker holds no turn
 
     async def _await_turn(self, turn_id: int) -> TurnOutcome:
         """The turn's outcome; only the worker's own cancellation (shutdown) propagates."""
@@ -288,7 +334,10 @@ class SessionWorker:
             await s.sessions.finish_turn(turn_id, _STATUS[outcome.kind], error)
         self.not_paused = outcome.kind != OutcomeKind.PAUSED
         text = outcome.text if isinstance(outcome, Final) else ""
-        s.bus.emit(TurnFinished(to=address, turn_id=turn_id, outcome=outcome.kind, text=text, error=error))
+        failure = outcome.failure if isinstance(outcome, Failed) else None
+        s.bus.emit(
+            TurnFinished(to=address, turn_id=turn_id, outcome=outcome.kind, text=text, failure=failure)
+        )
         for listener in list(self.hub.finish_listeners):
             listener(self.session_id, turn_id, outcome)
 
@@ -308,7 +357,7 @@ class SessionWorker:
         stopped, self.cancelled_something = self.cancelled_something or settled, False
         quiet = all(isinstance(e.body, ControlBody) and e.body.quiet for e in stops)
         if not quiet:
-            self._report_stop(address, stopped=stopped, dropped=dropped)
+            await self._report_stop(address, stopped=stopped, dropped=dropped)
 
     async def _ended_by(self, stop: Envelope) -> bool:
         """The latest turn was cancelled after this stop was sent (e.g. by a process that
@@ -318,14 +367,14 @@ class SessionWorker:
             return False
         return _naive_utc(latest.ended_at) >= _naive_utc(stop.sent_at)
 
-    def _report_stop(self, address: Address, *, stopped: bool, dropped: int) -> None:
+    async def _report_stop(self, address: Address, *, stopped: bool, dropped: int) -> None:
         notice = self.hub.services.notice
         if dropped:
-            notice(address, "stopped-dropped", {"count": dropped})
+            await notice(address, "stopped-dropped", {"count": dropped})
         elif stopped:
-            notice(address, "stopped", {})
+            await notice(address, "stopped", {})
         else:
-            notice(address, "nothing-to-stop", {})
+            await notice(address, "nothing-to-stop", {})
 
     async def _settle_unfinished_turn(self, address: Address) -> bool:
         """A paused turn, or one a crash left running, ends as cancelled on /stop."""
@@ -355,6 +404,8 @@ class SessionHub:
         self.options = options or HubOptions()
         self.workers: dict[int, SessionWorker] = {}
         self.finish_listeners: list[FinishListener] = []
+        self.evict_listeners: list[EvictListener] = []
+        """Told the session id after its worker was evicted (the session is idle)."""
         services.mailbox.subscribe(self._on_mail)
 
     def _worker(self, session_id: int) -> SessionWorker:
@@ -363,6 +414,28 @@ class SessionHub:
             worker = SessionWorker(self, session_id)
             self.workers[session_id] = worker
         return worker
+
+    def evict(self, worker: SessionWorker) -> bool:
+        """Drop an idle worker and its session's in-memory views; ``False`` if it is not idle.
+
+        Called by the worker's own task, which then ends: nothing else of it runs (its turn
+        task is done and awaited, it holds no prefetch), so there is nothing to cancel. No
+        await lies between the check and the removal, so mail cannot slip in between; mail
+        after it makes a new worker (``_worker``).
+        """
+        if not worker.idle:
+            return False
+        session_id = worker.session_id
+        if self.workers.get(session_id) is worker:
+            del self.workers[session_id]
+        self.services.mailbox.forget(session_id)
+        self.services.history.forget(session_id)
+        for listener in list(self.evict_listeners):
+            try:
+                listener(session_id)
+            except Exception:  # the worker is gone either way
+                log.exception("evict listener failed for session %s", session_id)
+        return True
 
     def _on_mail(self, envelope: Envelope) -> None:
         self.wake(envelope.session_id)
@@ -424,4 +497,11 @@ class SessionHub:
         self.workers.clear()
 
 
-__all__ = ["FinishListener", "HubOptions", "SessionHub", "SessionWorker"]
+__all__ = [
+    "CHAT_IDLE_TIMEOUT",
+    "EvictListener",
+    "FinishListener",
+    "HubOptions",
+    "SessionHub",
+    "SessionWorker",
+]

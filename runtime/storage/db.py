@@ -23,9 +23,10 @@ the write lock, so views see commits in commit order — and never a rollback.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -81,6 +82,38 @@ def sqlite_pragmas(dbapi_conn: Any, synchronous: Synchronous = "NORMAL") -> None
     cursor.close()
 
 
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def private_sqlite_file(path: Path) -> Path:
+    """Make the database file (and its directory, if missing) readable by this user only.
+
+    The file holds the whole chat history. Its directory is created ``0700``
+    and the file ``0600`` before SQLite opens it, whatever the umask; SQLite
+    gives the ``-wal``, ``-shm`` and ``-journal`` files it creates later the
+    database file's mode. A file or side file left wider by an older version
+    is narrowed. Returns the resolved path.
+    """
+    parent = path.expanduser().parent
+    if not parent.exists():
+        parent.mkdir(parents=True, mode=PRIVATE_DIR)
+        os.chmod(parent, PRIVATE_DIR)  # mkdir's mode is filtered by the umask
+    resolved = path.expanduser().resolve()
+    with suppress(FileExistsError):  # never wider than 0600; the loop below makes it exactly that
+        os.close(os.open(resolved, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
+    for side in (resolved, *(resolved.with_name(resolved.name + s) for s in SQLITE_SIDE_FILES)):
+        try:
+            if side.stat().st_mode & 0o777 != PRIVATE_FILE:
+                os.chmod(side, PRIVATE_FILE)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # not ours to change: say so, the database still works
+            log.warning("cannot make %s private: %s", side, exc.strerror or exc)
+    return resolved
+
+
 class Database:
     """Engine plus the transaction helpers every repository uses.
 
@@ -96,12 +129,14 @@ class Database:
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         kwargs: dict[str, Any] = {}
         self._sync_url: Any = None  # a SQLite file: write_sync runs on a thread over this
+        self.file: Path | None = None
+        """The resolved SQLite file, when the database is one (its -wal and -shm files sit beside it)."""
         if self.is_sqlite:
             database = parsed.database or ""
             if database in ("", ":memory:"):
                 kwargs["poolclass"] = StaticPool
             else:
-                Path(database).parent.mkdir(parents=True, exist_ok=True)
+                self.file = private_sqlite_file(Path(database))
                 self._sync_url = parsed.set(drivername="sqlite+pysqlite")
             kwargs["connect_args"] = {"timeout": 30, "isolation_level": None}
         self.engine: AsyncEngine = create_async_engine(url, **kwargs)
@@ -178,12 +213,7 @@ class Database:
             try:
                 result, hooks = await asyncio.shield(future)
             except asyncio.CancelledError:
-                # the thread cannot be stopped: hold the lock until it committed or rolled back
-                while not future.done():
-                    try:
-                        await asyncio.wait({future})
-                    except asyncio.CancelledError:
-                        continue
+                await _outlast_cancels(future)  # the thread cannot be stopped: keep the lock till it ends
                 if not future.cancelled() and future.exception() is not None:
                     log.error("write after cancellation failed", exc_info=future.exception())
                 elif not future.cancelled():
@@ -263,20 +293,33 @@ class Database:
         return sqlite3.sqlite_version
 
 
+async def _outlast_cancels(future: asyncio.Future[Any]) -> None:
+    """Wait until ``future`` is done, absorbing every cancel of the waiter meanwhile.
+
+    Called from a waiter's ``except CancelledError``, which re-raises once this returns.
+    """
+    while not future.done():
+        try:
+            await asyncio.wait({future})
+        except asyncio.CancelledError:
+            continue
+
+
 async def durable(awaitable: Awaitable[T], timeout: float = PERSIST_TIMEOUT) -> T:
     """Finish a write even if the caller is cancelled, then re-raise the cancel.
 
     The write runs as its own task bounded by ``timeout``; a cancel of the
     caller waits for it to land before propagating (round-builder spec:
-    a persist after cancel must still land).
+    a persist after cancel must still land). Further cancels while it waits
+    (a second /stop, shutdown behind it) are absorbed until the write is
+    done; the first one is re-raised once, as :meth:`Database.write_sync` does.
     """
     task = asyncio.ensure_future(asyncio.wait_for(awaitable, timeout))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        if not task.done():
-            try:
-                await task
-            except Exception:  # the write's own failure is logged; the cancel wins
-                log.exception("write after cancellation failed")
+        await _outlast_cancels(task)
+        if not task.cancelled() and task.exception() is not None:
+            # the write's own failure (or its timeout) is logged; the cancel wins
+            log.error("write after cancellation failed", exc_info=task.exception())
         raise

@@ -58,6 +58,10 @@ class HistoryStore:
         """The session was created just now: its (empty) history needs no read."""
         self.tails.fill(session_id, Tail([], complete=True), self.tails.ticket(session_id))
 
+    def forget(self, session_id: int) -> None:
+        """The session went idle (its worker was evicted): its tail leaves memory, the next read refills it."""
+        self.tails.forget(session_id)
+
     # --- writes inside the caller's transaction -------------------------------------------------
 
     def add_user_row(

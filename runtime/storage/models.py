@@ -200,6 +200,37 @@ class ApprovalRuleRow(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class OutboxRow(SQLModel, table=True):
+    """A notice or report that must reach a chat, stored before it is emitted (see
+    :mod:`runtime.storage.outbox`); ``delivered_at`` is set once the adapter showed it."""
+
+    __tablename__ = "outbox"
+    __table_args__ = (Index("ix_outbox_undelivered", "delivered_at", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int
+    source: str
+    chat_id: int
+    language: str | None = None
+    kind: str
+    payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+    delivered_at: datetime | None = None
+
+
+class DeadLetter(SQLModel, table=True):
+    """An input the adapter could not parse, kept raw so nothing is silently dropped."""
+
+    __tablename__ = "dead_letters"
+
+    id: int | None = Field(default=None, primary_key=True)
+    source: str
+    ref: str
+    error: str
+    payload: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class KeyValue(SQLModel, table=True):
     """Small durable facts, e.g. the Telegram update offset."""
 

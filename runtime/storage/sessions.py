@@ -10,11 +10,21 @@ from sqlalchemy import Connection, insert, update
 from sqlmodel import Session, col, select
 
 from runtime.storage.db import Database
-from runtime.storage.models import ChatSession, KeyValue, SessionSource, StackFrame, Turn, TurnStatus, utcnow
+from runtime.storage.models import (
+    ChatSession,
+    DeadLetter,
+    KeyValue,
+    SessionSource,
+    StackFrame,
+    Turn,
+    TurnStatus,
+    utcnow,
+)
 from runtime.storage.rows import insert_row, table_of
 
 _TURNS = table_of(Turn)
 _VALUES = table_of(KeyValue)
+_DEAD = table_of(DeadLetter)
 
 
 class SessionStore:
@@ -140,6 +150,22 @@ class SessionStore:
 
     async def set_value(self, key: str, value: str) -> None:
         await self._db.write_sync(lambda tx: upsert_value(tx, key, value))
+
+    async def dead_letter(self, letter: DeadLetter, *, key: str, value: str) -> None:
+        """Keep an input nobody could parse and set the source's position past it, in one transaction."""
+        row = {k: v for k, v in letter.model_dump().items() if k != "id"}
+
+        def store(tx: Connection) -> None:
+            tx.execute(insert(_DEAD).values(row))
+            upsert_value(tx, key, value)
+
+        await self._db.write_sync(store)
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        def read(tx: Session) -> list[DeadLetter]:
+            return list(tx.exec(select(DeadLetter).order_by(col(DeadLetter.id))))
+
+        return await self._db.read_sync(read)
 
 
 def upsert_value(tx: Connection, key: str, value: str) -> None:

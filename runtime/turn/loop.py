@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -41,7 +41,14 @@ from runtime.events import (
     ToolActivity,
     ToolPhase,
 )
-from runtime.llm.types import LLMClient, LLMRound, ModelFallback, ReasoningDelta, StreamEvent
+from runtime.llm.types import (
+    LLMClient,
+    LLMRound,
+    ModelFallback,
+    ReasoningDelta,
+    StreamEvent,
+    StreamRestart,
+)
 from runtime.llm.types import TextDelta as LLMTextDelta
 from runtime.log import get_logger
 from runtime.mailbox import Envelope, Mailbox
@@ -49,7 +56,7 @@ from runtime.storage.db import Database, durable
 from runtime.storage.history import HistoryStore
 from runtime.storage.models import ChatSession, Role, RowStatus, ToolCallRow, ToolCallStatus, TurnStatus
 from runtime.storage.sessions import SessionStore
-from runtime.tools.base import ProcessLedger, Tool, ToolArgs, ToolContext, ToolRegistry
+from runtime.tools.base import ProcessLedger, ProtectedPaths, Tool, ToolArgs, ToolContext, ToolRegistry
 from runtime.turn import texts
 from runtime.turn.context import ContextSettings, build_messages
 from runtime.turn.gate import GateDeps, run_approval_gate
@@ -91,8 +98,9 @@ class TurnServices:
     context: ContextSettings
     max_rounds: int
     clock: Callable[[], datetime]
-    notice: Callable[[Address, str, dict[str, str | int]], None]
+    notice: Callable[[Address, str, dict[str, str | int]], Awaitable[None]]
     processes: ProcessLedger | None = None
+    protected: ProtectedPaths = field(default_factory=ProtectedPaths)  # no file tool touches these
 
 
 @dataclass(slots=True)
@@ -126,8 +134,9 @@ class TurnRunner:
                 task.uncancel()
             await durable(self._record_cancellation())
             return Cancelled()
-        except LLMError as exc:
-            return Failed(str(exc))
+        except LLMError as exc:  # the user reads its kind; the log keeps the endpoint's words
+            log.warning("turn %s failed: %s", self.turn_id, exc)
+            return Failed(str(exc), exc.failure)
         finally:
             if self.prefetch is not None:  # ended before its first round asked the model
                 self.prefetch.cancel()
@@ -209,10 +218,13 @@ class TurnRunner:
                 s.bus.emit(TextDelta(to=self.address, turn_id=self.turn_id, text=event.text))
             elif isinstance(event, ReasoningDelta):
                 s.bus.emit(Thinking(to=self.address, turn_id=self.turn_id, text=event.text))
+            elif isinstance(event, StreamRestart):  # the same model again: nothing to announce
+                self.partial_text = ""
+                s.bus.emit(StreamReset(to=self.address, turn_id=self.turn_id))
             elif isinstance(event, ModelFallback):
                 self.partial_text = ""
                 s.bus.emit(StreamReset(to=self.address, turn_id=self.turn_id))
-                s.notice(
+                await s.notice(
                     self.address, "model-fallback", {"failed": event.failed_model, "next": event.next_model}
                 )
 
@@ -312,6 +324,7 @@ class TurnRunner:
             source=self.session.source,
             chat_id=self.session.chat_id,
             processes=self.services.processes,
+            protected=self.services.protected,
         )
 
     async def _record_cancellation(self) -> None:

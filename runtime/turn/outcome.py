@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from runtime.errors import Failure
 from runtime.events import OutcomeKind
 
 
@@ -27,7 +28,11 @@ class Exhausted:
 
 @dataclass(slots=True, frozen=True)
 class Failed:
+    """The turn broke: ``error`` is the detail for the log and the turn's row, ``failure``
+    what the user is told (by default: a bug on our side)."""
+
     error: str
+    failure: Failure = field(default_factory=Failure)
     kind: OutcomeKind = OutcomeKind.FAILED
 
 

@@ -13,7 +13,7 @@ INTERRUPTED = (
     "Error: tool call was interrupted (connection lost before user approval). Please retry the operation."
 )
 APPROVAL_TIMED_OUT = "Approval timed out."
-UNKNOWN_TOOL = "Error: unknown tool {name!r}. Available tools: {names}."
+UNKNOWN_TOOL = "unknown tool {name!r}. Available tools: {names}."  # stored bare; read via failed_result
 
 
 def expiry_message(reason: str | None) -> str:
@@ -38,5 +38,13 @@ def hidden_result(name: str, length: int, limit: int) -> str:
     )
 
 
+ERROR_PREFIX = "Error: "
+
+
 def failed_result(error: str) -> str:
-    return f"Error: {error}"
+    """A failed call's result as the model reads it: one ``Error:`` prefix, never two.
+
+    The one place that adds it: results are stored bare, but rows stored before that rule
+    (``Error: unknown tool …``) already carry it.
+    """
+    return error if error.startswith(ERROR_PREFIX) else ERROR_PREFIX + error

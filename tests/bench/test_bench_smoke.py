@@ -6,7 +6,7 @@ keeps the scripts from rotting as the code they drive changes.
 
 from __future__ import annotations
 
-from bench import chats, mailbox, stop_latency
+from bench import chats, headless_memory, mailbox, stop_latency
 
 
 async def test_chats_benchmark_measures_both_bots() -> None:
@@ -36,3 +36,11 @@ async def test_stop_latency_benchmark_measures_trials() -> None:
     assert results["stream_closed_ms"]["n"] == 2 and results["stream_closed_ms"]["p50"] > 0
     assert results["acknowledged_ms"]["n"] == 2
     assert "Stopped" in stop_latency.table(payload)
+
+
+async def test_headless_memory_benchmark_leaves_no_worker_behind() -> None:
+    payload = await headless_memory.run(headless_memory.Options(runs=50, sample_every=25))
+    assert [s["runs"] for s in payload["samples"]] == [25, 50]
+    assert all(s["rss_mb"] > 0 for s in payload["samples"])
+    assert payload["workers_at_end"] == 0, "every tic and cron run's worker was evicted"
+    assert "RSS" in headless_memory.table(payload)

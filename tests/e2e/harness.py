@@ -39,10 +39,16 @@ class Rig(UserChat):
 
 
 @asynccontextmanager
-async def running_bot(tmp_path: Path, **sections: Any) -> AsyncIterator[Rig]:
+async def running_bot(
+    tmp_path: Path, *, known_chats: tuple[int, ...] = (), **sections: Any
+) -> AsyncIterator[Rig]:
+    """The bot started between fresh fakes; ``known_chats`` exist before it starts (a restart's
+    chats: what it sends on start must find them)."""
     from tests.runtime.turn.harness import Recorder
 
     async with FakeTelegram() as tg, FakeOpenAI(models=("main-model", "backup-model")) as llm:
+        for chat_id in known_chats:
+            tg.add_chat(chat_id)
         settings = make_settings(tmp_path, llm.base_url, tg.root, **sections)
         bot = TelegramBot(settings)
         recorder = Recorder()

@@ -266,15 +266,15 @@ async def test_always_shows_the_rule_saves_it_on_confirm_and_approves(tmp_path: 
         prompt = await wait_prompt(rig)
         tap(rig, prompt, "🔁 Always")
         confirm = await rig.wait_text("without asking?")
-        assert "Always allow execute_cmd echo hello* without asking?" in confirm.visible_text
+        assert "Always allow execute_cmd echo hello * without asking?" in confirm.visible_text
         assert [r for r in rig.bot.runtime.approvals.rules() if r.origin == "user"] == []
         rig.tg.press_button_labeled(ALLOWED_USER, confirm.message_id, "✅ Yes")
         await rig.wait_turns()
         await wait_decided(rig, prompt, "✅ Approved")
-        await rig.wait_text("Saved: I won't ask about execute_cmd echo hello* any more.")
+        await rig.wait_text("Saved: I won't ask about execute_cmd echo hello * any more.")
         assert rig.tg.message(ALLOWED_USER, confirm.message_id).buttons == []
         saved = [r for r in rig.bot.runtime.approvals.rules() if r.origin == "user"]
-        assert [(r.tool, r.path, r.action) for r in saved] == [("execute_cmd", "echo hello*", "allow")]
+        assert [(r.tool, r.path, r.action) for r in saved] == [("execute_cmd", "echo hello *", "allow")]
         rig.say("second")
         await rig.wait_turns(2)
         assert len(prompts(rig)) == 1
@@ -469,10 +469,24 @@ def request_id_of(params: dict[str, Any]) -> str:
     return button.arg
 
 
+async def test_a_prompt_hit_by_a_transient_failure_is_sent_again_and_waits(tmp_path: Path) -> None:
+    """A 502 (or a timeout) is not a refusal: the prompt is retried until Telegram takes it."""
+    async with running_bot(tmp_path) as rig:
+        rig.tg.fail_next("sendMessage", status=502, description="Bad Gateway", times=2, when=is_prompt)
+        rig.llm.script(shell("echo hi >> ran.txt"), Text("Done."))
+        rig.say("run it")
+        prompt = await wait_prompt(rig)
+        attempts = [c.status for c in rig.tg.calls("sendMessage") if is_prompt(c.params)]
+        assert attempts == [502, 502, 200]
+        rig.tg.press_button(ALLOWED_USER, prompt.message_id, prompt.button_data("✅ Approve"))
+        await rig.wait_text("Done.")
+        assert (rig.workdir / "ran.txt").read_text() == "hi\n"
+
+
 @pytest.mark.parametrize(
     ("status", "description"),
-    [(400, "Bad Request: chat not found"), (502, "Bad Gateway")],
-    ids=["send-refused", "send-raised"],
+    [(400, "Bad Request: chat not found"), (403, "Forbidden: bot was blocked by the user")],
+    ids=["send-refused", "bot-blocked"],
 )
 async def test_a_prompt_the_chat_refuses_expires_at_once_and_the_turn_goes_on(
     tmp_path: Path, status: int, description: str

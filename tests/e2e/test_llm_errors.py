@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.e2e.harness import running_bot
-from tests.fakes.openai_server import Error, Text
+from tests.fakes.openai_server import Drop, Error, Text
 
 
 async def test_fallback_model_answers_with_a_note(tmp_path: Path) -> None:
@@ -24,7 +24,10 @@ async def test_failed_llm_is_reported_and_next_message_works(tmp_path: Path) -> 
         rig.llm.script(Error(503, "down"))
         rig.say("hi")
         await rig.wait_turns()
-        assert "went wrong" in rig.texts()[-1]
+        assert (
+            rig.texts()[-1]
+            == "⚠️ The model is not answering (HTTP 503) — send your message again in a moment."
+        )
         rig.llm.script(Text("back again"))
         rig.say("still there?")
         await rig.wait_turns(2)
@@ -39,4 +42,49 @@ async def test_unreachable_llm_at_start_is_a_warning_not_a_crash(tmp_path: Path)
     async with running_bot(tmp_path, llm={"base_url": "http://127.0.0.1:9/v1", "request_timeout": 2}) as rig:
         rig.say("hi")
         await rig.wait_turns(timeout=15)
-        assert "went wrong" in rig.texts()[-1]
+        assert "I can't reach the LLM endpoint" in rig.texts()[-1]
+        assert "llm.base_url" in rig.texts()[-1]
+
+
+async def test_a_500_reads_as_what_happened_and_what_to_do_without_the_sdks_words(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        rig.llm.script(Error(500, "The server had an error while processing your request."))
+        rig.say("hi")
+        await rig.wait_turns()
+        shown = "\n".join(rig.texts())
+        assert (
+            rig.texts()[-1]
+            == "⚠️ The model is not answering (HTTP 500) — send your message again in a moment."
+        )
+        for raw in ("Error code", "HTTP 500: Error", "The server had an error", "LLM unavailable"):
+            assert raw not in shown
+
+
+async def test_a_refused_key_names_the_setting_to_check(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        rig.llm.script(Error(401, "Incorrect API key provided: sk-test-***"))
+        rig.say("hi")
+        await rig.wait_turns()
+        assert rig.texts()[-1] == (
+            "⚠️ The LLM endpoint refused the API key (HTTP 401) — check llm.api_key in the config."
+        )
+
+
+async def test_no_switch_is_announced_to_the_model_already_in_use(tmp_path: Path) -> None:
+    """Regression: "main-model isn't responding, switching to main-model." (fallback == primary)."""
+    async with running_bot(tmp_path, llm={"fallback_models": ["main-model"]}) as rig:
+        rig.llm.script(Error(500, "overloaded"))
+        rig.say("hi")
+        await rig.wait_turns()
+        assert rig.texts() == [
+            "⚠️ The model is not answering (HTTP 500) — send your message again in a moment."
+        ]
+        assert rig.llm.calls == 1
+
+
+async def test_a_retry_after_a_cut_stream_replaces_the_text_without_a_notice(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, llm={"max_retries": 1}) as rig:
+        rig.llm.script(Drop("half an ans"), Text("the whole answer"))
+        rig.say("hi")
+        await rig.wait_turns()
+        assert rig.texts() == ["the whole answer"]

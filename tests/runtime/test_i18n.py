@@ -35,7 +35,9 @@ REQUIRED_KEYS = {
     "cron-failed", "cron-list-header", "cron-none", "cron-added", "cron-bad-schedule", "cron-killed",
     "cron-not-running", "cron-deleted", "cron-paused", "cron-resumed", "cron-confirm-delete",
     "btn-run-now", "btn-pause", "btn-resume", "btn-delete", "btn-confirm", "btn-cancel",
-    "quiet-hours-digest-header",
+    "quiet-hours-digest-header", "llm-unavailable", "llm-timeout", "llm-rate-limited",
+    "llm-auth-failed", "llm-model-not-found", "llm-context-too-long", "llm-bad-request",
+    "llm-unreachable", "llm-stream-cut",
 }  # fmt: skip
 
 SAMPLE_PARAMS: dict[str, str | int] = {
@@ -43,7 +45,7 @@ SAMPLE_PARAMS: dict[str, str | int] = {
     "failed": "gpt-main", "next": "gpt-backup", "error": "timeout", "workdir": "/home/agent",
     "path": "notes/todo.md", "tool": "execute_cmd", "reason": "not now", "rule": "execute_cmd ls *",
     "enabled": "on", "interval": "30 min", "last": "never", "title": "Weather", "id": "7",
-    "until": "18:30",
+    "until": "18:30", "status": 500, "model": "gpt-main",
     "when": "2026-03-27 13:00", "result": "reported", "state": "⏰", "schedule": "<code>every 2h</code>",
 }  # fmt: skip
 

@@ -14,6 +14,7 @@ from telegram.constants import ChatType
 from telegram.ext import ApplicationHandlerStop, ContextTypes, TypeHandler
 
 from bot.telegram.context import BotContext, bot_context
+from bot.telegram.handlers import buttons
 from bot.telegram.sender import send_html
 
 
@@ -33,7 +34,7 @@ async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 async def _refuse(update: Update, ctx: BotContext) -> None:
     if update.callback_query is not None:
-        await update.callback_query.answer(ctx.text(update, "approval-not-yours"))
+        await buttons.answer(update, ctx.text(update, "approval-not-yours"))
         return
     user = update.effective_user
     if user is not None and update.effective_chat is not None:

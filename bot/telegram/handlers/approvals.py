@@ -48,9 +48,9 @@ async def _always(update: Update, ctx: BotContext, button: Button) -> None:
     """Show the rule "Always" would save; nothing is saved or decided until it is confirmed."""
     rule = await ctx.runtime.propose_always(button.arg)
     if rule is None:
-        await callback_query(update).answer(ctx.text(update, "approval-stale"))
+        await buttons.answer(update, ctx.text(update, "approval-stale"))
         return
-    await callback_query(update).answer()
+    await buttons.answer(update)
     keyboard = InlineKeyboardMarkup(
         [
             [
@@ -81,7 +81,7 @@ async def _always_confirm(update: Update, ctx: BotContext, button: Button) -> No
 
 async def _always_cancel(update: Update, ctx: BotContext, button: Button) -> None:
     query = callback_query(update)
-    await query.answer()
+    await buttons.answer(update)
     if query.message is not None:
         await query.delete_message()
 
@@ -90,7 +90,7 @@ async def _toast(
     update: Update, ctx: BotContext, result: DecisionResult, key: str, **params: str | int
 ) -> None:
     text = ctx.text(update, key, **params) if result.applied else ctx.text(update, "approval-stale")
-    await callback_query(update).answer(text)
+    await buttons.answer(update, text)
 
 
 # --- /approvals -------------------------------------------------------------------------
@@ -162,7 +162,7 @@ async def _revoke_rule(update: Update, ctx: BotContext, button: Button) -> None:
 async def _revoked(update: Update, ctx: BotContext, removed: bool) -> None:
     """Revoking twice (or after expiry) is answered as stale; either way the button goes."""
     query = callback_query(update)
-    await query.answer(ctx.text(update, "trust-revoked" if removed else "approval-stale"))
+    await buttons.answer(update, ctx.text(update, "trust-revoked" if removed else "approval-stale"))
     await query.edit_message_reply_markup(reply_markup=None)
 
 

@@ -204,9 +204,7 @@ def _job_id(button: Button) -> int | None:
 
 
 async def _answer(update: Update, text: str | None = None) -> None:
-    query = update.callback_query
-    assert query is not None
-    await query.answer(text)
+    await buttons.answer(update, text)
 
 
 async def _run_now(update: Update, ctx: BotContext, button: Button) -> None:

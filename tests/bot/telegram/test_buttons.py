@@ -1,5 +1,6 @@
-"""The one button dispatch: every action has exactly one owner, features stay apart, and a
-press nobody handles is answered politely instead of left spinning."""
+"""The one button dispatch: every action has exactly one owner, features stay apart, a
+press nobody handles is answered politely instead of left spinning, and an answer that
+fails is retried once when that can help and never raises."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError, TimedOut
 
 import bot.telegram.handlers  # imports every feature, which registers its buttons
 from bot.telegram.callback_data import Button, ButtonAction, encode
 from bot.telegram.context import KEY, BotContext
-from bot.telegram.handlers import approvals, schedule
-from bot.telegram.handlers.buttons import BUTTON_HANDLERS, on_button, register
+from bot.telegram.handlers import approvals, buttons, schedule
+from bot.telegram.handlers.buttons import BUTTON_HANDLERS, answer, on_button, register
 from runtime.i18n import Translator
 
 HANDLERS_DIR = Path(bot.telegram.handlers.__file__).parent
@@ -25,14 +27,19 @@ HANDLERS_DIR = Path(bot.telegram.handlers.__file__).parent
 class FakeQuery:
     data: str | None
     answers: list[str | None] = field(default_factory=list)
+    failures: list[TelegramError] = field(default_factory=list)  # raised by the next answers
+    attempts: int = 0
 
     async def answer(self, text: str | None = None) -> None:
+        self.attempts += 1
+        if self.failures:
+            raise self.failures.pop(0)
         self.answers.append(text)
 
 
-def press(data: str | None) -> tuple[Any, Any, FakeQuery]:
+def press(data: str | None, *failures: TelegramError) -> tuple[Any, Any, FakeQuery]:
     """A stand-in update and PTB context carrying one callback query (just what dispatch reads)."""
-    query = FakeQuery(data)
+    query = FakeQuery(data, failures=list(failures))
     update = SimpleNamespace(callback_query=query, effective_user=SimpleNamespace(language_code="en"))
     ctx = BotContext(runtime=None, settings=None, translator=Translator(), delivery=None)  # type: ignore[arg-type]
     context = SimpleNamespace(application=SimpleNamespace(bot_data={KEY: ctx}))
@@ -96,3 +103,44 @@ async def test_a_press_reaches_its_registered_handler(monkeypatch: pytest.Monkey
     update, context, query = press(encode(Button(ButtonAction.CRON_RUN, "7")))
     await on_button(update, context)
     assert seen == [Button(ButtonAction.CRON_RUN, "7")] and query.answers == []
+
+
+# --- answering: retried once when it can help, never raising -------------------------------------
+
+
+@pytest.fixture
+def no_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(buttons, "ANSWER_RETRY_DELAY", 0.0)
+
+
+@pytest.mark.parametrize(
+    "failure", [NetworkError("Bad Gateway"), TimedOut(), RetryAfter(0)], ids=["5xx", "timeout", "short-429"]
+)
+async def test_a_transient_answer_failure_is_retried_once(no_pause: None, failure: TelegramError) -> None:
+    update, _, query = press("x", failure)
+    await answer(update, "✅ Approved")
+    assert query.attempts == 2 and query.answers == ["✅ Approved"]
+
+
+@pytest.mark.parametrize(
+    "failures",
+    [
+        [NetworkError("Bad Gateway"), NetworkError("Bad Gateway")],
+        [RetryAfter(30)],  # longer than a toast is worth waiting for
+        [BadRequest("Query is too old and response timeout expired or query id is invalid")],
+        [Forbidden("Forbidden: bot was blocked by the user")],
+    ],
+    ids=["twice", "long-429", "expired", "forbidden"],
+)
+async def test_an_answer_that_cannot_be_given_is_given_up_without_raising(
+    no_pause: None, failures: list[TelegramError]
+) -> None:
+    update, _, query = press("x", *failures)
+    await answer(update, "✅ Approved")
+    assert query.answers == [] and query.attempts == (2 if len(failures) == 2 else 1)
+
+
+async def test_a_failing_answer_does_not_break_the_dispatch(no_pause: None) -> None:
+    update, context, query = press("garbage", NetworkError("Bad Gateway"), NetworkError("Bad Gateway"))
+    await on_button(update, context)
+    assert query.attempts == 2

@@ -13,13 +13,14 @@ import pytest
 from pydantic import SecretStr
 
 from runtime.config import LLMSettings
-from runtime.errors import LLMError
+from runtime.errors import FailureKind, LLMError
 from runtime.llm.openai_client import OpenAIClient, to_openai_message
 from runtime.llm.types import (
     AssistantMessage,
     ModelFallback,
     ReasoningDelta,
     StreamEvent,
+    StreamRestart,
     StreamStarted,
     SystemMessage,
     TextDelta,
@@ -45,7 +46,9 @@ class Sink:
     async def __call__(self, event: StreamEvent) -> None:
         if isinstance(event, StreamStarted):
             self.started.append(event)
-            assert not self.events or isinstance(self.events[-1], ModelFallback), "a start comes first"
+            assert not self.events or isinstance(self.events[-1], ModelFallback | StreamRestart), (
+                "a start comes first"
+            )
         else:
             self.events.append(event)
 
@@ -195,8 +198,90 @@ async def test_retry_after_partial_output_tells_the_sink_to_restart(fake, client
     result = await client.stream_round(HELLO, [], sink)
     assert result.text == "whole answer"
     assert sink.events[0] == TextDelta("partial ")
-    assert isinstance(sink.events[1], ModelFallback)
-    assert (sink.events[1].failed_model, sink.events[1].next_model) == ("main", "main")
+    assert isinstance(sink.events[1], StreamRestart) and sink.events[1].model == "main"
+    assert sink.of(ModelFallback) == [], "the same model again is no fallback"
+
+
+async def test_a_fallback_naming_the_primary_is_not_a_fallback(fake):
+    """Regression: "main isn't responding, switching to main" when the config listed it twice."""
+    llm = make_client(fake, fallback_models=["main", "backup", "main"], max_retries=0)
+    assert llm.models == ["main", "backup"]
+    fake.script(Error(500, "down"), Error(500, "down too"))
+    sink = Sink()
+    with pytest.raises(LLMError) as info:
+        await llm.stream_round(HELLO, [], sink)
+    assert [(f.failed_model, f.next_model) for f in sink.of(ModelFallback)] == [("main", "backup")]
+    assert [r["model"] for r in fake.requests] == ["main", "backup"]
+    assert info.value.model == "backup"
+    await llm.aclose()
+
+
+# --- classification: what the user is told comes from here, once ---------------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind", "status"),
+    [
+        (Error(500, "The server had an error while processing your request."), FailureKind.UNAVAILABLE, 500),
+        (Error(503, "overloaded"), FailureKind.UNAVAILABLE, 503),
+        (Error(429, "Rate limit reached for requests"), FailureKind.RATE_LIMITED, 429),
+        (Error(401, "Incorrect API key provided"), FailureKind.AUTH_FAILED, 401),
+        (Error(403, "Country, region, or territory not supported"), FailureKind.AUTH_FAILED, 403),
+        (Error(404, "The model `main` does not exist"), FailureKind.MODEL_NOT_FOUND, 404),
+        (
+            Error(400, "This model's maximum context length is 8192 tokens. However, you requested 9000."),
+            FailureKind.CONTEXT_TOO_LONG,
+            400,
+        ),
+        (Error(400, "Invalid value for 'temperature'."), FailureKind.BAD_REQUEST, 400),
+        (Error(422, "Unprocessable entity"), FailureKind.BAD_REQUEST, 422),
+        (Drop("half an ans"), FailureKind.STREAM_CUT, None),
+    ],
+)
+async def test_each_failure_is_classified_with_the_servers_words_not_the_sdks(fake, reply, kind, status):
+    llm = make_client(fake, max_retries=1)
+    fake.handler = lambda body: reply  # every attempt fails alike
+    with pytest.raises(LLMError) as info:
+        await llm.stream_round(HELLO, [], Sink())
+    error = info.value
+    assert (error.kind, error.status, error.model) == (kind, status, "main")
+    assert error.failure.kind == kind and error.retriable == kind.retriable
+    assert fake.calls == (2 if kind.retriable else 1), "only a retriable kind is retried"
+    assert "Error code" not in str(error), "the SDK's wrapping stays out"
+    if isinstance(reply, Error):
+        assert str(error).endswith(f"HTTP {status}: {reply.message}")
+    await llm.aclose()
+
+
+async def test_a_stalled_answer_is_a_timeout(fake):
+    llm = make_client(fake, request_timeout=0.3, max_retries=0)
+    fake.script(Hang(seconds=5))
+    with pytest.raises(LLMError) as info:
+        await llm.stream_round(HELLO, [], Sink())
+    assert (info.value.kind, info.value.status) == (FailureKind.TIMEOUT, None)
+    assert info.value.retriable
+    await llm.aclose()
+
+
+async def test_a_closed_port_is_unreachable():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    llm = OpenAIClient(LLMSettings(base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=0))
+    with pytest.raises(LLMError) as info:
+        await llm.stream_round(HELLO, [], Sink())
+    assert (info.value.kind, info.value.status, info.value.model) == (FailureKind.UNREACHABLE, None, "m")
+    await llm.aclose()
+
+
+async def test_a_wrong_key_is_an_authentication_failure():
+    async with FakeOpenAI(models=("main",), api_key="sk-right") as server:
+        llm = make_client(server, api_key=SecretStr("sk-wrong"))
+        with pytest.raises(LLMError) as info:
+            await llm.stream_round(HELLO, [], Sink())
+        assert (info.value.kind, info.value.status) == (FailureKind.AUTH_FAILED, 401)
+        assert server.calls == 1
+        await llm.aclose()
 
 
 async def test_cancelling_a_hanging_stream_closes_the_http_stream(fake, client):

@@ -148,7 +148,8 @@ async def test_failed_run_is_reported_briefly(tmp_path: Path, fake_llm: FakeOpen
         await recorder.wait_for(lambda: bool(runs))
         assert runs[0].status == JobRunStatus.FAILED and runs[0].error
         [report] = reports(recorder)
-        assert report.title == "⏰ Inbox" and report.text.startswith("⚠️ Failed: ")
+        assert report.title == "⏰ Inbox"  # the kind's text; the endpoint's words stay in the log
+        assert report.text == "⚠️ The model is not answering (HTTP 500) — send your message again in a moment."
 
 
 async def test_tic_never_runs_in_quiet_hours_but_tic_now_does(tmp_path: Path, fake_llm: FakeOpenAI) -> None:

@@ -115,6 +115,33 @@ async def test_durable_write_lands_even_when_the_caller_is_cancelled(tmp_path: P
     await db.close()
 
 
+async def test_durable_write_lands_when_the_caller_is_cancelled_again_and_again(tmp_path: Path) -> None:
+    """Regression: a second cancel used to abandon the write (only the first was waited out)."""
+    db = Database(_url(tmp_path / "a.db"))
+    await migrate(db)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_write() -> None:
+        started.set()
+        await release.wait()
+        async with db.write() as tx:
+            tx.add(KeyValue(key="k", value="landed"))
+
+    task = asyncio.create_task(durable(slow_write()))
+    await started.wait()
+    for _ in range(4):  # /stop, /stop again, shutdown…: each while the write still runs
+        task.cancel()
+        await asyncio.sleep(0)
+        assert not task.done(), "the caller waits for its write"
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    async with db.read() as tx:
+        row = await tx.get(KeyValue, "k")
+    assert row is not None and row.value == "landed"
+    await db.close()
+
+
 # --- write_sync: one write transaction as one blocking call on a worker thread -----------------
 
 

@@ -146,6 +146,12 @@ def test_each_call_gets_one_tool_message_derived_from_its_status() -> None:
     assert [m.tool_call_id for m in tools] == [f"call_2_{i}" for i in range(6)]
 
 
+def test_a_failed_result_reads_with_one_error_prefix_even_if_stored_with_one() -> None:
+    """Rows stored before results were kept bare carry the prefix already: not doubled."""
+    assert texts.failed_result("boom") == "Error: boom"
+    assert texts.failed_result("Error: unknown tool 'x'.") == "Error: unknown tool 'x'."
+
+
 def test_consecutive_user_rows_are_coalesced() -> None:
     history = (
         HistoryBuilder()

@@ -82,7 +82,9 @@ async def test_exhausted_after_max_rounds(tmp_path: Path, fake_llm: FakeOpenAI) 
         await rec.wait_kind("turn_finished")
         finished = rec.of("turn_finished")[0]
         assert finished.outcome == "exhausted"  # type: ignore[union-attr]
-        assert finished.error == "Exceeded 3 tool-call rounds without a final answer."  # type: ignore[union-attr]
+        assert finished.failure is None  # type: ignore[union-attr]
+        turn = await runtime.sessions.latest_turn(session.id or 0)
+        assert turn is not None and turn.error == "Exceeded 3 tool-call rounds without a final answer."
         assert fake_llm.calls == 3
     finally:
         await runtime.close()
@@ -100,6 +102,23 @@ async def test_bad_tool_arguments_and_unknown_tools_are_failed_results(
         tool_messages = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
         assert tool_messages[0]["content"].startswith("Error: invalid arguments")
         assert "unknown tool 'teleport'" in tool_messages[1]["content"]
+    finally:
+        await runtime.close()
+
+
+async def test_the_model_reads_one_error_prefix_for_an_unknown_tool(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    """Regression: the model read "Error: Error: unknown tool 'execute_task'"."""
+    fake_llm.script(ToolCalls([("execute_task", {})]), Text("ok"))
+    runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
+    try:
+        session = await runtime.chat_session(1001, user_id=1001, language="en")
+        await runtime.post_user_message(session, "go", envelope_id="u1")
+        await rec.wait_kind("turn_finished")
+        [tool] = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+        assert tool["content"].startswith("Error: unknown tool 'execute_task'. Available tools: ")
+        assert tool["content"].count("Error") == 1
     finally:
         await runtime.close()
 
