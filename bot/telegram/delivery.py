@@ -260,7 +260,7 @@ class Delivery:
             await self._flush(box, force=True)
 
     async def _on_turn_finished(self, box: ChatOutbox, event: TurnFinished) -> None:
-        await self._flush(box, force=True)
+        await self._flush(box, force=True, retry=BRIEF)  # the tool lines' final ✓ / ✗
         self._stop_typing(box)
         box.tools, box.tools_group, box.tools_dirty = {}, None, False
         box.stream, box.stream_text, box.stream_dirty = None, "", False
@@ -269,10 +269,11 @@ class Delivery:
             key = failure.locale_key if failure is not None else "turn-failed"
             raw = failure.params if failure is not None else {}
             params = {k: escape(v) if isinstance(v, str) else v for k, v in raw.items()}
-            await send_html(self.bot, box.chat_id, self.t.t(box.language, key, **params))
+            await send_html(self.bot, box.chat_id, self.t.t(box.language, key, **params), retry=PERSISTENT)
         elif event.outcome == OutcomeKind.EXHAUSTED:
             rounds = self.runtime.settings.llm.max_tool_rounds
-            await send_html(self.bot, box.chat_id, self.t.t(box.language, "turn-exhausted", rounds=rounds))
+            text = self.t.t(box.language, "turn-exhausted", rounds=rounds)
+            await send_html(self.bot, box.chat_id, text, retry=PERSISTENT)
 
     async def _on_approval(self, box: ChatOutbox, event: ApprovalRequested) -> None:
         prompt = approval_prompt(self.t, box.language, event.request_id, event.details)

@@ -158,3 +158,24 @@ async def test_idle_outboxes_are_dropped_and_made_again(
         await rig.wait_text("Second.")
         assert rig.bot.delivery.outboxes, "the next event makes a new outbox"
         await rig.tg.wait_for(lambda: rig.bot.delivery.outboxes == {}, timeout=5)
+
+
+async def test_a_send_that_hangs_and_ends_in_504_is_sent_again(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, telegram=WHOLE) as rig:
+        rig.tg.fail_next("sendMessage", status=504, hang=1.5, when=says("Slow network"))
+        rig.llm.script(Text("Slow network, fine answer."))
+        rig.say("question")
+        await rig.wait_text("Slow network, fine answer.", timeout=15)
+        await rig.wait_turns(timeout=15)
+        assert rig.texts().count("Slow network, fine answer.") == 1
+
+
+async def test_an_outcome_unknown_send_is_shown_at_least_once(tmp_path: Path) -> None:
+    """Telegram delivered it, then the gateway timed out: the client cannot tell, so it sends
+    again. At-least-once: the answer may appear twice, never zero times (see sender.py)."""
+    async with running_bot(tmp_path, telegram=WHOLE) as rig:
+        rig.tg.fail_next("sendMessage", status=504, hang=0.5, applied=True, when=says("Twice"))
+        rig.llm.script(Text("Twice is better than never."))
+        rig.say("question")
+        await rig.wait_turns(timeout=15)
+        assert rig.texts().count("Twice is better than never.") == 2
