@@ -19,6 +19,7 @@ instead of silently dropping the broken messages, as Fluent itself would.
 
 from __future__ import annotations
 
+import importlib.resources
 from pathlib import Path
 
 from fluent.runtime import FluentBundle, FluentResource
@@ -29,7 +30,16 @@ from runtime.log import get_logger
 
 log = get_logger("i18n")
 
-DEFAULT_LOCALES_DIR = Path(__file__).resolve().parents[1] / "locales"
+
+
+def _locales_dir() -> Path:
+    """``runtime/locales`` in an installed wheel (package data, see setup.py), else the source
+    tree's top-level ``locales/``."""
+    installed = Path(str(importlib.resources.files("runtime"))) / "locales"
+    return installed if installed.is_dir() else Path(__file__).resolve().parents[1] / "locales"
+
+
+DEFAULT_LOCALES_DIR = _locales_dir()
 
 Param = str | int
 
