@@ -8,8 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from bot.telegram.app import TelegramBot
-from tests.conftest import make_settings
+from runtime.config import load_config
+from tests.conftest import config_mapping, make_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram, SentMessage
 from tests.fakes.user_chat import UserChat
@@ -40,16 +43,22 @@ class Rig(UserChat):
 
 @asynccontextmanager
 async def running_bot(
-    tmp_path: Path, *, known_chats: tuple[int, ...] = (), **sections: Any
+    tmp_path: Path, *, known_chats: tuple[int, ...] = (), config_file: bool = False, **sections: Any
 ) -> AsyncIterator[Rig]:
     """The bot started between fresh fakes; ``known_chats`` exist before it starts (a restart's
-    chats: what it sends on start must find them)."""
+    chats: what it sends on start must find them). With ``config_file`` the settings are written
+    to ``tmp_path/config.yml`` and loaded from there, as ``agentgram run`` does."""
     from tests.runtime.turn.harness import Recorder
 
     async with FakeTelegram() as tg, FakeOpenAI(models=("main-model", "backup-model")) as llm:
         for chat_id in known_chats:
             tg.add_chat(chat_id)
-        settings = make_settings(tmp_path, llm.base_url, tg.root, **sections)
+        if config_file:
+            config = tmp_path / "config.yml"
+            config.write_text(yaml.safe_dump(config_mapping(tmp_path, llm.base_url, tg.root, **sections)))
+            settings = load_config(config, environ={})
+        else:
+            settings = make_settings(tmp_path, llm.base_url, tg.root, **sections)
         bot = TelegramBot(settings)
         recorder = Recorder()
         bot.runtime.bus.subscribe(recorder)

@@ -6,44 +6,25 @@ The bot is built from a real config file (``load_config``), so it knows which fi
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from bot.telegram.app import TelegramBot
-from runtime.config import load_config
-from tests.conftest import ALLOWED_USER, config_mapping
-from tests.e2e.harness import Rig
+from tests.conftest import ALLOWED_USER
+from tests.e2e.harness import Rig, running_bot
 from tests.e2e.test_approvals import prompts, tap, tool_results, wait_decided, wait_prompt
-from tests.fakes.openai_server import FakeOpenAI, Text, ToolCalls
-from tests.fakes.telegram_server import FakeTelegram, SentMessage
+from tests.fakes.openai_server import Text, ToolCalls
+from tests.fakes.telegram_server import SentMessage
 
 TOKEN_LINE = "123456:TEST-token"
 
 
-@asynccontextmanager
-async def bot_from_config_file(tmp_path: Path, **sections: Any) -> AsyncIterator[Rig]:
-    """As :func:`tests.e2e.harness.running_bot`, but the settings come from ``tmp_path/config.yml``."""
-    from tests.runtime.turn.harness import Recorder
-
-    async with FakeTelegram() as tg, FakeOpenAI(models=("main-model", "backup-model")) as llm:
-        config = tmp_path / "config.yml"
-        config.write_text(yaml.safe_dump(config_mapping(tmp_path, llm.base_url, tg.root, **sections)))
-        settings = load_config(config, environ={})
-        bot = TelegramBot(settings)
-        recorder = Recorder()
-        bot.runtime.bus.subscribe(recorder)
-        await bot.start()
-        rig = Rig(tg, llm, bot, settings.agent.workdir.resolve())
-        rig._recorder = recorder
-        try:
-            yield rig
-        finally:
-            await bot.stop()
+def bot_from_config_file(tmp_path: Path, **sections: Any) -> AbstractAsyncContextManager[Rig]:
+    """The bot as ``agentgram run`` makes it, from ``tmp_path/config.yml`` (the config file's path
+    is one the file tools must refuse)."""
+    return running_bot(tmp_path, config_file=True, **sections)
 
 
 def labels(prompt: SentMessage) -> list[str]:
