@@ -1,8 +1,10 @@
 """``agentgram run`` and ``agentgram check-config``.
 
-Exit codes: 0 clean shutdown, 2 configuration problem (including a bot token
-Telegram rejects), 1 anything unexpected. Configuration errors are one line,
-never a traceback.
+Exit codes: 0 clean shutdown (a signal, also during the start-up retries), 2
+configuration problem (including a bot token Telegram rejects, and another
+agentgram already running on the same database), 1 anything unexpected.
+Configuration errors are one line, never a traceback; Telegram unreachable at
+start is waited out with logged retries (see :mod:`bot.telegram.app`).
 """
 
 from __future__ import annotations
@@ -15,14 +17,21 @@ import json
 import os
 import signal
 import sys
+from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from telegram.error import InvalidToken
+from telegram.error import InvalidToken, TelegramError
 
+from bot import doctor, init
 from bot.config_check import check_config
 from runtime.config import Settings, masked
 from runtime.errors import ConfigError
 from runtime.log import configure, get_logger
+from runtime.storage.lock import AlreadyRunning, InstanceLock, fingerprint
+
+if TYPE_CHECKING:
+    from bot.telegram.app import TelegramBot
 
 log = get_logger("cli")
 EXIT_CONFIG = 2
@@ -30,6 +39,7 @@ EXIT_CONFIG = 2
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgram", description="A personal LLM agent in Telegram.")
+    parser.add_argument("--version", action="version", version=f"agentgram {version('agentgram')}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (
         ("run", "run the bot"),
@@ -37,12 +47,16 @@ def _parser() -> argparse.ArgumentParser:
     ):
         cmd = sub.add_parser(name, help=help_text)
         cmd.add_argument("--config", "-c", type=Path, default=Path("config.yml"), help="YAML config file")
+    init.add_parser(sub)
+    doctor.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PTB_TIMEDELTA", "1")  # PTB 22: retry_after as timedelta (no deprecation path)
     args = _parser().parse_args(argv)
+    if args.command in ("init", "doctor"):  # bot/init.py, bot/doctor.py: their own checks and exit codes
+        return int(args.entry(args))
     try:
         settings = check_config(args.config)  # the same validation for run and check-config
     except ConfigError as error:
@@ -51,7 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check-config":
         print(json.dumps(masked(settings), indent=2, ensure_ascii=False))
         return 0
-    configure(settings.logging.level, settings.logging.redact_payloads)
+    configure(
+        settings.logging.level,
+        settings.logging.redact_payloads,
+        libraries=settings.logging.libraries,
+        fmt=settings.logging.format,
+    )
     try:
         return asyncio.run(_run(settings))
     except ConfigError as error:  # a check missed it: still one line, never a traceback
@@ -73,22 +92,61 @@ def freeze_startup_heap() -> None:
 
 
 async def _run(settings: Settings) -> int:
-    from bot.telegram.app import TelegramBot
-
-    bot = TelegramBot(settings)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    """Take the instance lock, start (waiting out outages), serve until a signal or a fatal error."""
+    token = fingerprint(settings.telegram.token.get_secret_value())
     try:
-        await bot.start()
-    except InvalidToken:
-        print(
-            "config error: telegram.token: Telegram rejected the bot token (401 Unauthorized)",
-            file=sys.stderr,
-        )
-        await bot.stop()
+        lock = InstanceLock.acquire(settings.storage.url, token)
+    except AlreadyRunning as error:  # before anything touches the database or Telegram
+        print(str(error), file=sys.stderr)
         return EXIT_CONFIG
+    with lock:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        from bot.telegram.app import TelegramBot
+
+        bot = TelegramBot(settings)
+        try:
+            started = await _start(bot, stop)
+        except InvalidToken:
+            print(
+                "config error: telegram.token: Telegram rejected the bot token (401 Unauthorized)",
+                file=sys.stderr,
+            )
+            await bot.stop()
+            return EXIT_CONFIG
+        except TelegramError as error:  # a refusal no retry changes (a 400): one line, not a traceback
+            log.error("start-up failed: Telegram refused it: %s: %s", type(error).__name__, error)
+            await bot.stop()
+            return 1
+        if not started:
+            log.info("stopped during start-up")
+            await bot.stop()
+            return 0
+        return await _serve(bot, stop)
+
+
+async def _start(bot: TelegramBot, stop: asyncio.Event) -> bool:
+    """Start the bot; False when a signal came first — the start-up (and its retries) is then
+    cancelled and awaited, for :meth:`TelegramBot.stop` to clean up."""
+    starting = asyncio.create_task(bot.start(), name="start-up")
+    waiter = asyncio.create_task(stop.wait(), name="start-up signal")
+    try:
+        await asyncio.wait({starting, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    if starting.done():
+        starting.result()  # its error, if any
+        return True
+    starting.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):  # stopping anyway: nothing to report
+        await starting
+    return False
+
+
+async def _serve(bot: TelegramBot, stop: asyncio.Event) -> int:
+    """Run until a signal (exit 0) or until polling ends on its own (a revoked token: exit 2)."""
     freeze_startup_heap()
     waiter = asyncio.create_task(stop.wait())
     polling = asyncio.ensure_future(bot.wait())

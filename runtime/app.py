@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -47,6 +48,7 @@ from runtime.storage.models import (
     ApprovalStatus,
     ChatSession,
     ToolCallRow,
+    ToolCallStatus,
     TurnStatus,
     utcnow,
 )
@@ -58,7 +60,7 @@ from runtime.tools.files import secret_paths
 from runtime.tools.processes import SqlProcessLedger
 from runtime.tools.schedule import schedule_tools
 from runtime.turn.context import ContextSettings
-from runtime.turn.loop import TurnServices
+from runtime.turn.loop import TurnServices, call_summary
 
 log = get_logger("runtime")
 
@@ -90,6 +92,19 @@ class AwaitedApproval:
     request_id: str
     tool: str
     message_id: int | None  # the prompt in the chat; None until its send returned
+
+
+@dataclass(slots=True, frozen=True)
+class CallState:
+    """A tool call as a status line shows it, as it stands in the database."""
+
+    id: int
+    name: str
+    summary: str
+    status: ToolCallStatus
+
+
+RestartHook = Callable[[], Awaitable[None]]
 
 
 def local_zone(settings: Settings) -> tuple[ZoneInfo, str]:
@@ -137,6 +152,9 @@ class Runtime:
         self.tools = tools or default_registry()
         self.processes = SqlProcessLedger(self.sessions)
         self._chat_sessions: OrderedDict[int, ChatSession] = OrderedDict()
+        self.restart_hooks: list[RestartHook] = []
+        """Run on start before anything resumes: an adapter tidies what the previous process left
+        in the chats (e.g. status lines it never finished), knowing nothing of this one runs yet."""
         self.services = TurnServices(
             db=self.db,
             sessions=self.sessions,
@@ -183,6 +201,8 @@ class Runtime:
     async def recover(self) -> None:
         """Resume what a previous process left: answers the chat never showed, interrupted turns,
         unread mail."""
+        for hook in self.restart_hooks:
+            await hook()
         await self._resend_undelivered()
         for turn in await self.sessions.open_turns():
             if turn.status == TurnStatus.RUNNING:
@@ -191,7 +211,7 @@ class Runtime:
         for session_id in await self.sessions.sessions_with_mail():
             for envelope in await self.mailbox.unread(session_id):
                 if isinstance(envelope.body, ApprovalDecisionBody):
-                    await self._apply_decision(envelope.body)
+                    await self._apply_decision(envelope.body, "replayed")
             self.hub.wake(session_id)
 
     async def _resend_undelivered(self) -> None:
@@ -231,8 +251,15 @@ class Runtime:
 
     # --- output ----------------------------------------------------------------
 
-    async def notice(self, address: Address, key: str, params: dict[str, str | int]) -> None:
-        await self.publish(Notice(to=address, key=key, params=params))
+    async def notice(
+        self,
+        address: Address,
+        key: str,
+        params: dict[str, str | int],
+        *,
+        refers_to_message: int | None = None,
+    ) -> None:
+        await self.publish(Notice(to=address, key=key, params=params, refers_to_message=refers_to_message))
 
     async def publish(self, event: DurableOutput) -> None:
         """Emit output that must reach the user, recorded first (see :mod:`runtime.storage.outbox`)."""
@@ -353,12 +380,12 @@ class Runtime:
         return True
 
     async def decide(
-        self, request_id: str, *, approved: bool, reason: str | None, envelope_id: str
+        self, request_id: str, *, approved: bool, reason: str | None, envelope_id: str, how: str = "button"
     ) -> DecisionResult:
-        """A button press or a reply: stored as mail first, then applied once."""
+        """A button press or a reply (``how``, for the log): stored as mail first, then applied once."""
         request = await self.approvals.get(request_id)
         if request is None:
-            return await self.approvals.decide(request_id, approved, reason)
+            return await self.approvals.decide(request_id, approved, reason, how=how)
         body = ApprovalDecisionBody(request_id=request_id, approved=approved, reason=reason)
         await self.mailbox.accept(
             Envelope(
@@ -369,10 +396,10 @@ class Runtime:
                 body=body,
             )
         )
-        return await self._apply_decision(body)
+        return await self._apply_decision(body, how)
 
-    async def _apply_decision(self, body: ApprovalDecisionBody) -> DecisionResult:
-        return await self.approvals.decide(body.request_id, body.approved, body.reason)
+    async def _apply_decision(self, body: ApprovalDecisionBody, how: str = "button") -> DecisionResult:
+        return await self.approvals.decide(body.request_id, body.approved, body.reason, how=how)
 
     # --- trust -----------------------------------------------------------------
 
@@ -383,16 +410,22 @@ class Runtime:
         call = await self.history.call(request.tool_call_id)
         return None if call is None else (request, call)
 
-    async def trust_for_a_while(self, request_id: str, *, envelope_id: str) -> tuple[DecisionResult, int]:
-        """ "⏱ 15 min": bypass this call's tool group for the session, and approve this call."""
+    async def trust_for_a_while(
+        self, request_id: str, *, envelope_id: str
+    ) -> tuple[DecisionResult, int, str]:
+        """ "⏱ 15 min": bypass this call's tool group for the session, and approve this call.
+
+        Returns the decision, the minutes and the scope trusted (``""`` for a stale request),
+        so the chat can say what it will not ask about."""
         found = await self._request_call(request_id)
         minutes = max(1, round(self.settings.approval.bypass_duration / 60))
         if found is None or found[0].status != ApprovalStatus.PENDING:
-            return await self.approvals.decide(request_id, True), minutes
+            return await self.approvals.decide(request_id, True), minutes, ""
         request, call = found
         scope = bypass_scope(call, self.tools.get(call.name), self.workdir)
         self.approvals.grant_bypass(request.session_id, scope)
-        return await self.decide(request_id, approved=True, reason=None, envelope_id=envelope_id), minutes
+        result = await self.decide(request_id, approved=True, reason=None, envelope_id=envelope_id)
+        return result, minutes, scope
 
     async def propose_always(self, request_id: str) -> Rule | None:
         found = await self._request_call(request_id)
@@ -425,5 +458,15 @@ class Runtime:
         found = await self._request_call(request_id)
         return None if found is None else found[1]
 
+    async def call_states(self, call_ids: Sequence[int]) -> list[CallState]:
+        """These tool calls as they stand now, in the order asked (unknown ids left out): what a
+        status line a restart cut short should read."""
+        states = []
+        for call_id in call_ids:
+            call = await self.history.call(call_id)
+            if call is not None:
+                states.append(CallState(call_id, call.name, call_summary(call), ToolCallStatus(call.status)))
+        return states
 
-__all__ = ["AwaitedApproval", "MailKind", "PostResult", "Runtime", "StopResult"]
+
+__all__ = ["AwaitedApproval", "CallState", "MailKind", "PostResult", "RestartHook", "Runtime", "StopResult"]

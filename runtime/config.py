@@ -88,6 +88,7 @@ class TelegramSettings(_Section):
     poll_timeout: int = Field(default=30, ge=0, le=50)
     max_retries: int = Field(default=3, ge=0, le=10)
     messages_per_second: float = Field(default=30.0, gt=0)
+    pairing: bool = False
 
     @property
     def bot_base_url(self) -> str:
@@ -200,6 +201,8 @@ class SchedulerSettings(_Section):
 class LoggingSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     redact_payloads: bool = True
+    libraries: bool = False  # aiosqlite, httpx, telegram, … log below WARNING only at DEBUG with this on
+    format: Literal["text", "json"] = "text"
 
 
 class Settings(_Section):

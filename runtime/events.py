@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from runtime.errors import Failure
 from runtime.log import get_logger
@@ -159,7 +159,21 @@ class Notice:
     params: dict[str, str | int] = field(default_factory=dict)
     silent: bool = False
     outbox_id: int | None = None  # its durable record; the adapter reports it shown (output_shown)
+    refers_to_message: int | None = None  # a chat message it is about (a waiting prompt): sent as a reply
     kind: Literal["notice"] = "notice"
+
+
+class Notify(Protocol):
+    """How runtime parts send a :class:`Notice` (``Runtime.notice``): recorded, then emitted."""
+
+    async def __call__(
+        self,
+        address: Address,
+        key: str,
+        params: dict[str, str | int],
+        *,
+        refers_to_message: int | None = None,
+    ) -> None: ...
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)

@@ -4,6 +4,10 @@ Start-up order: build the PTB application (pointed at ``telegram.api_base_url``,
 with ``AIORateLimiter`` for 429s), check the token (a 401 ends the process
 with exit code 2), start the runtime (migrations, recovery), register the
 command menu once, then run the durable ingest loop until told to stop.
+Each start step that talks to Telegram (``getMe``, ``deleteWebhook``,
+``setMyCommands``) waits out an outage — a service started at boot before the
+network, Telegram down — retrying with backoff (:data:`START_RETRY`) for as
+long as it takes; only a refusal a retry cannot change (401, 400) ends it.
 Shutdown reverses it: polling stops, queued output is delivered briefly, the
 runtime stops its consumers without cancelling turns (a restart resumes them)
 and closes the database.
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from functools import partial
 
 from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, ContextTypes
@@ -24,6 +29,7 @@ from bot.telegram.format_rules import TELEGRAM_FORMAT_RULES
 from bot.telegram.handlers.commands import menu
 from bot.telegram.ingest import Ingest
 from bot.telegram.ratelimit import MessageRateLimiter
+from bot.telegram.sender import Retry, with_retry
 from runtime.app import Runtime
 from runtime.config import Settings
 from runtime.i18n import Translator
@@ -31,6 +37,10 @@ from runtime.llm.types import LLMClient
 from runtime.log import get_logger
 
 log = get_logger("telegram")
+
+START_RETRY = Retry(attempts=None, first_delay=1.0, max_delay=50.0)
+"""Start-up calls retry until Telegram answers: first after ~1 s, then doubling up to 50 s
+(with the ±20 % jitter never more than 60 s)."""
 
 
 def build_application(settings: Settings) -> Application:  # type: ignore[type-arg]
@@ -53,8 +63,11 @@ async def _log_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None
 class TelegramBot:
     """One running bot: PTB application + runtime + delivery + ingest."""
 
-    def __init__(self, settings: Settings, *, llm: LLMClient | None = None) -> None:
+    def __init__(
+        self, settings: Settings, *, llm: LLMClient | None = None, start_retry: Retry = START_RETRY
+    ) -> None:
         self.settings = settings
+        self.start_retry = start_retry
         self.application = build_application(settings)
         self.runtime = Runtime(settings, format_rules=TELEGRAM_FORMAT_RULES, llm=llm)
         self.translator = Translator(default=settings.locale.default)
@@ -76,12 +89,20 @@ class TelegramBot:
         self._ingest_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Raises :class:`telegram.error.InvalidToken` when Telegram rejects the token."""
-        await self.application.initialize()
-        await self.application.bot.delete_webhook()
+        """Start everything, waiting out Telegram outages (see the module docstring).
+
+        Raises :class:`telegram.error.InvalidToken` when Telegram rejects the token, another
+        :class:`telegram.error.TelegramError` when it refuses a start step for good (a 400).
+        Cancelling it (a signal during the retries) leaves what :meth:`stop` cleans up.
+        """
+        bot = self.application.bot
+        await with_retry(self.application.initialize, self.start_retry, "start-up: getMe")
+        await with_retry(bot.delete_webhook, self.start_retry, "start-up: deleteWebhook")
         await self.runtime.start()
         await self.application.start()
-        await self.application.bot.set_my_commands(menu())
+        for lang, commands in menu(self.translator).items():  # one menu per language
+            register = partial(bot.set_my_commands, commands, language_code=lang)
+            await with_retry(register, self.start_retry, "start-up: setMyCommands")
         self._ingest_task = asyncio.create_task(self.ingest.run(), name="ingest")
         log.info("agentgram is running as @%s", self.application.bot.username)
 
@@ -103,6 +124,7 @@ class TelegramBot:
             if self.application.running:
                 await self.application.stop()
             await self.application.shutdown()
+            await self.application.bot.shutdown()  # a start that never got past getMe left it open
 
 
 __all__ = ["TelegramBot", "Update"]

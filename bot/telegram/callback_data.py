@@ -31,6 +31,8 @@ class ButtonAction(enum.StrEnum):
     CRON_DELETE = "cd"
     CRON_DELETE_CONFIRM = "cdc"
     CRON_DELETE_CANCEL = "cdx"
+    PAIR_APPROVE = "pa"
+    PAIR_DENY = "pd"
 
 
 @dataclass(slots=True, frozen=True)
@@ -48,8 +50,8 @@ def encode(button: Button) -> str:
     return data
 
 
-def decode(data: str | None) -> Button | None:
-    if not data or len(data.encode()) > MAX_BYTES:
+def decode(data: object) -> Button | None:
+    if not isinstance(data, str) or not data or len(data.encode()) > MAX_BYTES:  # untyped input
         return None
     parts = data.split(":")
     if len(parts) != 3 or parts[0] != _PREFIX or not _ARG.fullmatch(parts[2]):

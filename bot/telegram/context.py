@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from telegram import Update
 from telegram.ext import ContextTypes
 
+from bot.telegram.access_list import AccessList
 from bot.telegram.delivery import Delivery
 from runtime.app import Runtime
 from runtime.config import Settings
@@ -24,13 +25,21 @@ class BotContext:
     translator: Translator
     delivery: Delivery
     checkpoints: dict[int, Checkpoint] = field(default_factory=dict)  # filled by the ingest loop
+    _access: AccessList | None = field(default=None, init=False, repr=False)
 
     def checkpoint(self, update: Update) -> Checkpoint | None:
         """The update's offset, for the one piece of mail that completes handling it."""
         return self.checkpoints.get(update.update_id)
 
+    @property
+    def access(self) -> AccessList:
+        """Configured plus paired users (made on first use: the gate loads it before asking)."""
+        if self._access is None:
+            self._access = AccessList(self.settings.telegram.allowed_user_ids, self.runtime.sessions)
+        return self._access
+
     def allowed(self, user_id: int | None) -> bool:
-        return user_id is not None and user_id in self.settings.telegram.allowed_user_ids
+        return self.access.allowed(user_id)
 
     def lang(self, update: Update) -> str | None:
         user = update.effective_user

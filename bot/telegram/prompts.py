@@ -35,12 +35,21 @@ class Prompt:
     html: str
     keyboard: InlineKeyboardMarkup
     attachment: Attachment | None = None  # sent as a document, in reply to the prompt
+    body: str = ""  # ``html`` without the reply hint: what the decided prompt keeps (decided_prompt)
 
 
 def approval_prompt(t: Translator, lang: str | None, request_id: str, details: ApprovalDetails) -> Prompt:
-    body, attachment = _body(t, lang, details)
-    html = "\n".join([t.t(lang, "approval-title"), *body, f"<i>{t.t(lang, 'approval-reply-hint')}</i>"])
-    return Prompt(html, approval_keyboard(t, lang, request_id, always=details.can_always), attachment)
+    lines, attachment = _body(t, lang, details)
+    body = "\n".join([t.t(lang, "approval-title"), *lines])
+    html = f"{body}\n<i>{t.t(lang, 'approval-reply-hint')}</i>"
+    keyboard = approval_keyboard(t, lang, request_id, always=details.can_always)
+    return Prompt(html, keyboard, attachment, body)
+
+
+def decided_prompt(body: str, decision: str) -> str:
+    """A decided prompt: what it asked (no reply hint: a reply rejects nothing any more), then
+    the decision (:func:`decision_line`) in bold."""
+    return f"{body}\n\n<b>{decision}</b>"
 
 
 def _body(t: Translator, lang: str | None, details: ApprovalDetails) -> tuple[list[str], Attachment | None]:
@@ -52,6 +61,9 @@ def _body(t: Translator, lang: str | None, details: ApprovalDetails) -> tuple[li
         header = t.t(lang, "approval-file", path=escape(details.path))
         if details.new_file:
             header += " " + t.t(lang, "approval-new-file")
+        if not details.diff.strip():  # a write that changes nothing: say so, not an empty diff
+            key = "approval-empty-file" if details.new_file else "approval-no-change"
+            return [header, f"<i>{t.t(lang, key)}</i>"], None
         return _shown(t, lang, header, details.diff, "diff", "change.diff")
     header = t.t(lang, "approval-args", tool=escape(details.tool_name))
     pretty = json.dumps(details.arguments, ensure_ascii=False, indent=2)

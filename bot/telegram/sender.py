@@ -121,11 +121,28 @@ def _is_entity_error(error: BadRequest) -> bool:
     return "can't parse entities" in error.message.lower()
 
 
+def _status(error: TelegramError) -> int | None:
+    """The HTTP status behind a PTB error (PTB keeps only the class): for the log line."""
+    for kind, status in ((Forbidden, 403), (InvalidToken, 401), (Conflict, 409), (RetryAfter, 429)):
+        if isinstance(error, kind):
+            return status
+    return 400 if isinstance(error, BadRequest | ChatMigrated) else None
+
+
 def _refused(what: str, error: TelegramError) -> None:
+    kind, status = type(error).__name__, _status(error)
+    fields = {"error_class": kind, "status": status}
     if isinstance(error, Forbidden):
-        log.warning("%s dropped: %s (the user blocked the bot or left the chat)", what, error.message)
+        log.warning(
+            "%s dropped: %s status=%s: %s (the user blocked the bot or left the chat)",
+            what,
+            kind,
+            status,
+            error.message,
+            extra=fields,
+        )
     else:
-        log.warning("%s failed: %s: %s", what, type(error).__name__, error)
+        log.warning("%s failed: %s status=%s: %s", what, kind, status, error, extra=fields)
 
 
 async def send_html(

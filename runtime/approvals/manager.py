@@ -23,8 +23,11 @@ from sqlmodel import col, delete, select
 from runtime.approvals.bypass import Bypass, BypassTable
 from runtime.approvals.rules import SEEDED_RULES, Action, CallFacts, Rule, decide
 from runtime.config import ApprovalSettings
+from runtime.log import get_logger
 from runtime.storage.db import Database
-from runtime.storage.models import ApprovalRequestRow, ApprovalRuleRow, ApprovalStatus, utcnow
+from runtime.storage.models import ApprovalRequestRow, ApprovalRuleRow, ApprovalStatus, ToolCallRow, utcnow
+
+log = get_logger("approvals")
 
 PROMPT_NOT_SHOWN = "the approval prompt could not be shown in the chat"
 """The stored reason of a request :meth:`ApprovalManager.expire_unshown` settled."""
@@ -162,12 +165,15 @@ class ApprovalManager:
                 query = query.where(ApprovalRequestRow.session_id == session_id)
             return list((await tx.exec(query.order_by(col(ApprovalRequestRow.created_at)))).all())
 
-    async def decide(self, request_id: str, approved: bool, reason: str | None = None) -> DecisionResult:
+    async def decide(
+        self, request_id: str, approved: bool, reason: str | None = None, *, how: str = "button"
+    ) -> DecisionResult:
+        """Apply the user's decision; ``how`` (button, reply) is for the log line."""
         status = ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED
-        return await self._transition(request_id, status, reason)
+        return await self._transition(request_id, status, reason, how)
 
     async def _transition(
-        self, request_id: str, status: ApprovalStatus, reason: str | None
+        self, request_id: str, status: ApprovalStatus, reason: str | None, how: str
     ) -> DecisionResult:
         async with self._db.write() as tx:
             row = await tx.get(ApprovalRequestRow, request_id)
@@ -177,12 +183,14 @@ class ApprovalManager:
                 return DecisionResult(applied=False, status=ApprovalStatus(row.status), request=row)
             row.status, row.reason, row.decided_at = status, reason, utcnow()
             tx.add(row)
+            call = await tx.get(ToolCallRow, row.tool_call_id)
+        log_decision(request_id, call.name if call is not None else "?", status, how, row.session_id)
         self._session_of.pop(request_id, None)
         self._wake(request_id)
         return DecisionResult(applied=True, status=status, request=row)
 
     async def expire(self, request_id: str) -> DecisionResult:
-        return await self._transition(request_id, ApprovalStatus.EXPIRED, None)
+        return await self._transition(request_id, ApprovalStatus.EXPIRED, None, "timeout")
 
     async def expire_unshown(self, request_id: str) -> DecisionResult:
         """Expire a request whose prompt the chat adapter could not show.
@@ -192,13 +200,13 @@ class ApprovalManager:
         rejected: the user refused nothing. The reason stays on the row, and the
         model reads it (``texts.expiry_message``).
         """
-        return await self._transition(request_id, ApprovalStatus.EXPIRED, PROMPT_NOT_SHOWN)
+        return await self._transition(request_id, ApprovalStatus.EXPIRED, PROMPT_NOT_SHOWN, "unshown")
 
     async def cancel_session(self, session_id: int) -> list[ApprovalRequestRow]:
         """Cancel every pending request of a session (``/stop``); returns those cancelled."""
         cancelled = []
         for row in await self.pending(session_id):
-            result = await self._transition(row.id, ApprovalStatus.CANCELLED, None)
+            result = await self._transition(row.id, ApprovalStatus.CANCELLED, None, "stop")
             if result.applied and result.request is not None:
                 cancelled.append(result.request)
         return cancelled
@@ -250,6 +258,19 @@ class ApprovalManager:
             waiting.discard(woken)
             if not waiting:
                 del self._waiters[request_id]
+
+
+def log_decision(request_id: str | None, tool: str, decision: str, how: str, session_id: int) -> None:
+    """The operator's one INFO line per approval decision (a rule's decisions have no request)."""
+    log.info(
+        "approval %s tool=%s decision=%s how=%s session=%s",
+        request_id or "-",
+        tool,
+        decision,
+        how,
+        session_id,
+        extra={"request": request_id, "tool": tool, "decision": decision, "how": how, "session": session_id},
+    )
 
 
 def _seconds_until(moment: datetime | None) -> float | None:

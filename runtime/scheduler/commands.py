@@ -25,7 +25,7 @@ def split_schedule(
     """``(schedule, prompt)``; :class:`ScheduleError` saying what is wrong otherwise."""
     words = list(_WORD.finditer(text))
     if not words:
-        raise ScheduleError(f"a schedule and a prompt are required: {USAGE}")
+        raise ScheduleError(f"a schedule and a prompt are required: {USAGE}", "nothing")
     natural = _natural_size([w.group() for w in words])
     error: ScheduleError | None = None
     for size in range(min(len(words), MAX_SCHEDULE_WORDS), 0, -1):
@@ -38,7 +38,9 @@ def split_schedule(
             continue
         prompt = text[words[size - 1].end() :].strip() if size < len(words) else ""
         if not prompt:
-            raise ScheduleError(f"after the schedule {candidate!r}, write what to do")
+            raise ScheduleError(
+                f"after the schedule {candidate!r}, write what to do", "no-prompt", spec=candidate
+            )
         return candidate, prompt
     assert error is not None
     raise error

@@ -11,6 +11,7 @@ missed rather than queued.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,8 +33,8 @@ from runtime.scheduler.jobs import JobStore, job_misfire, job_next_run, job_zone
 from runtime.scheduler.misfire import RecordMissed, RunNow
 from runtime.scheduler.models import JobApprovals, JobRun, JobRunStatus, ScheduledJob
 from runtime.scheduler.part import Part, Shared
-from runtime.scheduler.plan import run_result, short
-from runtime.scheduler.schedule import to_trigger
+from runtime.scheduler.plan import Notice, run_result
+from runtime.scheduler.schedule import OnceSchedule, describe, to_trigger
 from runtime.storage.db import durable
 from runtime.storage.models import ChatSession, SessionSource
 from runtime.turn.outcome import Cancelled, TurnOutcome
@@ -48,6 +49,40 @@ def cron_job_id(job_id: int) -> str:
     return f"cron-{job_id}"
 
 
+def cron_input(job: ScheduledJob, now: datetime, *, manual: bool = False) -> str:
+    """What a cron run is told: its prompt framed as a scheduled run, as a tic's is.
+
+    Without the frame a job's prompt reads like a fresh user message, and a
+    reminder ("remind me to call Anna") got the model to schedule it again at
+    every run. The frame says which task this is and when it runs, that it
+    needs no scheduling, that nobody answers questions, and what approvals do.
+    """
+    zone = job_zone(job)
+    local = now.astimezone(zone)
+    name = getattr(zone, "key", None) or local.tzname()
+    schedule = schedule_of(job)
+    how = "started by hand from /cron" if manual else "a scheduled run"
+    again = (
+        "this is its only run"
+        if isinstance(schedule, OnceSchedule)
+        else "it runs again by itself at its next time"
+    )
+    approvals = (
+        "actions that need approval are asked of the user in this chat, who may not answer soon"
+        if job.approvals == JobApprovals.ASK
+        else "actions that need approval will be denied"
+    )
+    return (
+        f"[CRON] {local.isoformat(timespec='seconds')} {name}\n"
+        f"Scheduled task “{job.title}” (cron #{job.id}, {describe(schedule, zone)}): {how} of a task "
+        "the user set up earlier, not a new message from the user. Carry out the instruction below "
+        "now; your reply is sent to the user as the task's result. The task is already scheduled and "
+        f"{again}: do not schedule, reschedule or change scheduled jobs unless the instruction "
+        f"explicitly says so. Nobody is waiting to answer questions; {approvals}.\n\n"
+        f"Instruction:\n{job.prompt}"
+    )
+
+
 @dataclass(slots=True)
 class ActiveRun:
     """A cron run in flight; ``session_id`` is set once its mail is accepted."""
@@ -56,6 +91,7 @@ class ActiveRun:
     run_id: int | None = None
     session_id: int | None = None
     killed: bool = False
+    manual: bool = False  # "Run now", not a fire time
 
 
 class CronRunner(Part):
@@ -157,7 +193,7 @@ class CronRunner(Part):
         """Start a run unless one of this job is in flight (reserved before any await)."""
         if job_id in self._running:
             return None
-        active = ActiveRun(job_id=job_id)
+        active = ActiveRun(job_id=job_id, manual=scheduled_for is None)
         self._running[job_id] = active
         return self.engine.spawn(self._run_job(active, scheduled_for=scheduled_for))
 
@@ -169,9 +205,21 @@ class CronRunner(Part):
             run = await self.jobs.start_run(active.job_id, scheduled_for=scheduled_for)
             assert run.id is not None
             active.run_id = run.id
+            started = time.monotonic()
             session, outcome = await self._run_session(job, active)
         finally:
             self._running.pop(active.job_id, None)
+        took = time.monotonic() - started
+        status = run_result(outcome).status
+        log.info(
+            "cron job %s %r run=%s outcome=%s took=%.2fs",
+            active.job_id,
+            job.title,
+            run.id,
+            status,
+            took,
+            extra={"job": active.job_id, "run": run.id, "outcome": str(status), "took": round(took, 3)},
+        )
         await durable(self._finish_run(job, run.id, session, outcome))
 
     async def _run_session(
@@ -191,7 +239,8 @@ class CronRunner(Part):
             session_id = session.id
             assert session_id is not None
             await self.jobs.attach_session(active.run_id, session_id)
-            body = ScheduledTurnBody(job="cron", job_id=active.job_id, text=job.prompt)
+            text = cron_input(job, self.clock.now(), manual=active.manual)
+            body = ScheduledTurnBody(job="cron", job_id=active.job_id, text=text)
             outcome = await self.turns.run(
                 session, body, f"cron-run:{active.run_id}", lambda: self._posted(active, session_id)
             )
@@ -222,10 +271,9 @@ class CronRunner(Part):
             title = self.translator.t(language, "cron-result-title", title=job.title)
             if result.status == JobRunStatus.SUCCESS:
                 text = (result.response or "").strip() or self.translator.t(language, "cron-no-output")
-            elif result.failure is not None:  # the kind's text; the exception text is only logged
-                text = self.translator.t(language, result.failure.locale_key, **result.failure.params)
-            else:
-                text = self.translator.t(language, "cron-run-failed", error=short(result.error or "", 300))
+            else:  # the locale's words for what went wrong; the exception text is only logged
+                notice = result.notice or Notice("cron-run-failed")
+                text = self.translator.t(language, notice.key, **notice.params)
             await self.delivery.deliver(job.chat_id, title, text, session=session, language=language)
         refreshed = await self.jobs.get(job.id or 0)
         if refreshed is not None:

@@ -40,6 +40,17 @@ class JobNotFound(ToolError):
         self.job_id = job_id
 
 
+class JobFinished(ToolError):
+    """Resuming a job that has no fire time left: there is nothing to resume."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(
+            f"scheduled job #{job_id} has no runs left (a one-shot that ran or whose time passed); "
+            "schedule a new one instead"
+        )
+        self.job_id = job_id
+
+
 def job_zone(job: ScheduledJob) -> tzinfo:
     return zone(job.timezone)
 
@@ -52,6 +63,18 @@ def schedule_of(job: ScheduledJob) -> Schedule:
 def job_next_run(job: ScheduledJob, after: datetime) -> datetime | None:
     """The job's next fire time strictly after ``after``; the one rule the store and scheduler share."""
     return next_run(schedule_of(job), job_zone(job), after, anchor=job.anchor_at)
+
+
+def job_finished(job: ScheduledJob, now: datetime) -> bool:
+    """Whether the job has no run left: a one-shot that has run (any run uses it up, as
+    :meth:`JobStore.finish_run` has it) or whose time passed, or a schedule that never fires again.
+
+    The one rule for "done": such a job is listed as finished, not paused, and
+    cannot be resumed (:class:`JobFinished`).
+    """
+    if isinstance(schedule_of(job), OnceSchedule) and job.last_run_at is not None and not job.enabled:
+        return True
+    return job_next_run(job, now) is None
 
 
 def job_misfire(job: ScheduledJob, now: datetime, grace: float | timedelta) -> MisfireDecision:
@@ -177,10 +200,15 @@ class JobStore:
         return job
 
     async def set_enabled(self, job_id: int, enabled: bool) -> ScheduledJob:
-        """Pause or resume; a resumed job's next run is the next fire time from now."""
+        """Pause or resume; a resumed job's next run is the next fire time from now.
+
+        A finished job (:func:`job_finished`) cannot be resumed: :class:`JobFinished`.
+        """
         now = self._clock.now()
         async with self._db.write() as session:
             job = await self._require(session, job_id)
+            if enabled and job_finished(job, now):
+                raise JobFinished(job_id)
             job.enabled = enabled
             job.next_run_at = job_next_run(job, now) if enabled else None
             job.updated_at = now
@@ -316,7 +344,7 @@ class JobStore:
         try:
             tz = job_zone(job)
         except ValueError as exc:
-            raise ScheduleError(str(exc)) from None
+            raise ScheduleError(str(exc), "zone", zone=job.timezone) from None
         schedule = parse_schedule(job.schedule, tz, now, min_interval=self._min_interval)
         job.kind = schedule.kind
         job.next_run_at = next_run(schedule, tz, now, anchor=job.anchor_at) if job.enabled else None

@@ -17,7 +17,7 @@ from datetime import datetime, tzinfo
 from typing import Literal
 
 from runtime.config import QuietHoursSettings, TicSettings
-from runtime.errors import ConfigError, Failure
+from runtime.errors import ConfigError
 from runtime.scheduler.clock import as_utc
 from runtime.scheduler.models import JobRun, JobRunStatus, TicState
 from runtime.scheduler.quiet import is_quiet, quiet_ends_at
@@ -95,11 +95,19 @@ def plan_delivery(now: datetime, quiet: QuietHoursSettings, tz: tzinfo) -> Deliv
 
 
 @dataclass(frozen=True, slots=True)
+class Notice:
+    """A locale message and its parameters: what a chat is told, in the user's language."""
+
+    key: str
+    params: dict[str, str | int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class RunResult:
     status: JobRunStatus
     response: str | None = None
-    error: str | None = None
-    failure: Failure | None = None  # a broken turn: what the user is told instead of ``error``
+    error: str | None = None  # English, for the ``job_runs`` row, the log and a tic's digest
+    notice: Notice | None = None  # what the user is told instead of ``error``
 
 
 def run_result(outcome: TurnOutcome) -> RunResult:
@@ -107,13 +115,15 @@ def run_result(outcome: TurnOutcome) -> RunResult:
         case Final(text=text):
             return RunResult(JobRunStatus.SUCCESS, response=text)
         case Cancelled():
-            return RunResult(JobRunStatus.CANCELLED, error="cancelled")
+            return RunResult(JobRunStatus.CANCELLED, error="cancelled")  # answered by the kill itself
         case Exhausted(rounds=rounds):
-            return RunResult(JobRunStatus.FAILED, error=texts.exhausted(rounds))
+            notice = Notice("turn-exhausted", {"rounds": rounds})
+            return RunResult(JobRunStatus.FAILED, error=texts.exhausted(rounds), notice=notice)
         case Failed(error=error, failure=failure):
-            return RunResult(JobRunStatus.FAILED, error=error or "failed", failure=failure)
+            notice = Notice(failure.locale_key, failure.params)
+            return RunResult(JobRunStatus.FAILED, error=error or "failed", notice=notice)
         case Paused():
-            return RunResult(JobRunStatus.FAILED, error="paused")
+            return RunResult(JobRunStatus.FAILED, error="paused", notice=Notice("cron-run-failed"))
 
 
 def short(text: str, limit: int = SNIPPET) -> str:

@@ -9,7 +9,8 @@ Accepted forms (``parse_schedule``):
 
 Anything else raises :class:`ScheduleError`, a :class:`ToolError`, whose text
 says what was wrong and what is accepted, so an agent tool call fails
-readably.
+readably; its ``key`` and ``params`` name the same problem for a chat, which
+words it in the user's language (``schedule-error-*`` in the locales).
 
 Crontab fields follow standard cron, not APScheduler 3's dialect: weekday 0
 (and 7) is Sunday (APScheduler 3 counts from Monday), and when both day of
@@ -42,8 +43,28 @@ MIN_INTERVAL = 60.0
 USAGE = "use a crontab like '0 9 * * 1-5', 'every 2h', 'at 2026-12-01 09:00' or 'in 20m'"
 
 
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A length of time in an error's parameters, worded per locale by the chat."""
+
+    seconds: float
+
+
+ErrorParam = str | int | Span | datetime
+"""A :class:`ScheduleError` parameter; a datetime is aware, in the zone it is to be shown in."""
+
+
 class ScheduleError(ToolError):
-    """The schedule text cannot be used; the message says why and what works."""
+    """The schedule text cannot be used; the message says why and what works.
+
+    ``str(error)`` is the English text the model reads. ``key`` (the locale
+    message ``schedule-error-<key>``) and ``params`` say the same for a chat.
+    """
+
+    def __init__(self, message: str, key: str, **params: ErrorParam) -> None:
+        super().__init__(message)
+        self.key = f"schedule-error-{key}"
+        self.params = params
 
 
 class ScheduleKind(enum.StrEnum):
@@ -100,7 +121,7 @@ def parse_schedule(text: str, tz: tzinfo, now: datetime, *, min_interval: float 
     spec = " ".join(text.split())
     lowered = spec.lower()
     if not spec:
-        raise ScheduleError(f"a schedule is required: {USAGE}")
+        raise ScheduleError(f"a schedule is required: {USAGE}", "empty")
     if lowered.startswith("every ") or lowered == "every":
         return _parse_every(spec, lowered.removeprefix("every").strip(), min_interval)
     if lowered.startswith("in ") or lowered == "in":
@@ -110,7 +131,9 @@ def parse_schedule(text: str, tz: tzinfo, now: datetime, *, min_interval: float 
     if lowered.startswith("@"):
         if lowered not in _MACROS:
             names = ", ".join(_MACROS)
-            raise ScheduleError(f"{spec!r} is not a known cron macro (known: {names})")
+            raise ScheduleError(
+                f"{spec!r} is not a known cron macro (known: {names})", "macro", spec=spec, names=names
+            )
         return _parse_cron(_MACROS[lowered], tz, now)
     return _parse_cron(spec, tz, now)
 
@@ -119,43 +142,68 @@ def _duration(spec: str, value: str, example: str) -> float:
     match = _DURATION.match(value.replace(" ", "")) if value else None
     unit = _UNITS.get(match.group(2)) if match else None
     if match is None or unit is None:
-        raise ScheduleError(f"{spec!r}: {value or 'nothing'!r} is not a duration (e.g. {example})")
+        raise ScheduleError(
+            f"{spec!r}: {value or 'nothing'!r} is not a duration (e.g. {example})",
+            "duration" if value else "no-duration",
+            spec=spec,
+            value=value,
+        )
     return float(match.group(1) or 1) * unit
 
 
 def _parse_every(spec: str, value: str, min_interval: float) -> IntervalSchedule:
     seconds = _duration(spec, value, "'every 2h', 'every 45m'")
     if seconds < min_interval:
-        raise ScheduleError(f"{spec!r} is too frequent: the shortest interval is {_span(min_interval)}")
+        raise ScheduleError(
+            f"{spec!r} is too frequent: the shortest interval is {_span(min_interval)}",
+            "too-frequent",
+            spec=spec,
+            shortest=Span(min_interval),
+        )
     return IntervalSchedule(seconds)
 
 
 def _parse_in(spec: str, value: str, now: datetime) -> OnceSchedule:
     seconds = _duration(spec, value, "'in 20m', 'in 2h'")
     if seconds <= 0:
-        raise ScheduleError(f"{spec!r}: the delay must be positive")
+        raise ScheduleError(f"{spec!r}: the delay must be positive", "not-positive", spec=spec)
     return OnceSchedule(as_utc(now) + timedelta(seconds=seconds))
 
 
 def _parse_at(spec: str, value: str, tz: tzinfo, now: datetime) -> OnceSchedule:
     match = _AT.match(value)
     if match is None:
-        raise ScheduleError(f"{spec!r}: write the time as 'at YYYY-MM-DD HH:MM' or 'at HH:MM'")
+        raise ScheduleError(
+            f"{spec!r}: write the time as 'at YYYY-MM-DD HH:MM' or 'at HH:MM'", "at", spec=spec
+        )
     year, month, day, hour, minute, second = match.groups()
     try:
         at = time(int(hour), int(minute), int(second or 0))
         on = date(int(year), int(month), int(day)) if year else None
     except ValueError as exc:
-        raise ScheduleError(f"{spec!r} is not a real date and time ({exc})") from None
+        raise ScheduleError(
+            f"{spec!r} is not a real date and time ({exc})", "no-such-date", spec=spec
+        ) from None
     local_now = wall(now, tz)
     if on is None:  # next occurrence of that wall time
         on = local_now.date() if at > local_now.time() else local_now.date() + timedelta(days=1)
     naive = datetime.combine(on, at)
     if not exists(naive, tz):
-        raise ScheduleError(f"{spec!r}: {naive:%Y-%m-%d %H:%M} does not exist in {tz} (clocks skip it)")
+        raise ScheduleError(
+            f"{spec!r}: {naive:%Y-%m-%d %H:%M} does not exist in {tz} (clocks skip it)",
+            "skipped-time",
+            spec=spec,
+            time=f"{naive:%Y-%m-%d %H:%M}",
+            zone=str(tz),
+        )
     instant = resolve(on, at, tz, Fold.EARLIEST)
     if instant <= as_utc(now):
-        raise ScheduleError(f"{spec!r} is in the past (it is now {local_now:%Y-%m-%d %H:%M} in {tz})")
+        raise ScheduleError(
+            f"{spec!r} is in the past (it is now {local_now:%Y-%m-%d %H:%M} in {tz})",
+            "past",
+            spec=spec,
+            now=as_utc(now).astimezone(tz),
+        )
     return OnceSchedule(instant)
 
 
@@ -165,15 +213,18 @@ def _parse_cron(spec: str, tz: tzinfo, now: datetime) -> CronSchedule:
         hint = "; seconds and years are not supported" if len(fields) in (6, 7) else ""
         raise ScheduleError(
             f"{spec!r} is not a schedule: a crontab has 5 fields "
-            f"(minute hour day month weekday), got {len(fields)}{hint}; {USAGE}"
+            f"(minute hour day month weekday), got {len(fields)}{hint}; {USAGE}",
+            "seconds" if hint else "fields",
+            spec=spec,
+            count=len(fields),
         )
     schedule = CronSchedule(spec)
     try:
         trigger = to_trigger(schedule, tz)
     except ValueError as exc:
-        raise ScheduleError(f"{spec!r} is not a valid crontab: {exc}") from None
+        raise ScheduleError(f"{spec!r} is not a valid crontab: {exc}", "crontab", spec=spec) from None
     if trigger.get_next_fire_time(None, as_utc(now).astimezone(tz)) is None:
-        raise ScheduleError(f"{spec!r} never fires")
+        raise ScheduleError(f"{spec!r} never fires", "never", spec=spec)
     return schedule
 
 

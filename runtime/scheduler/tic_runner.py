@@ -15,6 +15,7 @@ The decisions themselves are pure (:mod:`runtime.scheduler.tic`,
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -175,6 +176,7 @@ class TicRunner(Part):
             )
             row = await self.tics.record(TicRunStatus.RAN, session_id=session.id)
             assert row.id is not None
+            started = time.monotonic()
             try:
                 outcome = await self.turns.run(
                     session, ScheduledTurnBody(job="tic", text=text), f"tic:{row.id}"
@@ -185,6 +187,15 @@ class TicRunner(Part):
                 log.exception("tic failed to run")
                 outcome = failure(exc)
             finished = await durable(self._finish(home, row.id, outcome))
+            took = time.monotonic() - started
+            log.info(
+                "tic run=%s outcome=%s delivered=%s took=%.2fs",
+                row.id,
+                outcome.kind,
+                finished.delivered,
+                took,
+                extra={"tic": row.id, "outcome": str(outcome.kind), "took": round(took, 3)},
+            )
         finally:
             self._running = False
         self._notify(finished)

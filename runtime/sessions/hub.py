@@ -294,7 +294,9 @@ class SessionWorker:
             prefetch=prefetch,
         )
         if restarted and await self.runner.stored_answer() is None:  # else nothing is left to continue
-            await s.notice(address, "restarted-continuing", {})
+            # the notice points at the prompt the resumed turn waits on
+            shown = [r.message_id for r in await s.approvals.pending(self.session_id) if r.message_id]
+            await s.notice(address, "restarted-continuing", {}, refers_to_message=next(iter(shown), None))
         if self.stopped_while_opening:
             self.stopped_while_opening = False
             self.runner.token.cancel()
@@ -335,6 +337,8 @@ class SessionWorker:
         self.not_paused = outcome.kind != OutcomeKind.PAUSED
         text = outcome.text if isinstance(outcome, Final) else ""
         failure = outcome.failure if isinstance(outcome, Failed) else None
+        if self.runner is not None:
+            self.runner.log_finished(outcome)
         s.bus.emit(
             TurnFinished(to=address, turn_id=turn_id, outcome=outcome.kind, text=text, failure=failure)
         )

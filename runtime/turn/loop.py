@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -34,6 +35,7 @@ from runtime.events import (
     Address,
     ApprovalResolved,
     EventBus,
+    Notify,
     RoundEnded,
     StreamReset,
     TextDelta,
@@ -98,7 +100,7 @@ class TurnServices:
     context: ContextSettings
     max_rounds: int
     clock: Callable[[], datetime]
-    notice: Callable[[Address, str, dict[str, str | int]], Awaitable[None]]
+    notice: Notify
     processes: ProcessLedger | None = None
     protected: ProtectedPaths = field(default_factory=ProtectedPaths)  # no file tool touches these
 
@@ -117,6 +119,10 @@ class TurnRunner:
     rounds: int = 0
     first_mail: list[Envelope] | None = None  # the unread mail that started the turn, already read
     prefetch: Prefetch | None = None  # the first round's request, sent while the turn was opened
+    tools_used: list[str] = field(default_factory=list)  # for the turn's log line, in call order
+    tokens_in: int = 0
+    tokens_out: int = 0
+    started: float = field(default_factory=time.monotonic)
 
     @property
     def session_id(self) -> int:
@@ -135,7 +141,20 @@ class TurnRunner:
             await durable(self._record_cancellation())
             return Cancelled()
         except LLMError as exc:  # the user reads its kind; the log keeps the endpoint's words
-            log.warning("turn %s failed: %s", self.turn_id, exc)
+            log.warning(
+                "llm error turn=%s kind=%s status=%s model=%s: %s",
+                self.turn_id,
+                exc.kind,
+                exc.status,
+                exc.model,
+                exc,
+                extra={
+                    "turn": self.turn_id,
+                    "session": self.session_id,
+                    "kind": str(exc.kind),
+                    "status": exc.status,
+                },
+            )
             return Failed(str(exc), exc.failure)
         finally:
             if self.prefetch is not None:  # ended before its first round asked the model
@@ -186,6 +205,8 @@ class TurnRunner:
         prefetch, self.prefetch = self.prefetch, None
         messages = build_messages(entries, s.context, prefetch.now if prefetch else s.clock())
         result = await self._call_llm(messages, prefetch)
+        self.tokens_in += result.usage.input_tokens
+        self.tokens_out += result.usage.output_tokens
         final = not result.tool_calls
         entry = await durable(
             s.history.record_round(
@@ -248,6 +269,7 @@ class TurnRunner:
     async def _handle_tool_call(self, call: ToolCallRow) -> CallFlow:
         """One call end to end: announce → parse → gate → execute → record."""
         summary = call_summary(call)
+        self.tools_used.append(call.name)
         self._activity(call, summary, ToolPhase.STARTED)
         tool = self.services.tools.get(call.name)
         if tool is None:
@@ -315,6 +337,34 @@ class TurnRunner:
                 summary=summary,
                 phase=phase,
             )
+        )
+
+    def log_finished(self, outcome: TurnOutcome) -> None:
+        """The operator's one INFO line for this turn: facts only, never the conversation."""
+        took = time.monotonic() - self.started
+        tools = ",".join(dict.fromkeys(self.tools_used)) or "-"
+        log.info(
+            "turn %s chat=%s session=%s outcome=%s rounds=%d tools=%s tokens=%d/%d took=%.2fs",
+            self.turn_id,
+            self.session.chat_id,
+            self.session_id,
+            outcome.kind,
+            self.rounds,
+            tools,
+            self.tokens_in,
+            self.tokens_out,
+            took,
+            extra={
+                "turn": self.turn_id,
+                "chat": self.session.chat_id,
+                "session": self.session_id,
+                "outcome": str(outcome.kind),
+                "rounds": self.rounds,
+                "tools": tools,
+                "tokens_in": self.tokens_in,
+                "tokens_out": self.tokens_out,
+                "took": round(took, 3),
+            },
         )
 
     def tool_context(self) -> ToolContext:

@@ -41,16 +41,41 @@ class Rig(UserChat):
     _recorder: object = None
 
 
+Fakes = tuple[FakeTelegram, FakeOpenAI]
+
+
+@asynccontextmanager
+async def fakes() -> AsyncIterator[Fakes]:
+    """Fakes for several bots in turn (``running_bot(..., on=...)``): one chat across restarts."""
+    async with FakeTelegram() as tg, FakeOpenAI(models=("main-model", "backup-model")) as llm:
+        yield tg, llm
+
+
+@asynccontextmanager
+async def _given_or_fresh(given: Fakes | None) -> AsyncIterator[Fakes]:
+    if given is not None:
+        yield given
+        return
+    async with fakes() as fresh:
+        yield fresh
+
+
 @asynccontextmanager
 async def running_bot(
-    tmp_path: Path, *, known_chats: tuple[int, ...] = (), config_file: bool = False, **sections: Any
+    tmp_path: Path,
+    *,
+    known_chats: tuple[int, ...] = (),
+    config_file: bool = False,
+    on: Fakes | None = None,
+    **sections: Any,
 ) -> AsyncIterator[Rig]:
     """The bot started between fresh fakes; ``known_chats`` exist before it starts (a restart's
     chats: what it sends on start must find them). With ``config_file`` the settings are written
-    to ``tmp_path/config.yml`` and loaded from there, as ``agentgram run`` does."""
+    to ``tmp_path/config.yml`` and loaded from there, as ``agentgram run`` does. ``on`` given
+    fakes (:func:`fakes`), a restart finds its earlier messages in the chat, to edit them."""
     from tests.runtime.turn.harness import Recorder
 
-    async with FakeTelegram() as tg, FakeOpenAI(models=("main-model", "backup-model")) as llm:
+    async with _given_or_fresh(on) as (tg, llm):
         for chat_id in known_chats:
             tg.add_chat(chat_id)
         if config_file:

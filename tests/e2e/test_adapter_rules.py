@@ -52,11 +52,13 @@ async def test_russian_user_gets_russian_strings(tmp_path: Path) -> None:
         assert any("\u0430" <= ch <= "\u044f" for ch in rig.chat()[-1].visible_text)
 
 
-async def test_command_menu_is_registered_once(tmp_path: Path) -> None:
+async def test_command_menu_is_registered_once_per_language(tmp_path: Path) -> None:
     async with running_bot(tmp_path) as rig:
-        names = [name for name, _ in rig.tg.my_commands()]
-        assert {"new", "stop", "help", "approvals"} <= set(names)
-        assert len(rig.tg.calls("setMyCommands")) == 1
+        default, russian = dict(rig.tg.my_commands()), dict(rig.tg.my_commands(language_code="ru"))
+        assert {"new", "stop", "help", "approvals"} <= set(default) and set(russian) == set(default)
+        assert default["new"] == "Start a fresh conversation"
+        assert russian["new"] == "Начать разговор заново"
+        assert len(rig.tg.calls("setMyCommands")) == 2
 
 
 async def test_new_starts_a_fresh_conversation(tmp_path: Path) -> None:

@@ -234,7 +234,7 @@ async def test_trust_for_a_while_approves_and_skips_the_next_prompt(tmp_path: Pa
         tap(rig, prompt, "⏱ 15 min")
         await rig.wait_turns()
         await wait_decided(rig, prompt, "✅ Approved")
-        assert await toast(rig) == "⏱ For the next 15 min I won't ask for approval."
+        assert await toast(rig) == "⏱ I won't ask about shell commands for 15 min."
         rig.say("second")
         await rig.wait_turns(2)
         assert lines(rig.workdir / "ran.txt") == ["1", "2"]
@@ -560,7 +560,8 @@ async def test_trust_lists_bypasses_and_rules_and_revokes_them(tmp_path: Path) -
         rig.tg.press_button_labeled(ALLOWED_USER, confirm.message_id, "✅ Yes")
         await rig.wait_turns(2)
         rig.say("/trust")
-        bypass = await rig.wait_text("⏱ @shell")
+        bypass = await rig.wait_text("⏱ shell commands — no approval asked until ")
+        assert bypass.visible_text.endswith("(Europe/Berlin)"), "the time carries its zone"
         rule = await rig.wait_text("🔁 write_file notes.md")
         rig.tg.press_button_labeled(ALLOWED_USER, bypass.message_id, "Revoke")
         rig.tg.press_button_labeled(ALLOWED_USER, rule.message_id, "Revoke")

@@ -71,6 +71,23 @@ def tap(rig: Rig, message: SentMessage, label: str) -> None:
     rig.tg.press_button(ALLOWED_USER, message.message_id, message.button_data(label))
 
 
+async def listed(rig: Rig, title: str) -> SentMessage:
+    """Wait for the /cron card of the job titled ``title`` (a card is the message with buttons)."""
+    await until(rig, lambda: any(title in m.visible_text and m.buttons for m in rig.chat()))
+    return job_message(rig, title)
+
+
+def card(rig: Rig, message: SentMessage) -> SentMessage:
+    """A job's card as it is now (cards are edited in place)."""
+    return rig.tg.message(ALLOWED_USER, message.message_id)
+
+
+async def toast(rig: Rig, count: int = 1) -> str | None:
+    """The text of the ``count``-th button answer."""
+    await until(rig, lambda: len(rig.tg.callback_answers) >= count)
+    return rig.tg.callback_answers[count - 1].text
+
+
 # --- tics -------------------------------------------------------------------------------------
 
 
@@ -166,9 +183,12 @@ async def test_tic_command_shows_status_and_switches(tmp_path: Path) -> None:
     async with running_bot(tmp_path) as rig:
         rig.say("/tic")
         status = await rig.wait_text("Check-ins:")
-        assert "off" in status.visible_text and "every 30m" in status.visible_text
+        assert "off" in status.visible_text and "Schedule: every 30 min" in status.visible_text
         rig.say("/tic every 45m")
-        await rig.wait_text("every 45m")
+        await rig.wait_text("I'll check in every 45 min.")
+        rig.say("/tic every 10s")
+        refused = await rig.wait_text("I can't set that interval")
+        assert "every 10s is too often — the shortest interval is 1 min." in refused.visible_text
         rig.say("/tic on")
         await rig.wait_text("Check-ins are on.")
         rig.say("/tic now")
@@ -176,7 +196,8 @@ async def test_tic_command_shows_status_and_switches(tmp_path: Path) -> None:
         rig.say("/tic")
         await rig.tg.wait_for(lambda: len([t for t in rig.texts() if "Check-ins:" in t]) == 2)
         status = [m for m in rig.chat() if "Check-ins:" in m.visible_text][-1].visible_text
-        assert "on" in status and "every 45m" in status and "skipped (nothing to do)" in status
+        assert "on" in status and "every 45 min" in status and "skipped (nothing to do)" in status
+        assert "(Europe/Berlin)" in status, "times carry their zone"
         assert rig.llm.calls == 0
 
 
@@ -187,34 +208,46 @@ async def test_cron_added_by_command_listed_run_paused_and_deleted(tmp_path: Pat
     async with running_bot(tmp_path) as rig:
         done = runs(rig)
         rig.say("/cron add every 1m check the weather in Berlin")
-        added = await rig.wait_text("scheduled")
-        assert "Next run:" in added.visible_text
+        added = await rig.wait_text("Scheduled “check the weather in Berlin” (1): every 1 min.")
+        assert "Next run: " in added.visible_text and "(Europe/Berlin)." in added.visible_text
         rig.say("/cron")
         await rig.wait_text("Scheduled tasks")
-        item = await rig.wait_text("check the weather in Berlin")
-        assert "every 1m" in item.visible_text
+        item = await listed(rig, "check the weather in Berlin")
+        assert "every 1 min" in item.visible_text and "(Europe/Berlin)" in item.visible_text
         rig.llm.script(Text("Sunny, 21 °C."))
         tap(rig, item, "▶️ Run now")
         report = await rig.wait_text("Sunny, 21 °C.")
         assert "⏰ check the weather in Berlin" in report.visible_text
-        assert user_texts(rig.llm.requests[0]) == ["check the weather in Berlin"]
+        assert await toast(rig) == "▶️ Running “check the weather in Berlin” now."
+        framed = user_texts(rig.llm.requests[0])
+        assert len(framed) == 1 and framed[0].startswith("[CRON] ")
+        assert "Scheduled task “check the weather in Berlin” (cron #1, every 1m)" in framed[0]
+        assert framed[0].endswith("Instruction:\ncheck the weather in Berlin")
         await until(rig, lambda: [r.status for r in done] == [JobRunStatus.SUCCESS])
         assert done[0].final_response == "Sunny, 21 °C."
 
         tap(rig, item, "⏸ Pause")
         await rig.tg.wait_for(lambda: "⏸" in rig.tg.message(ALLOWED_USER, item.message_id).visible_text)
         paused = rig.tg.message(ALLOWED_USER, item.message_id)
-        assert paused.button_data("▶️ Resume")
+        assert paused.button_data("▶️ Resume") and "Paused." in paused.visible_text
         scheduler = rig.bot.runtime.scheduler
         job = (await scheduler.list_jobs(ALLOWED_USER))[0]
         assert not job.enabled and scheduler.next_run(job) is None
 
         tap(rig, paused, "🗑 Delete")
-        confirm = await rig.wait_text("Delete this task?")
-        tap(rig, confirm, "✅ Yes")
-        await rig.tg.wait_for(
-            lambda: "deleted" in rig.tg.message(ALLOWED_USER, confirm.message_id).visible_text
+        await rig.tg.wait_for(lambda: "Delete the task" in card(rig, item).visible_text)
+        confirm = card(rig, item)
+        assert "🗑 Delete the task “check the weather in Berlin” (1)? This can't be undone." in (
+            confirm.visible_text
         )
+        tap(rig, confirm, "✖️ Cancel")
+        await rig.tg.wait_for(lambda: "Paused." in card(rig, item).visible_text)
+        tap(rig, card(rig, item), "🗑 Delete")
+        await rig.tg.wait_for(lambda: "Delete the task" in card(rig, item).visible_text)
+        tap(rig, card(rig, item), "✅ Yes")
+        await rig.tg.wait_for(lambda: card(rig, item).visible_text.startswith("🗑 Deleted"))
+        assert card(rig, item).visible_text == "🗑 Deleted: check the weather in Berlin"
+        assert card(rig, item).buttons == [], "a deleted job's card keeps no buttons"
         assert await scheduler.list_jobs(ALLOWED_USER) == []
         rig.say("/cron")
         await rig.wait_text("No scheduled tasks yet")
@@ -224,14 +257,14 @@ async def test_cron_job_killed_while_running(tmp_path: Path) -> None:
     async with running_bot(tmp_path) as rig:
         done = runs(rig)
         rig.say("/cron add in 20m call Anna about the tickets")
-        await rig.wait_text("scheduled")
+        await rig.wait_text("Scheduled “")
         rig.say("/cron")
-        item = await rig.wait_text("call Anna")
+        item = await listed(rig, "call Anna")
         rig.llm.script(Hang("Calling…", seconds=30))
         tap(rig, item, "▶️ Run now")
         await rig.llm.wait_for_requests(1)
         rig.say("/cron kill 1")
-        await rig.wait_text("Task 1 stopped.")
+        await rig.wait_text("⏹ Stopped “call Anna about the tickets” (1).")
         await rig.llm.wait_stream_closed()
         await until(rig, lambda: [r.status for r in done] == [JobRunStatus.CANCELLED])
         await rig.bot.delivery.idle()
@@ -255,15 +288,15 @@ async def test_agent_schedules_a_job_with_its_tool(tmp_path: Path) -> None:
         await rig.wait_turns(2)
         assert "not a duration" in tool_results(rig.llm.requests[3])[-1]
         rig.say("/cron")
-        item = await rig.wait_text("Call Anna")
-        assert "once at" in item.visible_text
+        item = await listed(rig, "Call Anna")
+        assert "once, 20" in item.visible_text and "(Europe/Berlin)" in item.visible_text
 
 
 async def test_bad_schedule_by_command_is_explained(tmp_path: Path) -> None:
     async with running_bot(tmp_path) as rig:
         rig.say("/cron add every 5s spam me")
-        reply = await rig.wait_text("I don't understand that schedule")
-        assert "too frequent" in reply.visible_text
+        reply = await rig.wait_text("I can't schedule that")
+        assert "every 5s is too often — the shortest interval is 1 min." in reply.visible_text
         assert await rig.bot.runtime.scheduler.list_jobs(ALLOWED_USER) == []
 
 
@@ -274,7 +307,7 @@ async def test_cron_job_with_approvals_ask_prompts_in_its_chat(tmp_path: Path) -
         rig.say("check my disk every hour, ask me before running anything")
         await rig.wait_turns()
         rig.say("/cron")
-        item = await rig.wait_text("Disk check")
+        item = await listed(rig, "Disk check")
         rig.llm.script(
             ToolCalls([("execute_cmd", {"command": "echo checked >> disk.txt"})]), Text("Disk fine.")
         )
@@ -291,9 +324,9 @@ async def test_cron_result_is_silent_during_quiet_hours(tmp_path: Path) -> None:
     quiet = f"{now - timedelta(hours=1):%H:%M}-{now + timedelta(hours=1):%H:%M}"
     async with running_bot(tmp_path, quiet_hours={"range": quiet}) as rig:
         rig.say("/cron add every 2h summarise the news")
-        await rig.wait_text("scheduled")
+        await rig.wait_text("Scheduled “")
         rig.say("/cron")
-        item = await rig.wait_text("summarise the news")
+        item = await listed(rig, "summarise the news")
         rig.llm.script(Text("Quiet news day."))
         tap(rig, item, "▶️ Run now")
         report = await rig.wait_text("Quiet news day.")
@@ -304,9 +337,9 @@ async def test_cron_result_is_silent_during_quiet_hours(tmp_path: Path) -> None:
 async def test_run_interrupted_by_a_restart_is_failed_and_run_once_more(tmp_path: Path) -> None:
     async with running_bot(tmp_path) as rig:
         rig.say("/cron add every 1h nightly report")
-        await rig.wait_text("scheduled")
+        await rig.wait_text("Scheduled “")
         rig.say("/cron")
-        item = await rig.wait_text("nightly report")
+        item = await listed(rig, "nightly report")
         rig.llm.script(Hang("Working…", seconds=30))
         tap(rig, item, "▶️ Run now")
         await rig.llm.wait_for_requests(1)
@@ -324,3 +357,63 @@ async def test_run_interrupted_by_a_restart_is_failed_and_run_once_more(tmp_path
         ]
         await rig.bot.delivery.idle()
         assert rig.llm.calls == 1, "the interrupted turn itself is not resumed"
+
+
+async def test_cron_add_without_arguments_shows_the_usage_with_examples(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        rig.say("/cron add")
+        usage = await rig.wait_text("To schedule a task")
+        assert "/cron add every 2h check the build" in usage.visible_text
+        assert "/cron add at 18:30 remind me to call Anna" in usage.visible_text
+        assert "don't understand" not in usage.visible_text
+        assert await rig.bot.runtime.scheduler.list_jobs(ALLOWED_USER) == []
+
+
+async def test_finished_one_shot_is_shown_as_done_and_cannot_be_resumed(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        done = runs(rig)
+        rig.say("/cron add in 20m remind me to call Anna")
+        await rig.wait_text("Scheduled “")
+        rig.say("/cron")
+        item = await listed(rig, "remind me to call Anna")
+        resume = item.button_data("⏸ Pause").replace(":cp:", ":cu:")  # what a stale card would carry
+        rig.llm.script(Text("Time to call Anna!"))
+        tap(rig, item, "▶️ Run now")
+        await rig.wait_text("Time to call Anna!")
+        framed = user_texts(rig.llm.requests[0])[0]
+        assert "(cron #1, once at " in framed and "this is its only run" in framed
+        assert "do not schedule, reschedule or change scheduled jobs" in framed
+        await until(rig, lambda: [r.status for r in done] == [JobRunStatus.SUCCESS])
+
+        rig.say("/cron")
+        await rig.wait_text("Finished: no runs left.")
+        finished = job_message(rig, "remind me to call Anna")
+        assert finished.visible_text.startswith("✅ ") and "Finished: no runs left." in finished.visible_text
+        assert [label for row in finished.buttons for label, _ in row] == ["▶️ Run now", "🗑 Delete"]
+
+        rig.tg.press_button(ALLOWED_USER, finished.message_id, resume, require_button=False)
+        assert await toast(rig, 2) == "“remind me to call Anna” has finished — there is nothing to resume."
+        job = (await rig.bot.runtime.scheduler.list_jobs(ALLOWED_USER))[0]
+        assert not job.enabled
+
+
+async def test_a_button_on_a_deleted_jobs_card_strips_the_card(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        rig.say("/cron add every 2h water the plants")
+        await rig.wait_text("Scheduled “")
+        rig.say("/cron")
+        old = await rig.wait_text("water the plants · ")
+        rig.say("/cron")
+        await rig.tg.wait_for(
+            lambda: len([m for m in rig.chat() if "water the plants · " in m.visible_text]) == 2
+        )
+        new = job_message(rig, "water the plants · ")
+        tap(rig, new, "🗑 Delete")
+        await rig.tg.wait_for(lambda: "Delete the task" in card(rig, new).visible_text)
+        tap(rig, card(rig, new), "✅ Yes")
+        assert await toast(rig, 2) == "🗑 “water the plants” deleted."
+        tap(rig, old, "▶️ Run now")
+        assert await toast(rig, 3) == "No such task."
+        await rig.tg.wait_for(lambda: card(rig, old).visible_text == "🗑 Deleted")
+        assert card(rig, old).buttons == []
+        assert rig.llm.calls == 0

@@ -37,7 +37,8 @@ REQUIRED_KEYS = {
     "btn-run-now", "btn-pause", "btn-resume", "btn-delete", "btn-confirm", "btn-cancel",
     "quiet-hours-digest-header", "llm-unavailable", "llm-timeout", "llm-rate-limited",
     "llm-auth-failed", "llm-model-not-found", "llm-context-too-long", "llm-bad-request",
-    "llm-unreachable", "llm-stream-cut",
+    "llm-unreachable", "llm-stream-cut", "pairing-asked", "pairing-request", "pairing-request-approved",
+    "pairing-request-denied", "pairing-welcome", "pairing-refused", "btn-deny",
 }  # fmt: skip
 
 SAMPLE_PARAMS: dict[str, str | int] = {
@@ -47,6 +48,10 @@ SAMPLE_PARAMS: dict[str, str | int] = {
     "enabled": "on", "interval": "30 min", "last": "never", "title": "Weather", "id": "7",
     "until": "18:30", "status": 500, "model": "gpt-main",
     "when": "2026-03-27 13:00", "result": "reported", "state": "⏰", "schedule": "<code>every 2h</code>",
+    "user": "@ann", "code": "K7Q2XP",
+    "scope": "shell commands", "file": "report.pdf", "spec": "every 10s", "names": "@daily, @hourly",
+    "value": "blue moon", "shortest": "1 min", "time": "2026-03-29 02:30", "zone": "Europe/Berlin",
+    "now": "2026-03-27 13:00 (Europe/Berlin)", "expr": "0 9 * * 1-5", "span": "45 min",
 }  # fmt: skip
 
 

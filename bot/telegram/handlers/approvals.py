@@ -21,6 +21,7 @@ from bot.telegram.handlers import buttons
 from bot.telegram.handlers.buttons import callback_query
 from bot.telegram.render import escape
 from bot.telegram.sender import edit_html, send_html
+from bot.telegram.wording import local_time, scope_text
 from runtime.approvals.bypass import Bypass
 from runtime.approvals.manager import DecisionResult
 from runtime.approvals.rules import Rule
@@ -40,8 +41,9 @@ async def _decide(update: Update, ctx: BotContext, button: Button) -> None:
 
 
 async def _trust_15(update: Update, ctx: BotContext, button: Button) -> None:
-    result, minutes = await ctx.runtime.trust_for_a_while(button.arg, envelope_id=envelope_id(update))
-    await _toast(update, ctx, result, "trust-bypass-on", minutes=minutes)
+    result, minutes, scope = await ctx.runtime.trust_for_a_while(button.arg, envelope_id=envelope_id(update))
+    covered = scope_text(ctx.translator, ctx.lang(update), scope)
+    await _toast(update, ctx, result, "trust-bypass-on", minutes=minutes, scope=covered)
 
 
 async def _always(update: Update, ctx: BotContext, button: Button) -> None:
@@ -140,8 +142,10 @@ async def list_trust(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
 
 
 def _bypass_line(ctx: BotContext, update: Update, bypass: Bypass) -> str:
-    until = bypass.expires_at.astimezone(ctx.runtime.timezone).strftime("%H:%M")
-    return f"⏱ <code>{escape(bypass.scope)}</code> — {ctx.text(update, 'trust-bypass-until', until=until)}"
+    lang = ctx.lang(update)
+    until = local_time(ctx.translator, lang, bypass.expires_at, ctx.runtime.timezone, date=False)
+    scope = escape(scope_text(ctx.translator, lang, bypass.scope))
+    return ctx.text(update, "trust-bypass-until", scope=scope, until=until)
 
 
 def _rule_line(rule: Rule) -> str:

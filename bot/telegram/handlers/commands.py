@@ -13,23 +13,34 @@ from telegram.ext import BaseHandler, CommandHandler, ContextTypes, MessageHandl
 
 from bot.telegram.context import bot_context, envelope_id
 from bot.telegram.sender import send_html
+from runtime.i18n import Translator
 
 COMMANDS = ("start", "help", "new", "stop", "pause", "resume", "approvals", "trust", "tic", "cron")
 
 
-def menu() -> list[BotCommand]:
-    """Registered once at start with ``setMyCommands`` (descriptions are English; the menu is global)."""
-    return [
-        BotCommand("new", "Start a fresh conversation"),
-        BotCommand("stop", "Stop what the agent is doing"),
-        BotCommand("pause", "Pause at the next step"),
-        BotCommand("resume", "Continue a paused request"),
-        BotCommand("approvals", "Requests waiting for approval"),
-        BotCommand("trust", "What the agent may do without asking"),
-        BotCommand("tic", "Scheduled check-ins"),
-        BotCommand("cron", "Scheduled tasks"),
-        BotCommand("help", "What I can do"),
-    ]
+MENU = ("new", "stop", "pause", "resume", "approvals", "trust", "tic", "cron", "help")
+"""The commands in the menu, in order; each one's description is ``menu-<name>`` in the locales."""
+
+
+def menu(translator: Translator) -> dict[str | None, list[BotCommand]]:
+    """The command menu per language, each registered at start with ``setMyCommands``.
+
+    ``None`` — every language without a menu of its own — gets the default
+    locale's; each other locale gets its own under its language code (Telegram
+    takes two-letter ISO 639-1 codes, so ``pt-BR`` registers as ``pt`` unless
+    a ``pt`` locale exists).
+    """
+
+    def commands(lang: str) -> list[BotCommand]:
+        return [BotCommand(name, translator.t(lang, f"menu-{name}")) for name in MENU]
+
+    menus: dict[str | None, list[BotCommand]] = {None: commands(translator.default)}
+    default = translator.default.split("-")[0].lower()
+    for lang in translator.languages():
+        code = lang.split("-")[0].lower()
+        if code != default and (code not in menus or code == lang):
+            menus[code] = commands(lang)
+    return menus
 
 
 async def _reply(update: Update, context: ContextTypes.DEFAULT_TYPE, key: str, **params: str | int) -> None:
@@ -39,7 +50,12 @@ async def _reply(update: Update, context: ContextTypes.DEFAULT_TYPE, key: str, *
 
 
 async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    await _reply(update, context, "start-greeting")
+    """What the bot is, then the command list (the README promises both)."""
+    chat = update.effective_chat
+    assert chat is not None
+    ctx = bot_context(context)
+    text = ctx.text(update, "start-greeting") + "\n\n" + ctx.text(update, "help-text")
+    await send_html(context.bot, chat.id, text)
 
 
 async def help_(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -6,7 +6,7 @@ read this at my next step" when a turn is already running — or, when that
 turn waits for an approval, a note quoting the prompt that says how to decide
 it — a note when the session is paused, and a warning when the mailbox is
 full. Stickers, photos and other non-text content get a short "not supported
-yet".
+yet"; a document's caption is passed on with a note that the file was not read.
 """
 
 from __future__ import annotations
@@ -39,10 +39,17 @@ async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     assert message is not None and message.text is not None
     if message.reply_to_message is not None and await _reject_with_reason(update, ctx):
         return
+    await _post(update, ctx, message.text)
+
+
+async def _post(update: Update, ctx: BotContext, text: str) -> None:
+    """``text`` as the user's mail, acknowledged as the mailbox took it."""
+    message = update.message
+    assert message is not None
     session = await ctx.session(update)
     result = await ctx.runtime.post_user_message(
         session,
-        message.text,
+        text,
         envelope_id=envelope_id(update),
         chat_message_id=message.message_id,
         user_ref=str(update.effective_user.id) if update.effective_user else None,
@@ -59,7 +66,7 @@ async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     if key is None:
         return
     await send_html(
-        context.bot, message.chat_id, ctx.text(update, key), reply_to=message.message_id, silent=True
+        update.get_bot(), message.chat_id, ctx.text(update, key), reply_to=message.message_id, silent=True
     )
 
 
@@ -96,7 +103,7 @@ async def _reject_with_reason(update: Update, ctx: BotContext) -> bool:
             return True
         request_id = request.id
     result = await ctx.runtime.decide(
-        request_id, approved=False, reason=message.text, envelope_id=envelope_id(update)
+        request_id, approved=False, reason=message.text, envelope_id=envelope_id(update), how="reply"
     )
     if not result.applied:
         await _say_stale(update, ctx)
@@ -124,10 +131,33 @@ async def _say_stale(update: Update, ctx: BotContext) -> None:
 
 
 async def on_unsupported(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Files are not read yet. A document's caption still reaches the model, with a note that the
+    file was not read (and the user is told so); a bare document, sticker, photo or voice
+    message gets a short "not supported yet"."""
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
-    await send_html(context.bot, chat.id, ctx.text(update, "unsupported-content"))
+    message = update.message
+    document = message.document if message is not None else None
+    if message is None or document is None:
+        await send_html(context.bot, chat.id, ctx.text(update, "unsupported-content"))
+        return
+    caption = (message.caption or "").strip()
+    if not caption:
+        await send_html(context.bot, chat.id, ctx.text(update, "unsupported-document"))
+        return
+    name = document.file_name or "file"
+    note = ctx.text(update, "document-caption-only", file=escape(name))
+    await send_html(context.bot, chat.id, note, reply_to=message.message_id, silent=True)
+    await _post(update, ctx, f"{caption}\n\n{_unread_file(name)}")
+
+
+def _unread_file(name: str) -> str:
+    """What the model reads about a document it was not given."""
+    return (
+        f"[The user attached a file, “{name}”, with this message as its caption. The file itself was "
+        "not read: files are not supported yet, so only the caption was passed on.]"
+    )
 
 
 def handlers() -> list[BaseHandler[Update, ContextTypes.DEFAULT_TYPE, None]]:

@@ -1,19 +1,27 @@
-"""/tic and /cron, and the buttons under each listed cron job.
+"""/tic and /cron, and the buttons on each listed cron job's card.
 
-``/tic`` shows whether check-ins run, how often, when next and how the last
-one went; ``/tic now``, ``/tic on|off`` and ``/tic every 45m`` act on the
-scheduler service. ``/cron`` lists the chat's jobs, one message each with
-▶️ run now, ⏸ pause / ▶️ resume and 🗑 delete (confirmed first);
-``/cron add <schedule> <prompt>`` schedules one; ``/cron kill <id>`` stops a
-running one at once (the /stop path). Everything here only ever touches the
-jobs of the chat it is typed in. The buttons are registered with the one
-button dispatch in :mod:`bot.telegram.handlers.buttons`.
+``/tic`` shows whether check-ins run, on which schedule, when next and how the
+last one went; ``/tic now``, ``/tic on|off`` and ``/tic every 45m`` act on the
+scheduler service. ``/cron`` lists the chat's jobs, one card each with
+▶️ run now, ⏸ pause / ▶️ resume (a finished job has none: it is shown as
+done) and 🗑 delete; ``/cron add <schedule> <prompt>`` schedules one (without
+arguments it shows how, with examples); ``/cron kill <id>`` stops a running
+one at once (the /stop path). Everything here only ever touches the jobs of
+the chat it is typed in.
+
+A card is edited in place: 🗑 turns it into the confirmation naming the task,
+✅ Yes into "🗑 Deleted" with no buttons, ✖️ Cancel back into the card. A
+button on a card whose job is gone is answered and strips that card too, so
+no dead buttons stay. Times carry their zone and schedules are worded in the
+user's language (:mod:`bot.telegram.wording`). The buttons are registered
+with the one button dispatch in :mod:`bot.telegram.handlers.buttons`.
 """
 
 from __future__ import annotations
 
+import enum
 import re
-from datetime import datetime
+from datetime import datetime, tzinfo
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.ext import BaseHandler, CommandHandler, ContextTypes
@@ -23,15 +31,17 @@ from bot.telegram.context import BotContext, bot_context
 from bot.telegram.handlers import buttons
 from bot.telegram.render import escape
 from bot.telegram.sender import edit_html, send_html
+from bot.telegram.wording import local_time, schedule_error, schedule_text
 from runtime.scheduler.commands import split_schedule
-from runtime.scheduler.jobs import JobNotFound, job_zone, schedule_of
+from runtime.scheduler.jobs import JobFinished, JobNotFound, job_finished, job_zone, schedule_of
 from runtime.scheduler.models import ScheduledJob, TicRun, TicRunStatus
-from runtime.scheduler.plan import TicPlan
-from runtime.scheduler.schedule import IntervalSchedule, ScheduleError, describe
+from runtime.scheduler.schedule import ScheduleError
 from runtime.scheduler.service import SchedulerService
-from runtime.scheduler.tic import DeferBusy, Run, SkipNothingToDo
+from runtime.scheduler.tic import DeferBusy, Run, SkipNothingToDo, SkipQuiet
 
 _ADD = re.compile(r"^\s*/cron(?:@\w+)?\s+add\b(.*)$", re.DOTALL | re.IGNORECASE)
+TOAST_TITLE = 60
+"""Characters of a job's title a toast quotes (a toast holds 200)."""
 
 
 def _chat_id(update: Update) -> int:
@@ -44,13 +54,18 @@ async def _say(update: Update, ctx: BotContext, key: str, **params: str | int) -
     await send_html(update.get_bot(), _chat_id(update), ctx.text(update, key, **params))
 
 
-def _when(ctx: BotContext, moment: datetime | None) -> str | None:
+def _when(update: Update, ctx: BotContext, moment: datetime | None, tz: tzinfo) -> str:
     if moment is None:
-        return None
-    return f"{moment.astimezone(ctx.runtime.timezone):%Y-%m-%d %H:%M}"
+        return ctx.text(update, "cron-next-none")
+    return local_time(ctx.translator, ctx.lang(update), moment, tz)
 
 
 # --- /tic ------------------------------------------------------------------------------
+
+_SKIP_REASONS = {
+    SkipNothingToDo.reason: "tic-reason-nothing-to-do",
+    SkipQuiet.reason: "tic-reason-quiet-hours",
+}
 
 
 async def tic(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -71,32 +86,30 @@ async def tic(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         try:
             plan = await service.set_tic_interval(" ".join(args[1:]))
         except ScheduleError as exc:
-            await _say(update, ctx, "tic-bad-interval", error=escape(str(exc)))
+            await _say(
+                update, ctx, "tic-bad-interval", error=schedule_error(ctx.translator, ctx.lang(update), exc)
+            )
             return
-        await _say(update, ctx, "tic-interval-set", interval=escape(_every(plan)))
+        shown = schedule_text(ctx.translator, ctx.lang(update), plan.schedule, ctx.runtime.timezone)
+        await _say(update, ctx, "tic-interval-set", schedule=shown)
     else:
         await _say(update, ctx, "tic-usage")
 
 
-def _every(plan: TicPlan) -> str:
-    text = describe(plan.schedule)
-    return text.removeprefix("every ") if isinstance(plan.schedule, IntervalSchedule) else text
-
-
 async def _tic_status(update: Update, ctx: BotContext, service: SchedulerService) -> None:
     status = await service.tic_status()
+    tz = ctx.runtime.timezone
     last = ctx.text(update, "tic-never")
     if status.last is not None:
-        when = _when(ctx, status.last.started_at) or ""
+        when = _when(update, ctx, status.last.started_at, tz)
         last = ctx.text(update, "tic-last", when=when, result=_tic_result(update, ctx, status.last))
     await _say(
         update,
         ctx,
         "tic-status",
         enabled=ctx.text(update, "state-on" if status.plan.enabled else "state-off"),
-        interval=escape(describe(status.plan.schedule)),
-        next=(_when(ctx, status.next_run) if status.plan.enabled else None)
-        or ctx.text(update, "cron-next-none"),
+        schedule=schedule_text(ctx.translator, ctx.lang(update), status.plan.schedule, tz),
+        next=_when(update, ctx, status.next_run if status.plan.enabled else None, tz),
         last=last,
     )
 
@@ -107,8 +120,11 @@ def _tic_result(update: Update, ctx: BotContext, row: TicRun) -> str:
             return ctx.text(update, "tic-result-running")
         case TicRunStatus.RAN:
             return ctx.text(update, "tic-result-reported" if row.delivered else "tic-result-silent")
+        case TicRunStatus.SKIPPED if row.reason in _SKIP_REASONS:
+            reason = ctx.text(update, _SKIP_REASONS[row.reason])
+            return ctx.text(update, "tic-result-skipped", reason=reason)
         case TicRunStatus.SKIPPED:
-            return ctx.text(update, "tic-result-skipped", reason=escape(row.reason or ""))
+            return ctx.text(update, "tic-result-skipped-plain")
         case TicRunStatus.DEFERRED:
             return ctx.text(update, "tic-result-deferred")
         case _:
@@ -124,6 +140,8 @@ async def cron(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     sub = args[0].lower() if args else ""
     if not sub:
         await _list(update, ctx)
+    elif sub == "add" and len(args) == 1:
+        await _say(update, ctx, "cron-add-usage")
     elif sub == "add":
         message = update.effective_message
         match = _ADD.match(message.text or "") if message is not None else None
@@ -140,19 +158,31 @@ async def _add(update: Update, ctx: BotContext, text: str) -> None:
         schedule, prompt = split_schedule(text, ctx.runtime.timezone, service.clock.now())
         job = await service.add_job(title="", schedule=schedule, prompt=prompt, chat_id=_chat_id(update))
     except ScheduleError as exc:
-        await _say(update, ctx, "cron-bad-schedule", error=escape(str(exc)))
+        await _say(
+            update, ctx, "cron-bad-schedule", error=schedule_error(ctx.translator, ctx.lang(update), exc)
+        )
         return
-    upcoming = _when(ctx, service.next_run(job)) or ctx.text(update, "cron-next-none")
-    await _say(update, ctx, "cron-added", id=str(job.id), next=upcoming)
+    await _say(
+        update,
+        ctx,
+        "cron-added",
+        title=escape(job.title),
+        id=str(job.id),
+        schedule=schedule_text(ctx.translator, ctx.lang(update), schedule_of(job), job_zone(job)),
+        next=_when(update, ctx, service.next_run(job), job_zone(job)),
+    )
 
 
 async def _kill(update: Update, ctx: BotContext, job_id: int) -> None:
+    service = ctx.runtime.scheduler
     try:
-        killed = await ctx.runtime.scheduler.kill(job_id, chat_id=_chat_id(update))
+        job = await service.job(job_id, chat_id=_chat_id(update))
+        killed = await service.kill(job_id, chat_id=_chat_id(update))
     except JobNotFound:
         await _say(update, ctx, "cron-not-found")
         return
-    await _say(update, ctx, "cron-killed" if killed else "cron-not-running", id=str(job_id))
+    key = "cron-killed" if killed else "cron-not-running"
+    await _say(update, ctx, key, title=escape(job.title), id=str(job_id))
 
 
 async def _list(update: Update, ctx: BotContext) -> None:
@@ -162,123 +192,172 @@ async def _list(update: Update, ctx: BotContext) -> None:
         return
     await _say(update, ctx, "cron-list-header")
     for job in jobs:
-        html, keyboard = _item(update, ctx, job)
+        html, keyboard = _card(update, ctx, job)
         await send_html(update.get_bot(), _chat_id(update), html, reply_markup=keyboard)
 
 
-def _item(update: Update, ctx: BotContext, job: ScheduledJob) -> tuple[str, InlineKeyboardMarkup]:
-    """One job's message and its buttons, as listed and as re-drawn after pause/resume."""
-    service = ctx.runtime.scheduler
+# --- a job's card ----------------------------------------------------------------------
+
+
+class CardState(enum.StrEnum):
+    """What a card shows a job as; :func:`_card_state` is the one rule."""
+
+    RUNNING = "⏳"
+    ACTIVE = "⏰"
+    PAUSED = "⏸"
+    DONE = "✅"
+
+
+def _card_state(service: SchedulerService, job: ScheduledJob) -> CardState:
     assert job.id is not None
-    state = "⏳" if service.is_running(job.id) else ("⏰" if job.enabled else "⏸")
+    if service.is_running(job.id):
+        return CardState.RUNNING
+    if job_finished(job, service.clock.now()):  # a one-shot that ran: done, not paused
+        return CardState.DONE
+    return CardState.ACTIVE if job.enabled else CardState.PAUSED
+
+
+def _card(update: Update, ctx: BotContext, job: ScheduledJob) -> tuple[str, InlineKeyboardMarkup]:
+    """One job's card and its buttons, as listed and as re-drawn after a press."""
+    service = ctx.runtime.scheduler
+    state = _card_state(service, job)
+    if state is CardState.DONE:
+        when = ctx.text(update, "cron-when-done")
+    elif state is CardState.PAUSED:
+        when = ctx.text(update, "cron-when-paused")
+    else:
+        when = ctx.text(
+            update, "cron-when-next", next=_when(update, ctx, service.next_run(job), job_zone(job))
+        )
     html = ctx.text(
         update,
         "cron-item",
-        state=state,
+        state=state.value,
         title=escape(job.title),
         id=str(job.id),
-        schedule=f"<code>{escape(describe(schedule_of(job), job_zone(job)))}</code>",
-        next=_when(ctx, service.next_run(job)) or ctx.text(update, "cron-next-none"),
+        schedule=schedule_text(ctx.translator, ctx.lang(update), schedule_of(job), job_zone(job)),
+        when=when,
     )
     arg = str(job.id)
-    toggle = (
-        (ButtonAction.CRON_PAUSE, "btn-pause") if job.enabled else (ButtonAction.CRON_RESUME, "btn-resume")
-    )
-    row = [
-        InlineKeyboardButton(
-            ctx.text(update, "btn-run-now"), callback_data=encode(Button(ButtonAction.CRON_RUN, arg))
-        ),
-        InlineKeyboardButton(ctx.text(update, toggle[1]), callback_data=encode(Button(toggle[0], arg))),
-        InlineKeyboardButton(
-            ctx.text(update, "btn-delete"), callback_data=encode(Button(ButtonAction.CRON_DELETE, arg))
-        ),
-    ]
+    row = [_button(ctx.text(update, "btn-run-now"), ButtonAction.CRON_RUN, arg)]
+    if state is not CardState.DONE:
+        pause = job.enabled
+        action = ButtonAction.CRON_PAUSE if pause else ButtonAction.CRON_RESUME
+        row.append(_button(ctx.text(update, "btn-pause" if pause else "btn-resume"), action, arg))
+    row.append(_button(ctx.text(update, "btn-delete"), ButtonAction.CRON_DELETE, arg))
     return html, InlineKeyboardMarkup([row])
+
+
+def _button(label: str, action: ButtonAction, arg: str) -> InlineKeyboardButton:
+    return InlineKeyboardButton(label, callback_data=encode(Button(action, arg)))
 
 
 # --- the buttons -----------------------------------------------------------------------
 
 
-def _job_id(button: Button) -> int | None:
-    return int(button.arg) if button.arg.isdigit() else None
+def _toast_title(job: ScheduledJob) -> str:
+    """A job's title for a toast: plain text (toasts are not HTML), kept short."""
+    title = " ".join(job.title.split())
+    return title if len(title) <= TOAST_TITLE else title[: TOAST_TITLE - 1] + "…"
 
 
-async def _answer(update: Update, text: str | None = None) -> None:
-    await buttons.answer(update, text)
-
-
-async def _run_now(update: Update, ctx: BotContext, button: Button) -> None:
-    job_id = _job_id(button)
+async def _pressed_job(update: Update, ctx: BotContext, button: Button) -> ScheduledJob | None:
+    """The card's job; ``None`` when it is gone — then the press is answered and the card stripped."""
     try:
-        started = job_id is not None and await ctx.runtime.scheduler.run_now(job_id, chat_id=_chat_id(update))
-    except JobNotFound:
-        await _answer(update, ctx.text(update, "cron-not-found"))
-        return
-    await _answer(update, ctx.text(update, "cron-run-started" if started else "cron-already-running"))
-
-
-async def _toggle(update: Update, ctx: BotContext, button: Button) -> None:
-    job_id = _job_id(button)
-    enable = button.action == ButtonAction.CRON_RESUME
-    try:
-        if job_id is None:
+        if not button.arg.isdigit():
             raise JobNotFound(-1)  # not a job id the codec would make: answered like a deleted job
-        job = await ctx.runtime.scheduler.set_enabled(job_id, enable, chat_id=_chat_id(update))
+        return await ctx.runtime.scheduler.job(int(button.arg), chat_id=_chat_id(update))
     except JobNotFound:
-        await _answer(update, ctx.text(update, "cron-not-found"))
-        return
-    await _answer(update, ctx.text(update, "cron-resumed" if enable else "cron-paused"))
-    query = update.callback_query
-    if query is not None and query.message is not None:
-        html, keyboard = _item(update, ctx, job)
+        await _gone(update, ctx)
+        return None
+
+
+async def _gone(update: Update, ctx: BotContext) -> None:
+    """The card's job no longer exists: say so, and leave the card without buttons."""
+    await buttons.answer(update, ctx.text(update, "cron-not-found"))
+    await _edit_card(update, ctx.text(update, "cron-card-gone"), None)
+
+
+async def _edit_card(update: Update, html: str, keyboard: InlineKeyboardMarkup | None) -> None:
+    """Edit the pressed card in place; no keyboard means no buttons left."""
+    query = buttons.callback_query(update)
+    if query.message is not None:
         await edit_html(
             update.get_bot(), _chat_id(update), query.message.message_id, html, reply_markup=keyboard
         )
 
 
+async def _redraw(update: Update, ctx: BotContext, job: ScheduledJob) -> None:
+    html, keyboard = _card(update, ctx, job)
+    await _edit_card(update, html, keyboard)
+
+
+async def _run_now(update: Update, ctx: BotContext, button: Button) -> None:
+    job = await _pressed_job(update, ctx, button)
+    if job is None or job.id is None:
+        return
+    try:
+        started = await ctx.runtime.scheduler.run_now(job.id, chat_id=_chat_id(update))
+    except JobNotFound:  # deleted in between
+        await _gone(update, ctx)
+        return
+    key = "cron-run-started" if started else "cron-already-running"
+    await buttons.answer(update, ctx.text(update, key, title=_toast_title(job)))
+
+
+async def _toggle(update: Update, ctx: BotContext, button: Button) -> None:
+    job = await _pressed_job(update, ctx, button)
+    if job is None or job.id is None:
+        return
+    enable = button.action == ButtonAction.CRON_RESUME
+    key = "cron-resumed" if enable else "cron-paused"
+    try:
+        job = await ctx.runtime.scheduler.set_enabled(job.id, enable, chat_id=_chat_id(update))
+    except JobNotFound:  # deleted in between
+        await _gone(update, ctx)
+        return
+    except JobFinished:  # a stale card's ▶️ on a one-shot that has run since
+        key = "cron-finished"
+    await buttons.answer(update, ctx.text(update, key, title=_toast_title(job)))
+    await _redraw(update, ctx, job)
+
+
 async def _delete(update: Update, ctx: BotContext, button: Button) -> None:
-    await _answer(update)
+    """The card becomes the confirmation, naming the task."""
+    job = await _pressed_job(update, ctx, button)
+    if job is None:
+        return
+    await buttons.answer(update)
     keyboard = InlineKeyboardMarkup(
         [
             [
-                InlineKeyboardButton(
-                    ctx.text(update, "btn-confirm"),
-                    callback_data=encode(Button(ButtonAction.CRON_DELETE_CONFIRM, button.arg)),
-                ),
-                InlineKeyboardButton(
-                    ctx.text(update, "btn-cancel"),
-                    callback_data=encode(Button(ButtonAction.CRON_DELETE_CANCEL, button.arg)),
-                ),
+                _button(ctx.text(update, "btn-confirm"), ButtonAction.CRON_DELETE_CONFIRM, button.arg),
+                _button(ctx.text(update, "btn-cancel"), ButtonAction.CRON_DELETE_CANCEL, button.arg),
             ]
         ]
     )
-    await send_html(
-        update.get_bot(), _chat_id(update), ctx.text(update, "cron-confirm-delete"), reply_markup=keyboard
-    )
+    text = ctx.text(update, "cron-confirm-delete", title=escape(job.title), id=str(job.id))
+    await _edit_card(update, text, keyboard)
 
 
 async def _delete_confirm(update: Update, ctx: BotContext, button: Button) -> None:
-    job_id = _job_id(button)
-    try:
-        if job_id is None:
-            raise JobNotFound(-1)
-        await ctx.runtime.scheduler.delete_job(job_id, chat_id=_chat_id(update))
-    except JobNotFound:
-        await _answer(update, ctx.text(update, "cron-not-found"))
+    job = await _pressed_job(update, ctx, button)
+    if job is None or job.id is None:
         return
-    await _answer(update, ctx.text(update, "cron-deleted"))
-    query = update.callback_query
-    if query is not None and query.message is not None:
-        await edit_html(
-            update.get_bot(), _chat_id(update), query.message.message_id, ctx.text(update, "cron-deleted")
-        )
+    try:
+        await ctx.runtime.scheduler.delete_job(job.id, chat_id=_chat_id(update))
+    except JobNotFound:  # deleted in between: the card goes all the same
+        pass
+    await buttons.answer(update, ctx.text(update, "cron-deleted", title=_toast_title(job)))
+    await _edit_card(update, ctx.text(update, "cron-card-deleted", title=escape(job.title)), None)
 
 
 async def _delete_cancel(update: Update, ctx: BotContext, button: Button) -> None:
-    await _answer(update)
-    query = update.callback_query
-    if query is not None and query.message is not None:
-        await query.delete_message()
+    job = await _pressed_job(update, ctx, button)
+    if job is None:
+        return
+    await buttons.answer(update)
+    await _redraw(update, ctx, job)
 
 
 buttons.register(

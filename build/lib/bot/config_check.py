@@ -1,0 +1,41 @@
+"""The Telegram adapter's config checks, and the one validation the CLI runs.
+
+:func:`check_config` is what both ``agentgram check-config`` and ``agentgram
+run`` call before anything is built: the runtime's checks
+(:data:`runtime.config_check.RUNTIME_CHECKS`) plus the rules only Telegram
+has — a bot token at all (PTB refuses an empty one with a traceback when the
+application is built) and a real user id instead of ``config.example.yml``'s
+placeholder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from runtime.config import Settings
+from runtime.config_check import RUNTIME_CHECKS, Check, CheckProblem, validate_config
+
+EXAMPLE_USER_ID = 123456789
+"""The user id ``config.example.yml`` ships with; nobody can talk to a bot that allows only it."""
+
+
+def check_token(settings: Settings) -> Iterator[CheckProblem]:
+    if not settings.telegram.token.get_secret_value().strip():
+        yield CheckProblem("telegram.token", "is empty; put the bot token from @BotFather")
+
+
+def check_allowed_users(settings: Settings) -> Iterator[CheckProblem]:
+    if EXAMPLE_USER_ID in settings.telegram.allowed_user_ids:
+        yield CheckProblem(
+            "telegram.allowed_user_ids",
+            f"{EXAMPLE_USER_ID} is the example's placeholder; put your own Telegram user id (see README)",
+        )
+
+
+TELEGRAM_CHECKS: tuple[Check, ...] = (check_token, check_allowed_users)
+
+
+def check_config(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
+    """Parse and check everything; raise :class:`~runtime.config.ConfigInvalid` listing every problem."""
+    return validate_config(path, (*RUNTIME_CHECKS, *TELEGRAM_CHECKS), environ)

@@ -1,0 +1,63 @@
+"""The one codec for inline-button data: typed actions ↔ opaque ≤ 64-byte strings.
+
+Button data only ever names an action and an opaque id the database knows
+(an approval request id, a job id, a rule id); nothing in it is trusted.
+Garbage decodes to ``None`` and is answered politely.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+MAX_BYTES = 64
+_PREFIX = "ag1"
+_ARG = re.compile(r"[A-Za-z0-9_\-]{1,40}")
+
+
+class ButtonAction(enum.StrEnum):
+    APPROVE = "ap"
+    REJECT = "rj"
+    TRUST_15 = "t15"
+    ALWAYS = "al"
+    ALWAYS_CONFIRM = "alc"
+    ALWAYS_CANCEL = "alx"
+    REVOKE_BYPASS = "rvb"
+    REVOKE_RULE = "rvr"
+    CRON_RUN = "cr"
+    CRON_PAUSE = "cp"
+    CRON_RESUME = "cu"
+    CRON_DELETE = "cd"
+    CRON_DELETE_CONFIRM = "cdc"
+    CRON_DELETE_CANCEL = "cdx"
+    PAIR_APPROVE = "pa"
+    PAIR_DENY = "pd"
+
+
+@dataclass(slots=True, frozen=True)
+class Button:
+    action: ButtonAction
+    arg: str
+
+
+def encode(button: Button) -> str:
+    if not _ARG.fullmatch(button.arg):
+        raise ValueError(f"button argument {button.arg!r} is not opaque-safe")
+    data = f"{_PREFIX}:{button.action.value}:{button.arg}"
+    if len(data.encode()) > MAX_BYTES:
+        raise ValueError("button data over 64 bytes")
+    return data
+
+
+def decode(data: object) -> Button | None:
+    if not isinstance(data, str) or not data or len(data.encode()) > MAX_BYTES:  # untyped input
+        return None
+    parts = data.split(":")
+    if len(parts) != 3 or parts[0] != _PREFIX or not _ARG.fullmatch(parts[2]):
+        return None
+    try:
+        action = ButtonAction(parts[1])
+    except ValueError:
+        return None
+    return Button(action, parts[2])

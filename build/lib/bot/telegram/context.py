@@ -1,0 +1,67 @@
+"""What every Telegram handler needs, kept in ``application.bot_data``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from telegram import Update
+from telegram.ext import ContextTypes
+
+from bot.telegram.access_list import AccessList
+from bot.telegram.delivery import Delivery
+from runtime.app import Runtime
+from runtime.config import Settings
+from runtime.i18n import Translator
+from runtime.mailbox import Checkpoint
+from runtime.storage.models import ChatSession
+
+KEY = "agentgram"
+
+
+@dataclass(slots=True)
+class BotContext:
+    runtime: Runtime
+    settings: Settings
+    translator: Translator
+    delivery: Delivery
+    checkpoints: dict[int, Checkpoint] = field(default_factory=dict)  # filled by the ingest loop
+    _access: AccessList | None = field(default=None, init=False, repr=False)
+
+    def checkpoint(self, update: Update) -> Checkpoint | None:
+        """The update's offset, for the one piece of mail that completes handling it."""
+        return self.checkpoints.get(update.update_id)
+
+    @property
+    def access(self) -> AccessList:
+        """Configured plus paired users (made on first use: the gate loads it before asking)."""
+        if self._access is None:
+            self._access = AccessList(self.settings.telegram.allowed_user_ids, self.runtime.sessions)
+        return self._access
+
+    def allowed(self, user_id: int | None) -> bool:
+        return self.access.allowed(user_id)
+
+    def lang(self, update: Update) -> str | None:
+        user = update.effective_user
+        return user.language_code if user is not None else None
+
+    def text(self, update: Update, key: str, **params: str | int) -> str:
+        return self.translator.t(self.lang(update), key, **params)
+
+    async def session(self, update: Update) -> ChatSession:
+        chat, user = update.effective_chat, update.effective_user
+        assert chat is not None
+        return await self.runtime.chat_session(
+            chat.id, user_id=user.id if user else None, language=self.lang(update)
+        )
+
+
+def envelope_id(update: Update) -> str:
+    """Mail ids derive from Telegram's sequential ``update_id``: redelivery is a duplicate."""
+    return f"tg:{update.update_id}"
+
+
+def bot_context(context: ContextTypes.DEFAULT_TYPE) -> BotContext:
+    ctx = context.application.bot_data[KEY]
+    assert isinstance(ctx, BotContext)
+    return ctx

@@ -1,0 +1,439 @@
+"""Runtime events → Telegram messages, one ordered outbox per chat.
+
+The runtime's event bus calls :meth:`Delivery.__call__` synchronously; the
+event is put on its chat's queue and a single task per chat turns events
+into sends and edits, so messages to one chat leave in order while chats do
+not wait for each other. Streamed text and the per-turn tool status line are
+edited in place no more often than ``telegram.stream_edit_interval``; a
+reply's first text waits ``telegram.stream_first_delay``, so a quick reply is
+sent once, complete, instead of as a message and an edit right after it; a
+pending edit is always flushed before anything else is sent to that chat.
+A typing action is shown once a turn has worked for ``TYPING_AFTER`` (a
+reply that is complete sooner needs none, and Telegram would keep showing
+"typing…" for 5 s after it), then re-sent every 4 s while the turn works —
+never while it waits for the user's decision on a prompt.
+
+What a later process must still edit is recorded (:mod:`bot.telegram.records`):
+a status line until its turn ends with it showing its final marks — one a
+restart cut short is closed on start (:meth:`Delivery.recover`) — and a prompt
+until its decision is shown, so a decided prompt is edited whichever process
+hears of the decision, and only once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import time
+from dataclasses import dataclass, field
+
+from telegram.constants import ChatAction
+from telegram.error import TelegramError
+
+from bot.telegram.prompts import approval_prompt, decided_prompt, decision_line
+from bot.telegram.records import ChatRecords, PromptShown, StatusLine
+from bot.telegram.render import escape, markdown_to_html
+from bot.telegram.sender import BRIEF, ONCE, PERSISTENT, Edit, MessageGroup, Retry, edit_html, send_html
+from bot.telegram.split import split_html
+from runtime.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    Notice,
+    OutcomeKind,
+    Report,
+    RoundEnded,
+    RuntimeEvent,
+    StreamReset,
+    TextDelta,
+    ToolActivity,
+    ToolPhase,
+    TurnFinished,
+    TurnStarted,
+)
+from runtime.i18n import Translator
+from runtime.log import get_logger
+from runtime.storage.models import ApprovalStatus, ToolCallStatus
+
+log = get_logger("telegram.delivery")
+
+TYPING_EVERY = 4.0
+TYPING_AFTER = 0.4
+IDLE_EVICT = 60.0
+"""Seconds a chat's outbox waits with nothing to do before its task ends and it is dropped
+(the next event makes a new one); keeps memory flat however many chats and headless runs come."""
+_HEADLESS = frozenset({"tic", "cron"})
+_HEADLESS_SPEAKS = (ApprovalRequested, ApprovalResolved, Report)
+_PHASE_MARK = {
+    ToolPhase.STARTED: "…",
+    ToolPhase.RUNNING: "…",
+    ToolPhase.DONE: "✓",
+    ToolPhase.FAILED: "✗",
+    ToolPhase.REJECTED: "🚫",
+    ToolPhase.CANCELLED: "⏹",
+}
+_CLOSED_PHASE = {
+    ToolCallStatus.DONE: ToolPhase.DONE,
+    ToolCallStatus.FAILED: ToolPhase.FAILED,
+    ToolCallStatus.REJECTED: ToolPhase.REJECTED,
+    ToolCallStatus.CANCELLED: ToolPhase.CANCELLED,
+}
+"""A stored call's final status as its status line marks it; any other status was interrupted."""
+
+
+@dataclass(slots=True)
+class ToolLine:
+    name: str
+    summary: str
+    phase: ToolPhase
+
+    def html(self, mark: str | None = None) -> str:
+        icon = "⚙️" if self.name == "execute_cmd" else "🔧"
+        summary = f" · <code>{escape(self.summary)}</code>" if self.summary else ""
+        return f"{icon} {escape(self.name)}{summary} {mark or _PHASE_MARK[self.phase]}"
+
+
+@dataclass(slots=True)
+class ChatOutbox:
+    chat_id: int
+    queue: asyncio.Queue[RuntimeEvent] = field(default_factory=asyncio.Queue)
+    language: str | None = None
+    stream: MessageGroup | None = None
+    stream_text: str = ""
+    stream_dirty: bool = False
+    tools: dict[int, ToolLine] = field(default_factory=dict)
+    tools_group: MessageGroup | None = None
+    tools_dirty: bool = False
+    tools_turn: int | None = None
+    tools_line: StatusLine | None = None  # the status line as last recorded
+    turn_session: int | None = None  # the session whose turn is in progress in this chat
+    last_edit: float = 0.0
+    typing: asyncio.Task[None] | None = None
+    task: asyncio.Task[None] | None = None
+
+
+class Delivery:
+    def __init__(  # type: ignore[no-untyped-def]
+        self, bot, runtime, translator: Translator, edit_interval: float, *, first_delay: float = 0.0
+    ) -> None:
+        self.bot = bot
+        self.runtime = runtime
+        self.t = translator
+        self.edit_interval = edit_interval
+        self.first_delay = first_delay
+        self.outboxes: dict[int, ChatOutbox] = {}
+        self.records = ChatRecords(runtime.sessions)
+        self._recovery: asyncio.Task[None] | None = None
+        self._closing = False
+        runtime.restart_hooks.append(self.recover)
+
+    # --- intake (synchronous, never blocks the runtime) -------------------------
+
+    def __call__(self, event: RuntimeEvent) -> None:
+        chat_id = event.to.chat_id
+        if chat_id is None or self._closing:
+            return
+        if event.to.source in _HEADLESS and not isinstance(event, _HEADLESS_SPEAKS):
+            return  # tic and cron turns reach the chat only as reports and approval prompts
+        box = self.outboxes.get(chat_id)
+        if box is None:
+            box = ChatOutbox(chat_id)
+            self.outboxes[chat_id] = box
+            box.task = asyncio.get_running_loop().create_task(self._run(box), name=f"outbox-{chat_id}")
+        if event.to.language:
+            box.language = event.to.language
+        box.queue.put_nowait(event)
+
+    async def close(self) -> None:
+        """Deliver what is queued (briefly), then stop every chat task."""
+        self._closing = True
+        for box in self.outboxes.values():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(box.queue.join(), 2.0)
+            for task in (box.typing, box.task):
+                if task is not None:
+                    task.cancel()
+        tasks = [t for b in self.outboxes.values() for t in (b.typing, b.task) if t is not None]
+        if self._recovery is not None:
+            self._recovery.cancel()
+            tasks.append(self._recovery)
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def idle(self) -> None:
+        for box in list(self.outboxes.values()):
+            await box.queue.join()
+
+    # --- the per-chat worker ---------------------------------------------------
+
+    async def _run(self, box: ChatOutbox) -> None:
+        while True:
+            timeout = self._flush_delay(box)
+            try:
+                event = await asyncio.wait_for(box.queue.get(), timeout or IDLE_EVICT)
+            except TimeoutError:
+                if timeout is None and self._idle(box):
+                    del self.outboxes[box.chat_id]  # no await since the check: nothing slips in
+                    return
+                await self._flush(box, force=False)
+                continue
+            try:
+                await self._handle(box, event)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a delivery failure never stops the chat's outbox
+                log.exception("delivering %s to chat %s failed", event.kind, box.chat_id)
+            finally:
+                box.queue.task_done()
+
+    @staticmethod
+    def _idle(box: ChatOutbox) -> bool:
+        working = box.stream is not None or box.tools_group is not None or box.typing is not None
+        return box.queue.empty() and not working
+
+    def _flush_delay(self, box: ChatOutbox) -> float | None:
+        if not (box.stream_dirty or box.tools_dirty):
+            return None
+        return max(0.0, box.last_edit + self.edit_interval - time.monotonic())
+
+    async def _flush(self, box: ChatOutbox, *, force: bool, retry: Retry = ONCE) -> bool:
+        """Show the changed tool lines and streamed text; ``False`` if the text could not be shown.
+
+        While a reply streams, one try is enough (the next edit carries newer
+        text); a round's end passes :data:`PERSISTENT`, so the complete text
+        always arrives.
+        """
+        if not force and time.monotonic() - box.last_edit < self.edit_interval:
+            return True
+        if box.tools_dirty and box.tools_group is not None:
+            box.tools_dirty = False
+            lines = "\n".join(line.html() for line in box.tools.values())
+            box.tools_dirty = not await box.tools_group.show(self.bot, lines, retry=min_retry(retry))
+            box.last_edit = time.monotonic()
+            await self._record_line(box)
+        shown = True
+        if box.stream_dirty and box.stream is not None:
+            box.stream_dirty = False
+            shown = await box.stream.show(self.bot, markdown_to_html(box.stream_text), retry=retry)
+            box.stream_dirty = not shown
+            box.last_edit = time.monotonic()
+        return shown
+
+    async def _handle(self, box: ChatOutbox, event: RuntimeEvent) -> None:
+        match event:
+            case TextDelta():
+                await self._on_delta(box, event.text)
+            case StreamReset():  # dirty: a retry that only calls a tool must not leave the partial text
+                box.stream_text, box.stream_dirty = "", True
+            case RoundEnded():
+                await self._on_round_end(box, event)
+            case ToolActivity():
+                await self._on_tool(box, event)
+            case TurnStarted():
+                box.turn_session = event.to.session_id
+                self._start_typing(box)
+            case TurnFinished():
+                await self._on_turn_finished(box, event)
+            case ApprovalRequested():
+                await self._flush(box, force=True)
+                await self._on_approval(box, event)
+            case ApprovalResolved():
+                await self._on_resolved(box, event)
+            case Notice():
+                params = {k: escape(str(v)) if isinstance(v, str) else v for k, v in event.params.items()}
+                text = self.t.t(box.language, event.key, **params)
+                await self._say(box, text, event.silent, event.outbox_id, reply_to=event.refers_to_message)
+            case Report():
+                title = f"<b>{escape(event.title)}</b>\n\n" if event.title else ""
+                await self._say(box, title + markdown_to_html(event.text), event.silent, event.outbox_id)
+
+    async def _say(
+        self, box: ChatOutbox, html: str, silent: bool, outbox_id: int | None, *, reply_to: int | None = None
+    ) -> None:
+        """A notice or report: sent until delivered (or refused for good), then reported shown."""
+        await self._flush(box, force=True)
+        await send_html(self.bot, box.chat_id, html, silent=silent, reply_to=reply_to, retry=PERSISTENT)
+        if outbox_id is not None:
+            await self.runtime.output_shown(outbox_id)
+
+    async def _on_delta(self, box: ChatOutbox, text: str) -> None:
+        box.stream_text += text
+        box.stream_dirty = True
+        if box.stream is None and box.stream_text.strip():
+            await self._flush(box, force=True)  # pending tool lines first
+            box.stream = MessageGroup(box.chat_id)
+            box.stream_dirty = True
+            # the first text is due after first_delay (the round's end shows it sooner)
+            box.last_edit = time.monotonic() + self.first_delay - self.edit_interval
+            if self.first_delay <= 0:
+                await self._flush(box, force=True)
+
+    async def _on_round_end(self, box: ChatOutbox, event: RoundEnded) -> None:
+        if event.text.strip():  # the round's whole text, rendered and shown once
+            box.stream = box.stream or MessageGroup(box.chat_id)
+            box.stream_text, box.stream_dirty = event.text, True
+        shown = await self._flush(box, force=True, retry=PERSISTENT)
+        box.stream, box.stream_text, box.stream_dirty = None, "", False
+        if shown and not event.has_tool_calls and event.row_id is not None:
+            await self.runtime.answer_shown(event.row_id)  # else a restart sends it
+
+    async def _on_tool(self, box: ChatOutbox, event: ToolActivity) -> None:
+        line = box.tools.get(event.tool_call_id)
+        if line is None:
+            box.tools[event.tool_call_id] = ToolLine(event.name, event.summary, event.phase)
+        else:
+            line.phase = event.phase
+        box.tools_dirty = True
+        if box.tools_group is None:
+            box.tools_group = MessageGroup(box.chat_id, silent=True)
+            box.tools_turn = event.turn_id
+            await self._flush(box, force=True)
+
+    async def _record_line(self, box: ChatOutbox) -> None:
+        """Keep the status line's messages and calls durable whenever they change (a restart closes it)."""
+        group = box.tools_group
+        if group is None or not group.pieces or box.tools_turn is None:
+            return
+        messages, calls = tuple(piece.message_id for piece in group.pieces), tuple(box.tools)
+        known = box.tools_line
+        if known is not None and (known.message_ids, known.call_ids) == (messages, calls):
+            return
+        key = known.key if known is not None else self.records.line_key(box.chat_id, messages[0])
+        box.tools_line = StatusLine(box.chat_id, box.tools_turn, messages, calls, box.language, key)
+        await self.records.save_line(box.tools_line)
+
+    async def _on_turn_finished(self, box: ChatOutbox, event: TurnFinished) -> None:
+        await self._flush(box, force=True, retry=BRIEF)  # the tool lines' final ✓ / ✗
+        self._stop_typing(box)
+        if box.tools_line is not None and not box.tools_dirty:  # else the next start closes it
+            await self.records.drop_line(box.tools_line)
+        box.tools, box.tools_group, box.tools_dirty = {}, None, False
+        box.tools_turn, box.tools_line, box.turn_session = None, None, None
+        box.stream, box.stream_text, box.stream_dirty = None, "", False
+        if event.outcome == OutcomeKind.FAILED:  # one locale text per failure kind, never exception text
+            failure = event.failure
+            key = failure.locale_key if failure is not None else "turn-failed"
+            raw = failure.params if failure is not None else {}
+            params = {k: escape(v) if isinstance(v, str) else v for k, v in raw.items()}
+            await send_html(self.bot, box.chat_id, self.t.t(box.language, key, **params), retry=PERSISTENT)
+        elif event.outcome == OutcomeKind.EXHAUSTED:
+            rounds = self.runtime.settings.llm.max_tool_rounds
+            text = self.t.t(box.language, "turn-exhausted", rounds=rounds)
+            await send_html(self.bot, box.chat_id, text, retry=PERSISTENT)
+
+    async def _on_approval(self, box: ChatOutbox, event: ApprovalRequested) -> None:
+        if event.to.session_id == box.turn_session:
+            self._stop_typing(box)  # the turn waits for the user now
+        prompt = approval_prompt(self.t, box.language, event.request_id, event.details)
+        sent = await send_html(
+            self.bot, box.chat_id, prompt.html, reply_markup=prompt.keyboard, retry=PERSISTENT
+        )
+        if sent is None:
+            await self._prompt_not_shown(box, event)
+            return
+        await self.records.save_prompt(PromptShown(event.request_id, sent.message_id, prompt.body))
+        await self.runtime.approvals.attach_message(event.request_id, box.chat_id, sent.message_id)
+        if prompt.attachment is not None:
+            try:
+                await self.bot.send_document(
+                    box.chat_id,
+                    io.BytesIO(prompt.attachment.text.encode()),
+                    filename=prompt.attachment.filename,
+                    reply_to_message_id=sent.message_id,
+                    disable_notification=True,
+                )
+            except TelegramError as error:
+                log.warning("could not attach the full diff: %s", error)
+
+    async def _prompt_not_shown(self, box: ChatOutbox, event: ApprovalRequested) -> None:
+        """Settle a request nobody can see at once, so the turn goes on instead of hanging.
+
+        The request expires (the model reads that no approval came) and the
+        chat is told, best effort — the same sends may keep failing.
+        """
+        log.warning(
+            "approval prompt for request %s could not be shown in chat %s; expiring it",
+            event.request_id,
+            box.chat_id,
+        )
+        await self.runtime.approvals.expire_unshown(event.request_id)
+        notice = self.t.t(box.language, "approval-not-shown", tool=escape(event.details.tool_name))
+        await send_html(self.bot, box.chat_id, notice, retry=BRIEF)
+
+    async def _on_resolved(self, box: ChatOutbox, event: ApprovalResolved) -> None:
+        """Edit the prompt to its decision, once: a decision a resumed turn reports again finds
+        no record (shown already), nor does one whose prompt was never shown."""
+        if event.to.session_id == box.turn_session and event.status != ApprovalStatus.CANCELLED:
+            self._start_typing(box)  # the turn goes on
+        prompt = await self.records.prompt(event.request_id)
+        if prompt is None:
+            return
+        line = decision_line(self.t, box.language, event.status, event.reason)
+        edited = await edit_html(self.bot, box.chat_id, prompt.message_id, decided_prompt(prompt.body, line))
+        if edited != Edit.FAILED:  # a failed edit is tried again when a restart reports it again
+            await self.records.drop_prompt(event.request_id)
+
+    # --- typing ----------------------------------------------------------------
+
+    def _start_typing(self, box: ChatOutbox) -> None:
+        if box.typing is None or box.typing.done():
+            box.typing = asyncio.get_running_loop().create_task(self._typing(box))
+
+    def _stop_typing(self, box: ChatOutbox) -> None:
+        if box.typing is not None:
+            box.typing.cancel()
+            box.typing = None
+
+    async def _typing(self, box: ChatOutbox) -> None:
+        await asyncio.sleep(TYPING_AFTER)
+        while True:
+            if not self._waits_for_user(box):
+                try:
+                    await self.bot.send_chat_action(box.chat_id, ChatAction.TYPING)
+                except TelegramError as error:
+                    log.debug("typing action failed: %s", error)
+            await asyncio.sleep(TYPING_EVERY)
+
+    def _waits_for_user(self, box: ChatOutbox) -> bool:
+        """The chat's turn is blocked on a decision — also one whose prompt a previous process sent,
+        which a resumed turn waits on without a new :class:`ApprovalRequested`."""
+        session = box.turn_session
+        return session is not None and self.runtime.approvals.awaited(session) is not None
+
+    # --- what a previous process left --------------------------------------------
+
+    async def recover(self) -> None:
+        """On start, before any turn resumes (``Runtime.restart_hooks``): the status lines a previous
+        process left are read now and closed in the background, each call marked with its stored
+        final status or "⚠️ interrupted" (a resumed turn shows its calls on a new line)."""
+        lines = await self.records.lines()
+        if lines:
+            self._recovery = asyncio.get_running_loop().create_task(self._close_lines(lines))
+
+    async def _close_lines(self, lines: list[StatusLine]) -> None:
+        for line in lines:
+            try:
+                await self._close_line(line)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one line must not keep the others open
+                log.exception("closing the status line %s failed", line.key)
+
+    async def _close_line(self, line: StatusLine) -> None:
+        interrupted = self.t.t(line.language, "tool-interrupted")
+        rows = []
+        for call in await self.runtime.call_states(line.call_ids):
+            phase = _CLOSED_PHASE.get(call.status)
+            shown = ToolLine(call.name, call.summary, phase or ToolPhase.RUNNING)
+            rows.append(shown.html(None if phase else interrupted))
+        parts = split_html("\n".join(rows)) if rows else []
+        edits = [  # a line grown past its messages (a longer mark) keeps its tail unshown
+            await edit_html(self.bot, line.chat_id, message_id, part, retry=BRIEF)
+            for message_id, part in zip(line.message_ids, parts, strict=False)
+        ]
+        if Edit.FAILED not in edits:  # shown (or the message is gone): else the next start tries again
+            await self.records.drop_line(line)
+
+
+def min_retry(retry: Retry) -> Retry:
+    """Tool status lines are worth a few tries at most, never an outage's wait."""
+    return BRIEF if retry is PERSISTENT else retry

@@ -1,0 +1,117 @@
+"""Every inline-button press: one dispatch, and the registry features add their buttons to.
+
+Button data is decoded once here (:mod:`bot.telegram.callback_data`) and routed
+by its action to the handler a feature module registered with :func:`register`
+— approvals and cron each own their buttons and neither needs the other. A
+press that decodes to nothing, or to an action nobody registered, is answered
+politely ("This button no longer works") so no button keeps spinning.
+
+Registration happens when a feature module is imported; ``handlers/__init__``
+imports them all, so the registry is complete before the first update.
+
+Every press is answered through :func:`answer`, and only after what the press
+does is stored: the answer (the toast, and the end of the spinner) is a
+courtesy that is only useful within seconds, so it is retried once on a
+transient failure and otherwise given up — it never costs the decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import timedelta
+
+from telegram import CallbackQuery, Update
+from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
+from telegram.ext import BaseHandler, CallbackQueryHandler, ContextTypes
+from telegram.warnings import PTBDeprecationWarning
+
+from bot.telegram.callback_data import Button, ButtonAction, decode
+from bot.telegram.context import BotContext, bot_context
+from runtime.log import get_logger
+
+log = get_logger("telegram.buttons")
+
+ButtonHandler = Callable[[Update, BotContext, Button], Awaitable[None]]
+
+BUTTON_HANDLERS: dict[ButtonAction, ButtonHandler] = {}
+"""Action → handler; filled only through :func:`register`."""
+
+
+def register(buttons: Mapping[ButtonAction, ButtonHandler]) -> None:
+    """Add a feature's buttons. An action claimed twice is a developer mistake, refused at import."""
+    taken = sorted(BUTTON_HANDLERS.keys() & buttons.keys())
+    if taken:
+        raise ValueError(f"button actions registered twice: {', '.join(taken)}")
+    BUTTON_HANDLERS.update(buttons)
+
+
+def callback_query(update: Update) -> CallbackQuery:
+    query = update.callback_query
+    assert query is not None
+    return query
+
+
+ANSWER_PATIENCE = 3.0
+"""Longest wait (seconds) before the one retry of an answer; a 429 asking for more is given up."""
+ANSWER_RETRY_DELAY = 0.3
+"""Pause before retrying an answer after a 5xx or a network failure."""
+
+
+async def answer(update: Update, text: str | None = None) -> None:
+    """Answer the press: show the toast ``text`` and stop the spinner.
+
+    Never raises: callers answer after the press took effect, and a lost
+    answer must not break the update. A transient failure (5xx, timeout,
+    dropped connection, a 429 asking for at most :data:`ANSWER_PATIENCE`) is
+    retried once; a refusal (the query expired or was answered already) is
+    not, as a retry cannot change it.
+    """
+    query = callback_query(update)
+    retry_in = await _try_answer(query, text)
+    if retry_in is None:
+        return
+    if retry_in > ANSWER_PATIENCE:
+        log.warning("button answer given up: Telegram asks to wait %.0fs", retry_in)
+        return
+    await asyncio.sleep(retry_in)
+    if await _try_answer(query, text) is not None:
+        log.warning("button answer failed twice; given up")
+
+
+async def _try_answer(query: CallbackQuery, text: str | None) -> float | None:
+    """One attempt: ``None`` when answered (or refused for good), else seconds to wait before a retry."""
+    try:
+        await query.answer(text)
+    except RetryAfter as error:
+        return _retry_after(error)
+    except BadRequest as error:  # a NetworkError subclass, but final: expired or already answered
+        log.warning("button answer refused: %s", error.message)
+    except NetworkError as error:  # 5xx, timeouts, dropped connections
+        log.info("button answer failed: %s", error)
+        return ANSWER_RETRY_DELAY
+    except TelegramError as error:
+        log.warning("button answer refused: %s: %s", type(error).__name__, error)
+    return None
+
+
+def _retry_after(error: RetryAfter) -> float:
+    with warnings.catch_warnings():  # PTB 22 warns on the int form unless PTB_TIMEDELTA is set
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = error.retry_after
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    ctx = bot_context(context)
+    button = decode(callback_query(update).data)
+    handler = BUTTON_HANDLERS.get(button.action) if button is not None else None
+    if button is None or handler is None:
+        await answer(update, ctx.text(update, "approval-unknown-button"))
+        return
+    await handler(update, ctx, button)
+
+
+def handlers() -> list[BaseHandler[Update, ContextTypes.DEFAULT_TYPE, None]]:
+    return [CallbackQueryHandler(on_button)]

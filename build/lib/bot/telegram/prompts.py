@@ -1,0 +1,134 @@
+"""How an approval request looks in the chat: text, keyboard, and the full text when it was cut.
+
+The prompt must show exactly what will run, so anything too long to show
+inline (a long diff, command or argument list) is cut at a line break with a
+note, and its full text is attached as a document.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
+from bot.telegram.callback_data import Button, ButtonAction, encode
+from bot.telegram.render import escape
+from runtime.events import ApprovalDetails
+from runtime.i18n import Translator
+from runtime.storage.models import ApprovalStatus
+
+MAX_SHOWN = 3000
+"""Characters of command/diff/arguments shown inline; longer ones are cut with a note."""
+
+
+@dataclass(slots=True, frozen=True)
+class Attachment:
+    """The full text of a command, diff or arguments that was cut in the prompt."""
+
+    filename: str
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class Prompt:
+    html: str
+    keyboard: InlineKeyboardMarkup
+    attachment: Attachment | None = None  # sent as a document, in reply to the prompt
+    body: str = ""  # ``html`` without the reply hint: what the decided prompt keeps (decided_prompt)
+
+
+def approval_prompt(t: Translator, lang: str | None, request_id: str, details: ApprovalDetails) -> Prompt:
+    lines, attachment = _body(t, lang, details)
+    body = "\n".join([t.t(lang, "approval-title"), *lines])
+    html = f"{body}\n<i>{t.t(lang, 'approval-reply-hint')}</i>"
+    keyboard = approval_keyboard(t, lang, request_id, always=details.can_always)
+    return Prompt(html, keyboard, attachment, body)
+
+
+def decided_prompt(body: str, decision: str) -> str:
+    """A decided prompt: what it asked (no reply hint: a reply rejects nothing any more), then
+    the decision (:func:`decision_line`) in bold."""
+    return f"{body}\n\n<b>{decision}</b>"
+
+
+def _body(t: Translator, lang: str | None, details: ApprovalDetails) -> tuple[list[str], Attachment | None]:
+    """What will happen: the command and its directory, the file's diff, or the raw arguments."""
+    if details.command is not None:
+        header = t.t(lang, "approval-command", workdir=escape(details.workdir or "."))
+        return _shown(t, lang, header, details.command, None, "command.sh")
+    if details.path is not None and details.diff is not None:
+        header = t.t(lang, "approval-file", path=escape(details.path))
+        if details.new_file:
+            header += " " + t.t(lang, "approval-new-file")
+        if not details.diff.strip():  # a write that changes nothing: say so, not an empty diff
+            key = "approval-empty-file" if details.new_file else "approval-no-change"
+            return [header, f"<i>{t.t(lang, key)}</i>"], None
+        return _shown(t, lang, header, details.diff, "diff", "change.diff")
+    header = t.t(lang, "approval-args", tool=escape(details.tool_name))
+    pretty = json.dumps(details.arguments, ensure_ascii=False, indent=2)
+    return _shown(t, lang, header, pretty, "json", "arguments.json")
+
+
+def _shown(
+    t: Translator, lang: str | None, header: str, text: str, language: str | None, filename: str
+) -> tuple[list[str], Attachment | None]:
+    shown, cut = _cut(text)
+    lines = [header, _pre(shown, language)]
+    if not cut:
+        return lines, None
+    return [*lines, t.t(lang, "approval-diff-cut")], Attachment(filename, text)
+
+
+def approval_keyboard(
+    t: Translator, lang: str | None, request_id: str, *, always: bool = True
+) -> InlineKeyboardMarkup:
+    """Approve / Reject, then ⏱ 15 min and — when a saved rule could cover the call
+    (``ApprovalDetails.can_always``) — 🔁 Always."""
+
+    def button(label: str, action: ButtonAction) -> InlineKeyboardButton:
+        return InlineKeyboardButton(t.t(lang, label), callback_data=encode(Button(action, request_id)))
+
+    trust = [button("btn-trust-15", ButtonAction.TRUST_15)]
+    if always:
+        trust.append(button("btn-trust-always", ButtonAction.ALWAYS))
+    return InlineKeyboardMarkup(
+        [[button("btn-approve", ButtonAction.APPROVE), button("btn-reject", ButtonAction.REJECT)], trust]
+    )
+
+
+REASON_SHOWN = 300
+"""Characters of a rejection reason repeated under the prompt (the model reads all of it)."""
+
+_DECISION_KEYS = {
+    ApprovalStatus.APPROVED: "approval-approved",
+    ApprovalStatus.REJECTED: "approval-rejected",
+    ApprovalStatus.EXPIRED: "approval-expired",
+    ApprovalStatus.CANCELLED: "approval-cancelled",
+}
+
+
+def decision_line(t: Translator, lang: str | None, status: str, reason: str | None) -> str:
+    """What the prompt ends with once decided; the prompt plus this line stays within one message."""
+    if status == ApprovalStatus.REJECTED and reason:
+        shown = reason if len(reason) <= REASON_SHOWN else reason[: REASON_SHOWN - 1] + "…"
+        return t.t(lang, "approval-rejected-reason", reason=escape(shown))
+    return t.t(lang, _DECISION_KEYS.get(ApprovalStatus(status), "approval-cancelled"))
+
+
+def _cut(text: str) -> tuple[str, bool]:
+    """At most :data:`MAX_SHOWN` characters, ending at a line break when one is near."""
+    if len(text) <= MAX_SHOWN:
+        return text, False
+    head = text[:MAX_SHOWN]
+    newline = head.rfind("\n")
+    if newline > MAX_SHOWN // 2:
+        head = head[: newline + 1]
+    return head.rstrip("\n") + "\n…", True
+
+
+def _pre(text: str, language: str | None = None) -> str:
+    body = escape(text)
+    if language:
+        return f'<pre><code class="language-{language}">{body}</code></pre>'
+    return f"<pre>{body}</pre>"

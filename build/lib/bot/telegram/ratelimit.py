@@ -1,0 +1,39 @@
+"""python-telegram-bot's ``AIORateLimiter``, minus the calls that send no message.
+
+Telegram's published guidance limits *messages* (about 30 per second
+overall, one per second per chat, 20 per minute per group). PTB's limiter
+meters every request that names a chat, so typing actions, reactions and
+callback answers eat the message budget: with three such calls per turn a
+busy bot stalls well below Telegram's real limit. These endpoints skip the
+budget here but keep PTB's 429 handling (``retry_after`` honoured, retried up
+to ``telegram.max_retries`` times) — except a button's answer, which is only
+useful within seconds: it skips the limiter, and
+:func:`bot.telegram.handlers.buttons.answer` retries it on its own terms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from telegram.ext import AIORateLimiter
+
+UNMETERED = frozenset({"sendChatAction", "setMessageReaction", "answerCallbackQuery"})
+UNLIMITED = frozenset({"answerCallbackQuery"})
+
+
+class MessageRateLimiter(AIORateLimiter):
+    async def process_request(
+        self,
+        callback: Callable[..., Coroutine[Any, Any, Any]],
+        args: Any,
+        kwargs: dict[str, Any],
+        endpoint: str,
+        data: dict[str, Any],
+        rate_limit_args: int | None,
+    ) -> Any:
+        if endpoint in UNLIMITED:
+            return await callback(*args, **kwargs)
+        if endpoint in UNMETERED:
+            data = {key: value for key, value in data.items() if key != "chat_id"}
+        return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)

@@ -1,0 +1,409 @@
+"""The one typed configuration model, validated where it enters.
+
+``load_config`` reads YAML, expands ``${ENV_VAR}`` inside values, applies
+``AGENTGRAM_SECTION__KEY`` environment overrides and validates the result
+with pydantic. Every problem becomes one :class:`~runtime.errors.ConfigError`
+line naming the key (and the environment variable when one supplied the
+value); all of them travel together in :class:`ConfigInvalid`, so the CLI
+prints them and exits 2. The rest of the code only ever sees :class:`Settings`.
+
+Checks that need more than the values themselves (files, drivers, locales,
+crontabs) live in :mod:`runtime.config_check`; :func:`parse_config` hands them
+the :class:`Origins` that let their errors name an environment variable too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import time
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+
+from runtime.errors import ConfigError
+
+ENV_PREFIX = "AGENTGRAM_"
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from a number or a string such as ``90``, ``30m``, ``1.5h``."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 30s, 30m or 1h")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if not match:
+            raise ValueError(f"{value!r} is not a duration (use e.g. 45s, 30m, 2h)")
+        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if seconds <= 0:
+        raise ValueError("a duration must be positive")
+    return seconds
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+def http_url(value: str) -> str:
+    """An ``http://`` or ``https://`` URL with a host, without a trailing slash."""
+    scheme, _, rest = value.partition("://")
+    if scheme.lower() not in ("http", "https") or not rest.strip("/"):
+        raise ValueError(f"{value!r} is not an http:// or https:// URL")
+    return value.rstrip("/")
+
+
+HttpUrl = Annotated[str, AfterValidator(http_url)]
+UserPath = Annotated[Path, AfterValidator(Path.expanduser)]
+"""A path where ``~`` means the home directory; relative paths are relative to the working directory."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TelegramSettings(_Section):
+    token: SecretStr
+    api_base_url: HttpUrl = "https://api.telegram.org"
+    allowed_user_ids: list[int] = Field(min_length=1)
+    stream_edit_interval: float = Field(default=1.0, ge=0.05)
+    stream_first_delay: float = Field(default=0.5, ge=0, le=10)
+    poll_timeout: int = Field(default=30, ge=0, le=50)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    messages_per_second: float = Field(default=30.0, gt=0)
+    pairing: bool = False
+
+    @property
+    def bot_base_url(self) -> str:
+        return f"{self.api_base_url}/bot"
+
+    @property
+    def file_base_url(self) -> str:
+        return f"{self.api_base_url}/file/bot"
+
+
+class LLMSettings(_Section):
+    base_url: HttpUrl = "https://api.openai.com/v1"
+    api_key: SecretStr = SecretStr("")
+    model: str
+    fallback_models: list[str] = Field(default_factory=list)
+    max_tool_rounds: int = Field(default=20, ge=1, le=500)
+    max_history_messages: int = Field(default=200, ge=2)
+    max_tool_result_chars: int | None = Field(default=4000, ge=100)
+    request_timeout: Duration = 120.0
+    max_retries: int = Field(default=1, ge=0, le=10)
+
+
+class StorageSettings(_Section):
+    url: str = "sqlite+aiosqlite:///./data/agentgram.db"
+
+
+class AgentSettings(_Section):
+    workdir: UserPath = Path("./workspace")
+    system_prompt_file: UserPath | None = None
+    timezone: str | None = None
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown IANA time zone {value!r}") from exc
+        return value
+
+
+class LocaleSettings(_Section):
+    default: str = "en"
+
+
+ApprovalAction = Literal["allow", "require", "deny"]
+RuleSource = Literal["telegram", "tic", "cron"]
+"""The session sources a rule may be limited to (``runtime.storage.models.SessionSource``)."""
+
+
+class ApprovalRuleSettings(_Section):
+    tool: str
+    path: str | None = None
+    action: ApprovalAction
+    priority: int = 100
+    source: RuleSource | None = None
+    note: str | None = None
+
+
+class ApprovalSettings(_Section):
+    rules: list[ApprovalRuleSettings] = Field(default_factory=list)
+    timeout: Duration | None = None
+    bypass_duration: Duration = 900.0
+
+
+class MailboxSettings(_Section):
+    max_unread: int = Field(default=256, ge=1)
+    resume_on_message: bool = False
+
+
+class QuietHours(_Section):
+    start: time
+    end: time
+
+    @classmethod
+    def parse(cls, value: object) -> QuietHours | None:
+        if value is None or isinstance(value, QuietHours):
+            return value
+        match = re.fullmatch(r"\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*", str(value))
+        if not match:
+            raise ValueError(f"{value!r} is not a range like 23:00-07:00")
+        h1, m1, h2, m2 = (int(g) for g in match.groups())
+        try:
+            return cls(start=time(h1, m1), end=time(h2, m2))
+        except ValueError as exc:
+            raise ValueError(f"{value!r} holds an impossible time") from exc
+
+
+class QuietHoursSettings(_Section):
+    range: Annotated[QuietHours | None, BeforeValidator(QuietHours.parse)] = None
+    hold: bool = False
+
+
+class TicSettings(_Section):
+    enabled: bool = True
+    interval: Duration = 1800.0
+    cron: str | None = None
+    prompt: str | None = None
+    chat_id: int | None = None
+
+
+class SchedulerSettings(_Section):
+    misfire_grace: Duration = 3600.0
+
+
+class LoggingSettings(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    redact_payloads: bool = True
+    libraries: bool = False  # aiosqlite, httpx, telegram, … log below WARNING only at DEBUG with this on
+    format: Literal["text", "json"] = "text"
+
+
+class Settings(_Section):
+    telegram: TelegramSettings
+    llm: LLMSettings
+    storage: StorageSettings = StorageSettings()
+    agent: AgentSettings = AgentSettings()
+    locale: LocaleSettings = LocaleSettings()
+    approval: ApprovalSettings = ApprovalSettings()
+    mailbox: MailboxSettings = MailboxSettings()
+    quiet_hours: QuietHoursSettings = QuietHoursSettings()
+    tic: TicSettings = TicSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
+    logging: LoggingSettings = LoggingSettings()
+    _config_file: Path | None = PrivateAttr(default=None)  # not a key: set by parse_config
+
+    @property
+    def config_file(self) -> Path | None:
+        """The resolved file these settings were read from (``None`` when built from a mapping)."""
+        return self._config_file
+
+
+# --- loading ----------------------------------------------------------------
+
+
+class ConfigInvalid(ConfigError):
+    """Every problem found in one config, one :class:`ConfigError` line each."""
+
+    def __init__(self, problems: Iterable[ConfigError]) -> None:
+        unique = {str(problem): problem for problem in problems}
+        self.problems: tuple[ConfigError, ...] = tuple(unique.values())
+        first = self.problems[0] if self.problems else ConfigError("", "invalid configuration")
+        super().__init__(first.key, first.problem)
+        self.args = ("\n".join(unique) or str(first),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+Loc = tuple[str, ...]
+
+
+def _loc(key: str) -> Loc:
+    return tuple(key.split(".")) if key else ()
+
+
+@dataclass(slots=True)
+class Origins:
+    """Which keys took their value from the environment, so an error can name the variable."""
+
+    variables: dict[Loc, str] = field(default_factory=dict)
+
+    def source_of(self, key: str) -> str | None:
+        """The variable behind ``key`` or the nearest enclosing key (a list set as a whole)."""
+        loc = _loc(key)
+        for end in range(len(loc), 0, -1):
+            if loc[:end] in self.variables:
+                return self.variables[loc[:end]]
+        return None
+
+    def problem(self, key: str, problem: str) -> ConfigError:
+        """One error line for ``key``, naming the environment variable that set it, if any."""
+        source = self.source_of(key)
+        return ConfigError(key, f"{problem} (set by {source})" if source else problem)
+
+    def overridden(self, loc: Loc, name: str) -> None:
+        """``name`` replaced the whole value at ``loc``: what the file said below it is gone."""
+        for known in [k for k in self.variables if k[: len(loc)] == loc]:
+            del self.variables[known]
+        self.variables[loc] = name
+
+
+def load_config(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read, expand, override and validate; raise :class:`ConfigInvalid` listing every problem."""
+    return parse_config(path, environ)[0]
+
+
+def parse_config(path: Path, environ: Mapping[str, str] | None = None) -> tuple[Settings, Origins]:
+    """:func:`load_config` plus the :class:`Origins` the semantic checks report through."""
+    env = os.environ if environ is None else environ
+    settings, origins = _from_mapping(_read_yaml(path), env)
+    settings._config_file = path.expanduser().resolve()  # the file tools must never read it
+    return settings, origins
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigInvalid([ConfigError("", f"cannot read {path}: {exc.strerror or exc}")]) from None
+    except UnicodeDecodeError:
+        raise ConfigInvalid([ConfigError("", f"{path} is not UTF-8 text")]) from None
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigInvalid([ConfigError("", yaml_problem(path, exc))]) from None
+    if not isinstance(raw, dict):
+        raise ConfigInvalid([ConfigError("", f"{path} must hold a mapping of sections")])
+    return raw
+
+
+def yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
+    """``config.yml:12:3: mapping values are not allowed here`` — one line, positions 1-based."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        line = f"{path}:{mark.line + 1}:{mark.column + 1}: {exc.problem or 'invalid YAML'}"
+        if exc.context and exc.context_mark is not None:
+            started = exc.context_mark
+            line += f" ({exc.context} at {started.line + 1}:{started.column + 1})"
+        return line
+    first = str(exc).strip().splitlines()
+    return f"{path} is not valid YAML: {first[0] if first else type(exc).__name__}"
+
+
+def settings_from_mapping(raw: dict[str, Any], env: Mapping[str, str]) -> Settings:
+    """Validate already-read config data; raise :class:`ConfigInvalid` listing every problem."""
+    return _from_mapping(raw, env)[0]
+
+
+def _from_mapping(raw: dict[str, Any], env: Mapping[str, str]) -> tuple[Settings, Origins]:
+    origins = Origins()
+    unset: dict[Loc, ConfigError] = {}
+    data = _expand(raw, env, (), origins, unset)
+    _apply_overrides(data, env, origins, unset)
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = [*unset.values()]
+        for error in exc.errors():
+            key = ".".join(str(part) for part in error["loc"])
+            if not _under(_loc(key), unset):  # its value is missing: the unset variable says why
+                problems.append(origins.problem(key, _problem(error)))
+        raise ConfigInvalid(problems) from None
+    if unset:
+        raise ConfigInvalid(unset.values())
+    return settings, origins
+
+
+def _under(loc: Loc, roots: Mapping[Loc, object]) -> bool:
+    return any(loc[: len(root)] == root for root in roots)
+
+
+def _problem(error: Mapping[str, Any]) -> str:
+    kind = error["type"]
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return "is not a known key"
+    if kind in ("literal_error", "enum"):
+        return f"{error['input']!r} is not one of {error.get('ctx', {}).get('expected', '?')}"
+    message = str(error["msg"])
+    return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
+def _expand(
+    value: Any, env: Mapping[str, str], loc: Loc, origins: Origins, unset: dict[Loc, ConfigError]
+) -> Any:
+    if isinstance(value, dict):
+        return {k: _expand(v, env, (*loc, str(k)), origins, unset) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, env, (*loc, str(i)), origins, unset) for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+    names = _ENV_REF.findall(value)
+    if not names:
+        return value
+    missing = [name for name in dict.fromkeys(names) if name not in env]
+    if missing:
+        which = ", ".join(missing)
+        verb = "is" if len(missing) == 1 else "are"
+        unset[loc] = ConfigError(".".join(loc), f"environment variable {which} {verb} not set")
+        return value
+    origins.variables[loc] = ", ".join("${" + name + "}" for name in dict.fromkeys(names))
+    return _ENV_REF.sub(lambda match: env[match.group(1)], value)
+
+
+def _apply_overrides(
+    data: dict[str, Any], env: Mapping[str, str], origins: Origins, unset: dict[Loc, ConfigError]
+) -> None:
+    """``AGENTGRAM_LLM__MODEL=x`` sets ``llm.model``; values are parsed as YAML."""
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+        node = data
+        for part in path[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = {}
+                node[part] = child
+            node = child
+        try:
+            node[path[-1]] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            node[path[-1]] = value
+        loc = tuple(path)
+        origins.overridden(loc, name)
+        for replaced in [k for k in unset if k[: len(loc)] == loc]:
+            del unset[replaced]  # the override replaced the value that named an unset variable
+
+
+def masked(settings: Settings) -> dict[str, Any]:
+    """The effective config as plain data with every secret replaced by ``***``."""
+    return settings.model_dump(mode="json")  # SecretStr dumps as '**********'

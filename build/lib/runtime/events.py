@@ -1,0 +1,225 @@
+"""Typed events the runtime publishes for chat adapters.
+
+The runtime never calls an adapter; it emits these through an
+:class:`EventBus`. Subscribers must not block: they enqueue and return (the
+Telegram adapter puts them on a per-chat delivery queue), which keeps the turn
+loop's speed independent of Telegram's.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from runtime.errors import Failure
+from runtime.log import get_logger
+
+log = get_logger("events")
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Address:
+    """Where a session's output goes: a source and, for chats, the chat id."""
+
+    session_id: int
+    source: str
+    chat_id: int | None
+    language: str | None = None
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class TurnStarted:
+    to: Address
+    turn_id: int
+    resumed: bool = False
+    kind: Literal["turn_started"] = "turn_started"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class TextDelta:
+    to: Address
+    turn_id: int
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Thinking:
+    """Reasoning the provider streamed (``reasoning_content``); adapters may show or ignore it."""
+
+    to: Address
+    turn_id: int
+    text: str
+    kind: Literal["thinking"] = "thinking"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class StreamReset:
+    """Text streamed so far in this round is void (the client fell back to another model)."""
+
+    to: Address
+    turn_id: int
+    kind: Literal["stream_reset"] = "stream_reset"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class RoundEnded:
+    """The model finished one completion; ``text`` is all it wrote in it."""
+
+    to: Address
+    turn_id: int
+    text: str
+    has_tool_calls: bool
+    row_id: int | None = None  # the stored row: the chat reports a final answer shown (answer_shown)
+    kind: Literal["round_ended"] = "round_ended"
+
+
+class ToolPhase(enum.StrEnum):
+    STARTED = "started"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class ToolActivity:
+    """A tool call changed phase; ``summary`` is a short human hint (path, command)."""
+
+    to: Address
+    turn_id: int
+    tool_call_id: int
+    name: str
+    summary: str
+    phase: ToolPhase
+    kind: Literal["tool_activity"] = "tool_activity"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class ApprovalDetails:
+    """What the user is asked to approve, prepared for display."""
+
+    tool_name: str
+    arguments: dict[str, Any]
+    command: str | None = None
+    workdir: str | None = None
+    path: str | None = None
+    diff: str | None = None
+    new_file: bool = False
+    can_always: bool = True  # a saved rule can express this call: "🔁 Always" is offered
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class ApprovalRequested:
+    to: Address
+    request_id: str
+    tool_call_id: int
+    details: ApprovalDetails
+    reissued_from_message: int | None = None
+    kind: Literal["approval_requested"] = "approval_requested"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class ApprovalResolved:
+    to: Address
+    request_id: str
+    status: str
+    reason: str | None
+    message_id: int | None
+    kind: Literal["approval_resolved"] = "approval_resolved"
+
+
+class OutcomeKind(enum.StrEnum):
+    FINAL = "final"
+    CANCELLED = "cancelled"
+    EXHAUSTED = "exhausted"
+    FAILED = "failed"
+    PAUSED = "paused"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class TurnFinished:
+    to: Address
+    turn_id: int
+    outcome: OutcomeKind
+    text: str = ""
+    failure: Failure | None = None  # set when ``outcome`` is failed: what to tell the user
+    kind: Literal["turn_finished"] = "turn_finished"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Notice:
+    """A localized one-liner for the user; ``key`` names the locale message."""
+
+    to: Address
+    key: str
+    params: dict[str, str | int] = field(default_factory=dict)
+    silent: bool = False
+    outbox_id: int | None = None  # its durable record; the adapter reports it shown (output_shown)
+    refers_to_message: int | None = None  # a chat message it is about (a waiting prompt): sent as a reply
+    kind: Literal["notice"] = "notice"
+
+
+class Notify(Protocol):
+    """How runtime parts send a :class:`Notice` (``Runtime.notice``): recorded, then emitted."""
+
+    async def __call__(
+        self,
+        address: Address,
+        key: str,
+        params: dict[str, str | int],
+        *,
+        refers_to_message: int | None = None,
+    ) -> None: ...
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Report:
+    """Text the agent sends on its own (tic report, cron result)."""
+
+    to: Address
+    text: str
+    title: str | None = None
+    silent: bool = False
+    outbox_id: int | None = None  # as for Notice
+    kind: Literal["report"] = "report"
+
+
+DurableOutput = Notice | Report
+"""Output that must reach the user: recorded before it is emitted, re-sent on start until shown."""
+
+RuntimeEvent = (
+    TurnStarted
+    | TextDelta
+    | Thinking
+    | StreamReset
+    | RoundEnded
+    | ToolActivity
+    | ApprovalRequested
+    | ApprovalResolved
+    | TurnFinished
+    | Notice
+    | Report
+)
+Subscriber = Callable[[RuntimeEvent], None]
+
+
+class EventBus:
+    """Fan-out of runtime events to non-blocking subscribers."""
+
+    def __init__(self) -> None:
+        self._subscribers: list[Subscriber] = []
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        self._subscribers.append(subscriber)
+        return lambda: self._subscribers.remove(subscriber)
+
+    def emit(self, event: RuntimeEvent) -> None:
+        for subscriber in list(self._subscribers):
+            try:
+                subscriber(event)
+            except Exception:  # a broken adapter must not break the turn
+                log.exception("event subscriber failed on %s", event.kind)

@@ -1,0 +1,1 @@
+"""The LLM seam: provider-neutral message types and the client protocol."""

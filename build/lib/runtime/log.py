@@ -1,0 +1,105 @@
+"""Named loggers and the redaction rule, in one place.
+
+Every module asks :func:`get_logger` for ``agentgram.<area>``. Log records
+pass through :class:`RedactingFilter`, which masks registered secrets
+(tokens, API keys) wherever they appear, including inside exception text and
+URLs (python-telegram-bot and httpx log request URLs that contain the bot
+token). Message and tool payloads are logged only as sizes unless
+``logging.redact_payloads`` is off; call :func:`payload` for them.
+
+Operator lines (one per turn, approval decision, scheduled run, LLM error)
+carry their facts twice: readable in the message, and as ``extra`` fields
+that :class:`JsonFormatter` (``logging.format: json``) emits as keys.
+Libraries (aiosqlite, httpx, telegram, …) stay at WARNING unless
+``logging.level: DEBUG`` and ``logging.libraries: true``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from datetime import UTC, datetime
+
+ROOT = "agentgram"
+_secrets: set[str] = set()
+_redact_payloads = True
+_TOKEN_IN_URL = re.compile(r"/bot\d+:[A-Za-z0-9_-]+")
+LIBRARIES = ("aiosqlite", "httpx", "httpx2", "httpcore", "telegram", "apscheduler", "openai")
+"""Third-party loggers kept at WARNING unless DEBUG with ``logging.libraries`` on."""
+_RECORD_KEYS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+def get_logger(area: str) -> logging.Logger:
+    return logging.getLogger(f"{ROOT}.{area}")
+
+
+def register_secret(value: str) -> None:
+    if value and len(value) >= 4:
+        _secrets.add(value)
+
+
+def payload(text: str) -> str:
+    """A loggable stand-in for user or tool content."""
+    return f"<{len(text)} chars>" if _redact_payloads else text
+
+
+def redact(text: str) -> str:
+    for secret in _secrets:
+        if secret in text:
+            text = text.replace(secret, "***")
+    return _TOKEN_IN_URL.sub("/bot***", text)
+
+
+class RedactingFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+        if cleaned != message or record.args:
+            record.msg, record.args = cleaned, ()
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, message, then the record's ``extra`` fields.
+
+    The whole line is redacted again, so a secret in a field value is masked too.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _RECORD_KEYS and not key.startswith("_"):
+                entry[key] = value if isinstance(value, int | float | bool | None) else str(value)
+        if record.exc_info and record.exc_info[1] is not None:
+            entry["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            entry["exception"] = record.exc_text
+        return redact(json.dumps(entry, ensure_ascii=False))
+
+
+def configure(
+    level: str = "INFO", redact_payloads: bool = True, *, libraries: bool = False, fmt: str = "text"
+) -> None:
+    """Set up stderr logging with redaction on every handler, libraries quiet unless asked."""
+    global _redact_payloads
+    _redact_payloads = redact_payloads
+    handler = logging.StreamHandler()
+    text = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler.setFormatter(JsonFormatter() if fmt == "json" else text)
+    handler.addFilter(RedactingFilter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    verbose = libraries and level == "DEBUG"
+    for name in LIBRARIES:
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
+    logging.getLogger("telegram.ext.ExtBot").setLevel(logging.NOTSET)  # follows "telegram"

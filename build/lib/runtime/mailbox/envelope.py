@@ -1,0 +1,168 @@
+"""Envelopes: what a piece of mail is (session-mailbox spec §1).
+
+An envelope's ``id`` is its idempotency key (the Telegram adapter derives it
+from ``update_id``), ``seq`` is assigned on accept and orders a session's mail
+totally. Bodies are a pydantic discriminated union on ``kind`` so mail is
+stored as JSON and parsed back into types at the edge.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from runtime.storage.models import utcnow
+
+
+class SenderKind(enum.StrEnum):
+    USER = "user"
+    SESSION = "session"
+    TOOL_CALL = "tool_call"
+    SYSTEM = "system"
+
+
+class Priority(enum.StrEnum):
+    NORMAL = "normal"
+    INTERRUPT = "interrupt"
+
+
+class MailKind(enum.StrEnum):
+    USER_MESSAGE = "user_message"
+    AGENT_MESSAGE = "agent_message"
+    TOOL_CALL_FINISHED = "tool_call_finished"
+    CONTROL = "control"
+    APPROVAL_DECISION = "approval_decision"
+    SCHEDULED_TURN = "scheduled_turn"
+
+
+EXEMPT_FROM_BOUND = frozenset({MailKind.CONTROL, MailKind.TOOL_CALL_FINISHED, MailKind.APPROVAL_DECISION})
+"""Mail the unread bound never refuses: stopping and results must always get through."""
+
+STARTS_TURN = frozenset({MailKind.USER_MESSAGE, MailKind.AGENT_MESSAGE, MailKind.SCHEDULED_TURN})
+"""Mail that becomes conversation (a user row) when consumed."""
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Attachment(_Body):
+    kind: str
+    file_id: str | None = None
+    name: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+
+
+class UserMessageBody(_Body):
+    kind: Literal[MailKind.USER_MESSAGE] = MailKind.USER_MESSAGE
+    text: str
+    attachments: list[Attachment] = Field(default_factory=list)
+    chat_message_id: int | None = None
+    is_synthetic: bool = False
+
+
+class AgentMessageBody(_Body):
+    kind: Literal[MailKind.AGENT_MESSAGE] = MailKind.AGENT_MESSAGE
+    text: str
+    in_reply_to: str | None = None
+    expects_reply: bool = False
+
+
+class ToolCallFinishedBody(_Body):
+    kind: Literal[MailKind.TOOL_CALL_FINISHED] = MailKind.TOOL_CALL_FINISHED
+    call_id: str
+    status: str
+    result: str
+
+
+class ControlAction(enum.StrEnum):
+    STOP = "stop"
+    PAUSE = "pause"
+    RESUME = "resume"
+    CANCEL_CALLS = "cancel_calls"
+
+
+class ControlBody(_Body):
+    kind: Literal[MailKind.CONTROL] = MailKind.CONTROL
+    action: ControlAction
+    call_ids: list[str] = Field(default_factory=list)
+    quiet: bool = False  # a stop that is part of another command (/new): no "Stopped" reply
+
+
+class ApprovalDecisionBody(_Body):
+    kind: Literal[MailKind.APPROVAL_DECISION] = MailKind.APPROVAL_DECISION
+    request_id: str
+    approved: bool
+    reason: str | None = None
+
+
+class ScheduledTurnBody(_Body):
+    kind: Literal[MailKind.SCHEDULED_TURN] = MailKind.SCHEDULED_TURN
+    job: Literal["tic", "cron"]
+    job_id: int | None = None
+    text: str
+
+
+MailBody = Annotated[
+    UserMessageBody
+    | AgentMessageBody
+    | ToolCallFinishedBody
+    | ControlBody
+    | ApprovalDecisionBody
+    | ScheduledTurnBody,
+    Field(discriminator="kind"),
+]
+BODY_ADAPTER: TypeAdapter[MailBody] = TypeAdapter(MailBody)
+
+
+class Sender(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: SenderKind
+    ref: str | None = None
+
+
+class Envelope(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    session_id: int
+    sender: Sender
+    body: MailBody
+    priority: Priority = Priority.NORMAL
+    hops: int = 0
+    seq: int = 0
+    sent_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def kind(self) -> MailKind:
+        return MailKind(self.body.kind)
+
+
+class Receipt(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    seq: int
+    duplicate: bool = False
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    """A source's own read position, committed in the same transaction as the mail it delivered.
+
+    The Telegram adapter's update offset, for one: stored with the message, so
+    storing a message and confirming its update to Telegram cannot come apart,
+    and the message costs one transaction, not two. ``stored`` tells the source
+    whether the mailbox wrote it (an in-memory mailbox does not; the source then
+    stores it itself).
+    """
+
+    key: str
+    value: str
+    stored: bool = False

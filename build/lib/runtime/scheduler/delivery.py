@@ -1,0 +1,98 @@
+"""Sending a run's result to its chat, as quiet hours allow.
+
+A result goes out as a :class:`~runtime.events.Report` — silently during
+quiet hours, or held for one digest per chat when they end
+(``quiet_hours.hold``). Held results survive a restart
+(:class:`~runtime.scheduler.held.HeldReports`), so the flush is rescheduled
+on start.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from apscheduler.triggers.date import DateTrigger
+
+from runtime.events import Address, Report
+from runtime.scheduler.held import HeldReports
+from runtime.scheduler.part import Part, Shared
+from runtime.scheduler.plan import HeldReport, Hold, held_digest, plan_delivery
+from runtime.storage.models import ChatSession, SessionSource
+
+if TYPE_CHECKING:
+    pass
+
+FLUSH_JOB = "held-flush"
+
+
+class Delivery(Part):
+    def __init__(self, shared: Shared, held: HeldReports) -> None:
+        super().__init__(shared)
+        self.held = held
+
+    async def deliver(
+        self, chat_id: int, title: str, text: str, *, session: ChatSession | None, language: str | None
+    ) -> None:
+        plan = plan_delivery(self.clock.now(), self.settings.quiet_hours, self.runtime.timezone)
+        if isinstance(plan, Hold):
+            await self.held.add(HeldReport(chat_id=chat_id, title=title, text=text, language=language))
+            await self.schedule_flush(plan.until)
+            return
+        session_id = (session.id or 0) if session is not None else 0
+        await self.runtime.publish(
+            Report(
+                to=address(session_id, SessionSource.CRON, chat_id, language),
+                title=title,
+                text=text,
+                silent=plan.silent,
+            )
+        )
+
+    async def held_until(self) -> datetime | None:
+        """When held results should go out: now if any are held, else never."""
+        return self.clock.now() if await self.held.all() else None
+
+    async def schedule_flush(self, when: datetime | None) -> None:
+        aps = self.engine.aps
+        if aps is None or when is None:
+            return
+        aps.add_job(
+            self._flush_held,
+            DateTrigger(run_date=when + timedelta(seconds=1)),
+            id=FLUSH_JOB,
+            name="held results",
+            replace_existing=True,
+            misfire_grace_time=None,
+        )
+
+    async def flush_held(self) -> int:
+        """Send what quiet hours held, one digest per chat; how many results went out.
+
+        Still quiet (a restart, a clock jump): keep holding until the period ends.
+        """
+        plan = plan_delivery(self.clock.now(), self.settings.quiet_hours, self.runtime.timezone)
+        if isinstance(plan, Hold):
+            await self.schedule_flush(plan.until)
+            return 0
+        reports = await self.held.take()
+        chats: dict[int, list[HeldReport]] = {}
+        for report in reports:
+            chats.setdefault(report.chat_id, []).append(report)
+        for chat_id, items in chats.items():
+            language = items[-1].language
+            await self.runtime.publish(
+                Report(
+                    to=address(0, SessionSource.CRON, chat_id, language),
+                    title=self.translator.t(language, "quiet-hours-digest-title", count=len(items)),
+                    text=held_digest(items),
+                )
+            )
+        return len(reports)
+
+    async def _flush_held(self) -> None:
+        await self.flush_held()
+
+
+def address(session_id: int, source: str, chat_id: int, language: str | None) -> Address:
+    return Address(session_id=session_id, source=source, chat_id=chat_id, language=language)

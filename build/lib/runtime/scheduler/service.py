@@ -1,0 +1,199 @@
+"""The running scheduler: APScheduler fires tics and cron jobs; each run is mail.
+
+:class:`SchedulerService` is what the runtime, the chat commands and the
+agent's tools hold. It composes the parts, each in its own module:
+
+* :mod:`.engine` — the APScheduler instance (rebuilt from the database, the
+  source of truth, on :meth:`~SchedulerService.start`) and the tasks it starts;
+* :mod:`.headless` — posting a run's mail to a headless session and waiting
+  for its turn; settling the headless turns a crash cut short;
+* :mod:`.cron_runner` — cron jobs: entries, fire times, missed and
+  interrupted runs, one run, kill;
+* :mod:`.tic_runner` — tics: when one runs, quiet hours, deferral behind the
+  user's turn, skipping without the model, the report;
+* :mod:`.delivery` — results as reports, silent or held during quiet hours.
+
+The job methods here check that a job belongs to the asking chat before the
+cron side acts on it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from runtime.i18n import Translator
+from runtime.scheduler.clock import Clock, SystemClock
+from runtime.scheduler.cron_runner import ActiveRun, CronRunner
+from runtime.scheduler.delivery import Delivery
+from runtime.scheduler.engine import Engine
+from runtime.scheduler.headless import HeadlessTurns, settle_headless_leftovers
+from runtime.scheduler.held import HeldReports
+from runtime.scheduler.jobs import JobChanges, JobNotFound, JobStore
+from runtime.scheduler.models import JobApprovals, ScheduledJob
+from runtime.scheduler.part import Shared
+from runtime.scheduler.plan import TicPlan
+from runtime.scheduler.schedule import ScheduleError
+from runtime.scheduler.tic import TicDecision
+from runtime.scheduler.tic_runner import TicRunner, TicStatus
+from runtime.scheduler.tic_store import TicStore
+from runtime.storage.models import ChatSession
+from runtime.turn.outcome import TurnOutcome
+
+if TYPE_CHECKING:
+    from runtime.app import Runtime
+
+
+class SchedulerService:
+    def __init__(self, runtime: Runtime, *, clock: Clock | None = None) -> None:
+        self.runtime = runtime
+        self.clock: Clock = clock or SystemClock()
+        self.settings = runtime.settings
+        self.jobs = JobStore(runtime.db, self.clock, default_timezone=runtime.timezone_name)
+        self.tics = TicStore(runtime.db, self.clock)
+        self.held = HeldReports(runtime.sessions)
+        self.translator = Translator(default=self.settings.locale.default)
+        self.engine = Engine()
+        shared = Shared(runtime, self.engine, self.clock, self.translator)
+        self.turns = HeadlessTurns(runtime)
+        self.delivery = Delivery(shared, self.held)
+        self.cron = CronRunner(shared, self.turns, self.delivery, self.jobs)
+        self.ticker = TicRunner(shared, self.turns, self.tics)
+        self.run_listeners = self.cron.listeners
+        """Told after every finished (or missed) cron run; tests wait on it."""
+        self.tic_listeners = self.ticker.listeners
+        """Told after every tic decision that ended (skipped, deferred, delivered, silent, failed)."""
+        runtime.hub.finish_listeners.append(self._on_turn_finished)
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Settle what a crash left, catch up on missed runs, then start firing.
+
+        Called before the runtime resumes interrupted turns, so a tic or cron
+        turn a crash cut short is failed here instead of resumed there.
+        """
+        await settle_headless_leftovers(self.runtime)
+        interrupted = await self.cron.interrupted()
+        await self.ticker.settle_open()
+        self.engine.start(self.runtime.timezone, self.settings.scheduler.misfire_grace)
+        await self.cron.resume(interrupted)
+        await self.ticker.reschedule()
+        await self.delivery.schedule_flush(await self.delivery.held_until())
+
+    async def stop(self) -> None:
+        """Stop firing; runs in flight stay ``running`` and are re-run after the restart.
+
+        Idempotent: the Telegram adapter stops the scheduler before the session
+        hub (so nothing new is posted), and :meth:`Runtime.close` again.
+        """
+        await self.engine.stop()
+
+    def _on_turn_finished(self, session_id: int, turn_id: int, outcome: TurnOutcome) -> None:
+        self.turns.resolve(session_id, outcome)
+        self.ticker.turn_finished(session_id)
+
+    # --- cron: what the chat and the agent's tools call ---------------------------------
+
+    async def add_job(
+        self,
+        *,
+        title: str,
+        schedule: str,
+        prompt: str,
+        chat_id: int,
+        timezone: str | None = None,
+        approvals: JobApprovals = JobApprovals.DENY,
+    ) -> ScheduledJob:
+        """Store and schedule; :class:`ScheduleError` for a bad schedule or zone."""
+        job = await self.jobs.add(
+            title=title,
+            schedule=schedule,
+            prompt=prompt,
+            chat_id=chat_id,
+            timezone=timezone,
+            approvals=approvals,
+        )
+        self.cron.schedule(job)
+        return job
+
+    async def job(self, job_id: int, *, chat_id: int | None = None) -> ScheduledJob:
+        """The job, if it exists and (given ``chat_id``) belongs to that chat; else :class:`JobNotFound`."""
+        job = await self.jobs.get(job_id)
+        if job is None or (chat_id is not None and job.chat_id != chat_id):
+            raise JobNotFound(job_id)
+        return job
+
+    async def list_jobs(self, chat_id: int | None = None) -> list[ScheduledJob]:
+        return await self.jobs.list_jobs(chat_id=chat_id)
+
+    async def update_job(
+        self, job_id: int, changes: JobChanges, *, chat_id: int | None = None
+    ) -> ScheduledJob:
+        await self.job(job_id, chat_id=chat_id)
+        job = await self.jobs.update(job_id, changes)
+        self.cron.schedule(job)
+        return job
+
+    async def set_enabled(self, job_id: int, enabled: bool, *, chat_id: int | None = None) -> ScheduledJob:
+        await self.job(job_id, chat_id=chat_id)
+        job = await self.jobs.set_enabled(job_id, enabled)
+        self.cron.schedule(job)
+        return job
+
+    async def delete_job(self, job_id: int, *, chat_id: int | None = None) -> None:
+        await self.job(job_id, chat_id=chat_id)
+        await self.cron.kill(job_id)
+        self.cron.unschedule(job_id)
+        await self.jobs.delete(job_id)
+
+    def next_run(self, job: ScheduledJob) -> datetime | None:
+        return self.cron.next_run(job)
+
+    def is_running(self, job_id: int) -> bool:
+        return self.cron.is_running(job_id)
+
+    async def run_now(self, job_id: int, *, chat_id: int | None = None) -> bool:
+        """Start a manual run (no fire time used up); ``False`` if one is already running."""
+        await self.job(job_id, chat_id=chat_id)
+        return self.cron.launch(job_id, scheduled_for=None) is not None
+
+    async def kill(self, job_id: int, *, chat_id: int | None = None) -> bool:
+        """Cancel a running job's session at once (the /stop path); ``False`` if it isn't running."""
+        if chat_id is not None:
+            await self.job(job_id, chat_id=chat_id)
+        return await self.cron.kill(job_id)
+
+    # --- tics -------------------------------------------------------------------------
+
+    async def tic(self, *, manual: bool = False) -> TicDecision:
+        return await self.ticker.tic(manual=manual)
+
+    async def tic_plan(self) -> TicPlan:
+        return await self.ticker.plan()
+
+    async def reschedule_tic(self) -> TicPlan:
+        return await self.ticker.reschedule()
+
+    async def set_tic_enabled(self, enabled: bool) -> TicPlan:
+        return await self.ticker.set_enabled(enabled)
+
+    async def set_tic_interval(self, text: str) -> TicPlan:
+        return await self.ticker.set_interval(text)
+
+    async def tic_status(self) -> TicStatus:
+        return await self.ticker.status()
+
+    async def home_session(self) -> ChatSession:
+        return await self.ticker.home_session()
+
+    async def pending_events(self) -> list[str]:
+        return await self.ticker.pending_events()
+
+    # --- delivery ----------------------------------------------------------------------
+
+    async def flush_held(self) -> int:
+        return await self.delivery.flush_held()
+
+
+__all__ = ["ActiveRun", "JobNotFound", "ScheduleError", "SchedulerService", "TicStatus"]

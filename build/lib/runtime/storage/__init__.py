@@ -1,0 +1,1 @@
+"""Durable state: SQLModel tables, the engine with SQLite's write rules, migrations."""

@@ -1,0 +1,42 @@
+"""Rows written with SQLAlchemy Core, for a turn's hot writes.
+
+The ORM's unit of work (identity map, attribute events, flush ordering) costs
+about half a millisecond for a transaction that adds a row or two; the hot
+writes of a turn know exactly which rows they add. They build the SQLModel
+instance as usual (defaults applied), insert its columns with one Core
+statement and set the primary key on the instance themselves.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+from sqlmodel import SQLModel
+
+
+def table_of(model: type[SQLModel]) -> sa.Table:
+    table: sa.Table = model.__table__  # type: ignore[attr-defined]
+    return table
+
+
+@cache
+def _columns(model: type[SQLModel]) -> tuple[tuple[str, str], ...]:
+    """(attribute, column) pairs: an attribute may be stored under another name (``meta``)."""
+    mapper = sa.inspect(model)
+    return tuple((prop.key, prop.columns[0].key) for prop in mapper.column_attrs)
+
+
+def insert_row(conn: Connection, row: SQLModel) -> int:
+    """Insert ``row`` (its ``id`` unset) and give it the id it got."""
+    values: dict[str, Any] = {
+        column: getattr(row, attribute) for attribute, column in _columns(type(row)) if attribute != "id"
+    }
+    result = conn.execute(sa.insert(table_of(type(row))).values(values))
+    key = result.inserted_primary_key
+    assert key is not None
+    row_id = int(key[0])
+    row.id = row_id  # type: ignore[attr-defined]
+    return row_id

@@ -1,0 +1,1 @@
+"""Tools the agent can call: a typed base class, a registry, built-ins."""

@@ -1,0 +1,138 @@
+"""The approval gate: the single place a tool call's go/no-go is decided.
+
+Live turns and resumed turns both call :func:`run_approval_gate`, so a call
+re-run after a restart is gated exactly like a fresh one (and a decision the
+user already made is honoured, not asked again).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from runtime.approvals.manager import ApprovalManager, log_decision
+from runtime.approvals.rules import Action, CallFacts, shown_path
+from runtime.approvals.trust import proposed_rule
+from runtime.errors import ToolError
+from runtime.events import Address, ApprovalDetails, ApprovalRequested, ApprovalResolved, EventBus
+from runtime.storage.history import HistoryStore
+from runtime.storage.models import ApprovalStatus, ChatSession, ToolCallRow, ToolCallStatus
+from runtime.tools.base import Tool, ToolArgs, ToolContext
+from runtime.tools.preview import preview_change
+from runtime.turn import texts
+from runtime.turn.outcome import GateCancelled, GateOutcome, Proceed, Rejected
+
+
+@dataclass(slots=True, frozen=True)
+class GateDeps:
+    approvals: ApprovalManager
+    history: HistoryStore
+    bus: EventBus
+
+
+async def run_approval_gate(
+    deps: GateDeps,
+    *,
+    session: ChatSession,
+    address: Address,
+    call: ToolCallRow,
+    tool: Tool[Any],
+    args: ToolArgs,
+    ctx: ToolContext,
+) -> GateOutcome:
+    assert call.id is not None and session.id is not None
+    try:
+        tool.guard(args, ctx)  # before any rule: what it refuses, no rule or bypass may allow
+    except ToolError as refused:
+        return await _reject(deps, call, texts.failed_result(str(refused)))
+    facts = call_facts(tool, args, ctx)
+    action = deps.approvals.check(session.id, facts)
+    if action == Action.ALLOW:
+        log_decision(None, call.name, ApprovalStatus.APPROVED, "rule", session.id)
+        return Proceed()
+    if action == Action.DENY:
+        log_decision(None, call.name, ApprovalStatus.REJECTED, "rule", session.id)
+        return await _reject(deps, call, texts.DENIED_BY_POLICY)
+    if session.auto_deny_approvals:
+        log_decision(None, call.name, ApprovalStatus.REJECTED, "auto-deny", session.id)
+        return await _reject(deps, call, texts.AUTO_DENIED)
+    request, fresh = await deps.approvals.request_for_call(session.id, call.id, address.chat_id)
+    if request.status == ApprovalStatus.PENDING and (fresh or request.message_id is None):
+        details = await approval_details(call, ctx, tool)
+        deps.bus.emit(
+            ApprovalRequested(to=address, request_id=request.id, tool_call_id=call.id, details=details)
+        )
+    decided = await deps.approvals.wait(request.id)
+    deps.bus.emit(
+        ApprovalResolved(
+            to=address,
+            request_id=decided.id,
+            status=decided.status,
+            reason=decided.reason,
+            message_id=decided.message_id,
+        )
+    )
+    return await _apply_decision(deps, call, ApprovalStatus(decided.status), decided.reason)
+
+
+async def _apply_decision(
+    deps: GateDeps, call: ToolCallRow, status: ApprovalStatus, reason: str | None
+) -> GateOutcome:
+    if status == ApprovalStatus.APPROVED:
+        return Proceed()
+    if status == ApprovalStatus.REJECTED:
+        return await _reject(deps, call, texts.rejection_message(reason))
+    if status == ApprovalStatus.EXPIRED:
+        return await _reject(deps, call, texts.expiry_message(reason))
+    return GateCancelled()
+
+
+async def _reject(deps: GateDeps, call: ToolCallRow, text: str) -> Rejected:
+    assert call.id is not None
+    await deps.history.set_call_status(call.id, ToolCallStatus.REJECTED, text)
+    return Rejected(text)
+
+
+def call_facts(tool: Tool[Any], args: ToolArgs, ctx: ToolContext) -> CallFacts:
+    target = tool.target(args, ctx)
+    group = tool.call_group(args, ctx)
+    is_path = group.value.startswith("fs_")
+    return CallFacts(
+        tool=tool.name,
+        group=group,
+        source=ctx.source,
+        path=ctx.resolve(target) if (target and is_path) else None,
+        command=target if (target and not is_path) else None,
+        workdir=ctx.workdir,
+    )
+
+
+async def approval_details(call: ToolCallRow, ctx: ToolContext, tool: Tool[Any]) -> ApprovalDetails:
+    details = await _shown_details(call, ctx)
+    return replace(details, can_always=proposed_rule(call, tool, ctx.workdir) is not None)
+
+
+async def _shown_details(call: ToolCallRow, ctx: ToolContext) -> ApprovalDetails:
+    try:
+        raw = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        raw = {"arguments": call.arguments}
+    if not isinstance(raw, dict):
+        raw = {"arguments": raw}
+    if call.name == "execute_cmd":
+        workdir = ctx.resolve(str(raw.get("workdir") or "."))
+        return ApprovalDetails(
+            tool_name=call.name, arguments=raw, command=str(raw.get("command", "")), workdir=str(workdir)
+        )
+    preview = await preview_change(call.name, raw, ctx)
+    if preview is not None:
+        return ApprovalDetails(
+            tool_name=call.name,
+            arguments=raw,
+            path=shown_path(Path(preview.path), ctx.workdir),
+            diff=preview.diff,
+            new_file=preview.new_file,
+        )
+    return ApprovalDetails(tool_name=call.name, arguments=raw)

@@ -1,0 +1,140 @@
+"""Receive point R1: fold unread mail into the conversation at a round boundary.
+
+Mail is consumed strictly in ``seq`` order. User, agent and scheduled mail
+become user rows (each its own row; the context builder coalesces them);
+approval decisions were applied when they were accepted and are just passed;
+a pause stops consumption there, unless a later resume cancels it out. The
+user rows and the cursor move commit in **one** transaction — that is the
+mailbox's exactly-once effect.
+
+A stop is never consumed here, and while one is unread nothing is: the turn
+ends cancelled and the session worker consumes the stop afterwards, counting
+and dropping what was still queued (never stored as conversation).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from sqlalchemy import Connection
+
+from runtime.mailbox import ControlAction, ControlBody, Envelope, Mailbox, MailKind
+from runtime.mailbox.envelope import AgentMessageBody, ScheduledTurnBody, UserMessageBody
+from runtime.storage.db import Database, durable
+from runtime.storage.history import HistoryStore
+
+
+class Injected(enum.Enum):
+    NOTHING = "nothing"
+    MESSAGES = "messages"
+    PAUSE = "pause"
+    STOP = "stop"
+
+
+def mail_text(envelope: Envelope) -> str | None:
+    """The conversation text a piece of mail contributes, or ``None``."""
+    body = envelope.body
+    if isinstance(body, UserMessageBody):
+        return body.text
+    if isinstance(body, AgentMessageBody):
+        return f"[mail {envelope.id} from {envelope.sender.kind} {envelope.sender.ref or ''}]\n{body.text}"
+    if isinstance(body, ScheduledTurnBody):
+        return body.text
+    return None
+
+
+def is_synthetic(envelope: Envelope) -> bool:
+    body = envelope.body
+    return isinstance(body, ScheduledTurnBody) or (isinstance(body, UserMessageBody) and body.is_synthetic)
+
+
+def control_action(envelope: Envelope) -> ControlAction | None:
+    if envelope.kind == MailKind.CONTROL and isinstance(envelope.body, ControlBody):
+        return envelope.body.action
+    return None
+
+
+def stop_pending(unread: list[Envelope]) -> bool:
+    return any(control_action(e) == ControlAction.STOP for e in unread)
+
+
+def take_until_pause(unread: list[Envelope]) -> tuple[list[Envelope], bool]:
+    """The mail R1 consumes now, and whether it ends in a pause that holds.
+
+    A pause followed by a resume (``/pause`` then ``/resume`` before the next
+    step) cancels out: both are consumed and the turn goes on.
+    """
+    for index, envelope in enumerate(unread):
+        if control_action(envelope) != ControlAction.PAUSE:
+            continue
+        later = [control_action(e) for e in unread[index + 1 :]]
+        if ControlAction.RESUME in later:
+            continue
+        return unread[: index + 1], True
+    return list(unread), False
+
+
+async def inject_mail(
+    db: Database,
+    mailbox: Mailbox,
+    history: HistoryStore,
+    session_id: int,
+    turn_id: int,
+    unread: list[Envelope] | None = None,
+) -> Injected:
+    """``unread`` may be handed in when the caller has just read it (saves a query)."""
+    if unread is None:
+        unread = await mailbox.unread(session_id)
+    if stop_pending(unread):
+        return Injected.STOP
+    taken, pause = take_until_pause(unread)
+    if not taken:
+        return Injected.NOTHING
+    await durable(_commit(db, mailbox, history, session_id, turn_id, taken))
+    if pause:
+        return Injected.PAUSE
+    return Injected.MESSAGES if any(mail_text(e) is not None for e in taken) else Injected.NOTHING
+
+
+async def _commit(
+    db: Database, mailbox: Mailbox, history: HistoryStore, session_id: int, turn_id: int, mail: list[Envelope]
+) -> None:
+    await db.write_sync(lambda tx: fold_into_turn(tx, mailbox, history, session_id, turn_id, mail))
+
+
+def fold_into_turn(
+    tx: Connection,
+    mailbox: Mailbox,
+    history: HistoryStore,
+    session_id: int,
+    turn_id: int,
+    mail: list[Envelope],
+) -> None:
+    """Inside the caller's (synchronous) transaction: each piece of mail its own user row, then the cursor."""
+    if not mail:
+        return
+    for envelope in mail:
+        text = mail_text(envelope)
+        if text is None:
+            continue
+        history.add_user_row(
+            tx,
+            session_id=session_id,
+            turn_id=turn_id,
+            content=text,
+            is_synthetic=is_synthetic(envelope),
+            mail_seq=envelope.seq,
+            meta=_meta(envelope),
+        )
+    mailbox.advance(tx, session_id, max(e.seq for e in mail))
+
+
+def _meta(envelope: Envelope) -> dict[str, object]:
+    body = envelope.body
+    meta: dict[str, object] = {"envelope_id": envelope.id}
+    if isinstance(body, UserMessageBody):
+        if body.attachments:
+            meta["attachments"] = [a.model_dump(mode="json") for a in body.attachments]
+        if body.chat_message_id is not None:
+            meta["chat_message_id"] = body.chat_message_id
+    return meta

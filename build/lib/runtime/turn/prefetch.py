@@ -1,0 +1,113 @@
+"""A new turn's first LLM request, sent while the turn is being opened.
+
+Opening a turn is a durable write (the turn row, the user's message as a
+history row, the mailbox cursor) — about a millisecond and a half on the hot
+path. The first request does not need it to have landed: asking the model has
+no effect anywhere, and nothing the model says is acted on (shown, stored,
+executed) before the turn runs, after the write committed. So the session
+worker builds the first round's context from the history it holds plus the
+mail it is about to fold in, sends that request at once, and opens the turn
+as soon as the endpoint has it (:meth:`Prefetch.under_way`), while the model
+thinks.
+
+The turn's first round then builds its context from what was stored, as
+always, and *adopts* the request only if the messages are exactly those the
+request carried (it uses the request's clock reading for that); otherwise
+it cancels the request and asks again. So a prefetched request can make a
+turn faster, never different.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime
+
+from runtime.llm.types import (
+    ChatMessage,
+    LLMClient,
+    LLMRound,
+    StreamEvent,
+    StreamSink,
+    StreamStarted,
+    ToolSpec,
+)
+from runtime.mailbox import Envelope
+from runtime.storage.history_tail import HistoryEntry, without_orphans
+from runtime.storage.models import HistoryRow, Role
+from runtime.turn.context import ContextSettings, build_messages
+from runtime.turn.inject import mail_text
+
+PROVISIONAL_TURN = -1
+"""The turn id the not-yet-stored rows carry: a turn of its own, as the real id will be."""
+
+
+class Prefetch:
+    """One streamed request in flight, its events held until a round adopts it."""
+
+    def __init__(
+        self, llm: LLMClient, messages: list[ChatMessage], tools: Sequence[ToolSpec], now: datetime
+    ) -> None:
+        self.messages = messages
+        self.now = now  # the clock reading the context was built with
+        self._started = asyncio.Event()
+        self._held: list[StreamEvent] = []
+        self._sink: StreamSink | None = None
+        self._task = asyncio.get_running_loop().create_task(
+            llm.stream_round(messages, tools, self._forward), name="llm-prefetch"
+        )
+
+    async def _forward(self, event: StreamEvent) -> None:
+        if isinstance(event, StreamStarted):
+            self._started.set()
+        if self._sink is None:
+            self._held.append(event)
+        else:
+            await self._sink(event)
+
+    async def under_way(self, patience: float) -> None:
+        """Return once the endpoint has the request (or it ended, or ``patience`` ran out).
+
+        The event loop and the database's worker thread share one interpreter
+        lock, so the request goes out first and the turn opens while the model
+        thinks, rather than both crawling side by side.
+        """
+        started = asyncio.ensure_future(self._started.wait())
+        try:
+            await asyncio.wait({started, self._task}, timeout=patience, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            started.cancel()
+
+    async def adopt(self, sink: StreamSink) -> LLMRound:
+        """The round's result, its events (those so far first) going to ``sink``; a cancel closes it."""
+        try:
+            while self._held:
+                await sink(self._held.pop(0))
+            self._sink = sink
+            return await self._task
+        except asyncio.CancelledError:
+            self.cancel()
+            raise
+
+    def cancel(self) -> None:
+        self._task.cancel()
+        self._task.add_done_callback(_settled)
+
+
+def _settled(task: asyncio.Task[LLMRound]) -> None:
+    """A request nobody adopted: its failure, if any, is nobody's to report."""
+    if not task.cancelled():
+        task.exception()
+
+
+def provisional_messages(
+    entries: list[HistoryEntry], mail: list[Envelope], settings: ContextSettings, now: datetime
+) -> list[ChatMessage]:
+    """The context the turn's first round will build once ``mail`` is stored as user rows
+    (and the opening has marked unanswered rows failed)."""
+    rows = [
+        HistoryEntry(HistoryRow(session_id=0, turn_id=PROVISIONAL_TURN, role=Role.USER, content=text), [])
+        for text in (mail_text(envelope) for envelope in mail)
+        if text is not None
+    ]
+    return build_messages([*without_orphans(entries), *rows], settings, now)

@@ -1,0 +1,50 @@
+"""Every string the *model* reads, in one place (user-facing text lives in locales/).
+
+These are fixed English so that prompts stay byte-stable and behave the same
+for every user language.
+"""
+
+from __future__ import annotations
+
+CANCELLED_BY_USER = "Cancelled by user."
+DENIED_BY_POLICY = "Tool call denied by approval policy."
+AUTO_DENIED = "Tool call auto-denied: this session does not support approval requests."
+INTERRUPTED = (
+    "Error: tool call was interrupted (connection lost before user approval). Please retry the operation."
+)
+APPROVAL_TIMED_OUT = "Approval timed out."
+UNKNOWN_TOOL = "unknown tool {name!r}. Available tools: {names}."  # stored bare; read via failed_result
+
+
+def expiry_message(reason: str | None) -> str:
+    """An approval that ended without a decision: timed out, or never shown (``reason``)."""
+    return f"Approval could not be asked: {reason}." if reason else APPROVAL_TIMED_OUT
+
+
+def exhausted(rounds: int) -> str:
+    return f"Exceeded {rounds} tool-call rounds without a final answer."
+
+
+def rejection_message(reason: str | None) -> str:
+    """The one rejection text the model reads, with the user's reason verbatim."""
+    reason = (reason or "").strip()
+    return f"User rejected this tool call. Reason: {reason}" if reason else "User rejected this tool call."
+
+
+def hidden_result(name: str, length: int, limit: int) -> str:
+    return (
+        f"[Tool response for `{name}` hidden: response was {length} chars, exceeding the "
+        f"{limit}-char limit. Call the tool again if you need this information.]"
+    )
+
+
+ERROR_PREFIX = "Error: "
+
+
+def failed_result(error: str) -> str:
+    """A failed call's result as the model reads it: one ``Error:`` prefix, never two.
+
+    The one place that adds it: results are stored bare, but rows stored before that rule
+    (``Error: unknown tool …``) already carry it.
+    """
+    return error if error.startswith(ERROR_PREFIX) else ERROR_PREFIX + error
