@@ -4,6 +4,7 @@ from the source tree, ``agentgram`` starts, finds its locales and checks a confi
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -14,6 +15,17 @@ import yaml
 from tests.conftest import config_mapping
 
 ROOT = Path(__file__).resolve().parents[1]
+_NOT_SOURCE = (
+    ".git",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".*_cache",
+    ".hypothesis",
+    ".venv",
+    "data",
+)
 
 
 def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -26,8 +38,10 @@ def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
 def _fresh_venv_with_the_wheel(tmp_path: Path) -> Path:
     """A new venv holding only the wheel; its dependencies come from this test run's environment
     (a .pth file adds its site-packages), so the test needs no network."""
+    source = tmp_path / "src"  # setuptools writes build/ beside the sources: keep the tree clean
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
     built = _run(
-        sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp_path / "dist", ROOT, cwd=tmp_path
+        sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp_path / "dist", source, cwd=tmp_path
     )
     assert built.returncode == 0, built.stderr
     (wheel,) = (tmp_path / "dist").glob("agentgram-*.whl")

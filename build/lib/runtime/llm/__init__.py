@@ -1,1 +1,0 @@
-"""The LLM seam: provider-neutral message types and the client protocol."""

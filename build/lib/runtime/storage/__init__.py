@@ -1,1 +1,0 @@
-"""Durable state: SQLModel tables, the engine with SQLite's write rules, migrations."""

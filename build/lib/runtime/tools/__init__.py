@@ -1,1 +1,0 @@
-"""Tools the agent can call: a typed base class, a registry, built-ins."""
