@@ -68,6 +68,8 @@ class Retry:
     attempts: int | None
     first_delay: float = 0.5
     max_delay: float = 30.0
+    max_wait: float | None = None
+    """The longest 429 ``retry_after`` worth waiting for; a longer one raises (``None``: any)."""
 
     def another(self, attempt: int) -> bool:
         return self.attempts is None or attempt < self.attempts
@@ -98,9 +100,9 @@ async def with_retry(call: Callable[[], Awaitable[T]], retry: Retry, what: str) 
         except _PERMANENT:
             raise
         except RetryAfter as error:
-            if not retry.another(attempt):
-                raise
             wait = _seconds(error.retry_after) + 0.1
+            if not retry.another(attempt) or (retry.max_wait is not None and wait > retry.max_wait):
+                raise
             log.info("%s: Telegram asks to wait %.1fs (429)", what, wait)
         except TelegramError as error:  # 5xx, timeouts, network, invalid JSON
             if not retry.another(attempt):

@@ -17,18 +17,15 @@ transient failure and otherwise given up — it never costs the decision.
 
 from __future__ import annotations
 
-import asyncio
-import warnings
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import timedelta
 
 from telegram import CallbackQuery, Update
-from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
+from telegram.error import TelegramError
 from telegram.ext import BaseHandler, CallbackQueryHandler, ContextTypes
-from telegram.warnings import PTBDeprecationWarning
 
 from bot.telegram.callback_data import Button, ButtonAction, decode
 from bot.telegram.context import BotContext, bot_context
+from bot.telegram.sender import Retry, with_retry
 from runtime.log import get_logger
 
 log = get_logger("telegram.buttons")
@@ -53,54 +50,24 @@ def callback_query(update: Update) -> CallbackQuery:
     return query
 
 
-ANSWER_PATIENCE = 3.0
-"""Longest wait (seconds) before the one retry of an answer; a 429 asking for more is given up."""
-ANSWER_RETRY_DELAY = 0.3
-"""Pause before retrying an answer after a 5xx or a network failure."""
+ANSWER_RETRY = Retry(attempts=2, first_delay=0.3, max_wait=3.0)
+"""One retry of an answer: after a 5xx or a network failure, or a 429 asking for at most 3 s —
+a toast is only useful within seconds."""
 
 
 async def answer(update: Update, text: str | None = None) -> None:
     """Answer the press: show the toast ``text`` and stop the spinner.
 
     Never raises: callers answer after the press took effect, and a lost
-    answer must not break the update. A transient failure (5xx, timeout,
-    dropped connection, a 429 asking for at most :data:`ANSWER_PATIENCE`) is
-    retried once; a refusal (the query expired or was answered already) is
-    not, as a retry cannot change it.
+    answer must not break the update. A transient failure is retried once
+    (:data:`ANSWER_RETRY`); a refusal (the query expired or was answered
+    already) is not, as a retry cannot change it.
     """
     query = callback_query(update)
-    retry_in = await _try_answer(query, text)
-    if retry_in is None:
-        return
-    if retry_in > ANSWER_PATIENCE:
-        log.warning("button answer given up: Telegram asks to wait %.0fs", retry_in)
-        return
-    await asyncio.sleep(retry_in)
-    if await _try_answer(query, text) is not None:
-        log.warning("button answer failed twice; given up")
-
-
-async def _try_answer(query: CallbackQuery, text: str | None) -> float | None:
-    """One attempt: ``None`` when answered (or refused for good), else seconds to wait before a retry."""
     try:
-        await query.answer(text)
-    except RetryAfter as error:
-        return _retry_after(error)
-    except BadRequest as error:  # a NetworkError subclass, but final: expired or already answered
-        log.warning("button answer refused: %s", error.message)
-    except NetworkError as error:  # 5xx, timeouts, dropped connections
-        log.info("button answer failed: %s", error)
-        return ANSWER_RETRY_DELAY
+        await with_retry(lambda: query.answer(text), ANSWER_RETRY, "button answer")
     except TelegramError as error:
-        log.warning("button answer refused: %s: %s", type(error).__name__, error)
-    return None
-
-
-def _retry_after(error: RetryAfter) -> float:
-    with warnings.catch_warnings():  # PTB 22 warns on the int form unless PTB_TIMEDELTA is set
-        warnings.simplefilter("ignore", PTBDeprecationWarning)
-        value = error.retry_after
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+        log.warning("button answer given up: %s: %s", type(error).__name__, error)
 
 
 async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

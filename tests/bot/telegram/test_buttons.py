@@ -5,7 +5,7 @@ fails is retried once when that can help and never raises."""
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -110,7 +110,7 @@ async def test_a_press_reaches_its_registered_handler(monkeypatch: pytest.Monkey
 
 @pytest.fixture
 def no_pause(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(buttons, "ANSWER_RETRY_DELAY", 0.0)
+    monkeypatch.setattr(buttons, "ANSWER_RETRY", replace(buttons.ANSWER_RETRY, first_delay=0.0))
 
 
 @pytest.mark.parametrize(
