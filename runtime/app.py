@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from runtime.approvals.manager import ApprovalManager, DecisionResult
+from runtime.approvals.manager import ApprovalManager, DecidedBy, DecisionResult
 from runtime.approvals.rules import Rule
 from runtime.approvals.trust import bypass_scope, proposed_rule
 from runtime.config import Settings
@@ -211,7 +211,7 @@ class Runtime:
         for session_id in await self.sessions.sessions_with_mail():
             for envelope in await self.mailbox.unread(session_id):
                 if isinstance(envelope.body, ApprovalDecisionBody):
-                    await self._apply_decision(envelope.body, "replayed")
+                    await self._apply_decision(envelope.body, DecidedBy.REPLAYED)
             self.hub.wake(session_id)
 
     async def _resend_undelivered(self) -> None:
@@ -380,7 +380,13 @@ class Runtime:
         return True
 
     async def decide(
-        self, request_id: str, *, approved: bool, reason: str | None, envelope_id: str, how: str = "button"
+        self,
+        request_id: str,
+        *,
+        approved: bool,
+        reason: str | None,
+        envelope_id: str,
+        how: DecidedBy = DecidedBy.BUTTON,
     ) -> DecisionResult:
         """A button press or a reply (``how``, for the log): stored as mail first, then applied once."""
         request = await self.approvals.get(request_id)
@@ -398,7 +404,9 @@ class Runtime:
         )
         return await self._apply_decision(body, how)
 
-    async def _apply_decision(self, body: ApprovalDecisionBody, how: str = "button") -> DecisionResult:
+    async def _apply_decision(
+        self, body: ApprovalDecisionBody, how: DecidedBy = DecidedBy.BUTTON
+    ) -> DecisionResult:
         return await self.approvals.decide(body.request_id, body.approved, body.reason, how=how)
 
     # --- trust -----------------------------------------------------------------

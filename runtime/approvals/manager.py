@@ -14,6 +14,7 @@ entry goes when the request is decided or its wait ends.
 from __future__ import annotations
 
 import asyncio
+import enum
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -28,6 +29,20 @@ from runtime.storage.db import Database
 from runtime.storage.models import ApprovalRequestRow, ApprovalRuleRow, ApprovalStatus, ToolCallRow, utcnow
 
 log = get_logger("approvals")
+
+
+class DecidedBy(enum.StrEnum):
+    """How an approval was settled, for the operator's log line."""
+
+    BUTTON = "button"
+    REPLY = "reply"
+    TIMEOUT = "timeout"
+    STOP = "stop"
+    UNSHOWN = "unshown"  # the prompt could not be shown
+    REPLAYED = "replayed"  # a stored decision applied again after a restart
+    RULE = "rule"
+    AUTO_DENY = "auto-deny"  # headless: what would need approval is refused
+
 
 PROMPT_NOT_SHOWN = "the approval prompt could not be shown in the chat"
 """The stored reason of a request :meth:`ApprovalManager.expire_unshown` settled."""
@@ -166,14 +181,14 @@ class ApprovalManager:
             return list((await tx.exec(query.order_by(col(ApprovalRequestRow.created_at)))).all())
 
     async def decide(
-        self, request_id: str, approved: bool, reason: str | None = None, *, how: str = "button"
+        self, request_id: str, approved: bool, reason: str | None = None, *, how: DecidedBy = DecidedBy.BUTTON
     ) -> DecisionResult:
         """Apply the user's decision; ``how`` (button, reply) is for the log line."""
         status = ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED
         return await self._transition(request_id, status, reason, how)
 
     async def _transition(
-        self, request_id: str, status: ApprovalStatus, reason: str | None, how: str
+        self, request_id: str, status: ApprovalStatus, reason: str | None, how: DecidedBy
     ) -> DecisionResult:
         async with self._db.write() as tx:
             row = await tx.get(ApprovalRequestRow, request_id)
@@ -190,7 +205,7 @@ class ApprovalManager:
         return DecisionResult(applied=True, status=status, request=row)
 
     async def expire(self, request_id: str) -> DecisionResult:
-        return await self._transition(request_id, ApprovalStatus.EXPIRED, None, "timeout")
+        return await self._transition(request_id, ApprovalStatus.EXPIRED, None, DecidedBy.TIMEOUT)
 
     async def expire_unshown(self, request_id: str) -> DecisionResult:
         """Expire a request whose prompt the chat adapter could not show.
@@ -200,13 +215,13 @@ class ApprovalManager:
         rejected: the user refused nothing. The reason stays on the row, and the
         model reads it (``texts.expiry_message``).
         """
-        return await self._transition(request_id, ApprovalStatus.EXPIRED, PROMPT_NOT_SHOWN, "unshown")
+        return await self._transition(request_id, ApprovalStatus.EXPIRED, PROMPT_NOT_SHOWN, DecidedBy.UNSHOWN)
 
     async def cancel_session(self, session_id: int) -> list[ApprovalRequestRow]:
         """Cancel every pending request of a session (``/stop``); returns those cancelled."""
         cancelled = []
         for row in await self.pending(session_id):
-            result = await self._transition(row.id, ApprovalStatus.CANCELLED, None, "stop")
+            result = await self._transition(row.id, ApprovalStatus.CANCELLED, None, DecidedBy.STOP)
             if result.applied and result.request is not None:
                 cancelled.append(result.request)
         return cancelled
@@ -260,7 +275,7 @@ class ApprovalManager:
                 del self._waiters[request_id]
 
 
-def log_decision(request_id: str | None, tool: str, decision: str, how: str, session_id: int) -> None:
+def log_decision(request_id: str | None, tool: str, decision: str, how: DecidedBy, session_id: int) -> None:
     """The operator's one INFO line per approval decision (a rule's decisions have no request)."""
     log.info(
         "approval %s tool=%s decision=%s how=%s session=%s",

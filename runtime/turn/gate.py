@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from runtime.approvals.manager import ApprovalManager, log_decision
+from runtime.approvals.manager import ApprovalManager, DecidedBy, log_decision
 from runtime.approvals.rules import Action, CallFacts, shown_path
 from runtime.approvals.trust import proposed_rule
 from runtime.errors import ToolError
@@ -50,13 +50,13 @@ async def run_approval_gate(
     facts = call_facts(tool, args, ctx)
     action = deps.approvals.check(session.id, facts)
     if action == Action.ALLOW:
-        log_decision(None, call.name, ApprovalStatus.APPROVED, "rule", session.id)
+        log_decision(None, call.name, ApprovalStatus.APPROVED, DecidedBy.RULE, session.id)
         return Proceed()
     if action == Action.DENY:
-        log_decision(None, call.name, ApprovalStatus.REJECTED, "rule", session.id)
+        log_decision(None, call.name, ApprovalStatus.REJECTED, DecidedBy.RULE, session.id)
         return await _reject(deps, call, texts.DENIED_BY_POLICY)
     if session.auto_deny_approvals:
-        log_decision(None, call.name, ApprovalStatus.REJECTED, "auto-deny", session.id)
+        log_decision(None, call.name, ApprovalStatus.REJECTED, DecidedBy.AUTO_DENY, session.id)
         return await _reject(deps, call, texts.AUTO_DENIED)
     request, fresh = await deps.approvals.request_for_call(session.id, call.id, address.chat_id)
     if request.status == ApprovalStatus.PENDING and (fresh or request.message_id is None):

@@ -20,6 +20,7 @@ from bot.telegram.context import BotContext, bot_context, envelope_id
 from bot.telegram.render import escape
 from bot.telegram.sender import send_html
 from runtime.app import PostResult
+from runtime.approvals.manager import DecidedBy
 from runtime.storage.models import ApprovalStatus, ChatSession
 
 _ACK = {
@@ -103,7 +104,7 @@ async def _reject_with_reason(update: Update, ctx: BotContext) -> bool:
             return True
         request_id = request.id
     result = await ctx.runtime.decide(
-        request_id, approved=False, reason=message.text, envelope_id=envelope_id(update), how="reply"
+        request_id, approved=False, reason=message.text, envelope_id=envelope_id(update), how=DecidedBy.REPLY
     )
     if not result.applied:
         await _say_stale(update, ctx)
