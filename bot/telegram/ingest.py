@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import timedelta
 from typing import Any
 
 from telegram import Update
 from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application
 
+from bot.telegram.sender import retry_after_seconds
 from runtime.log import get_logger
 from runtime.mailbox import Checkpoint
 from runtime.storage.models import DeadLetter
@@ -125,8 +125,7 @@ class Ingest:
 
     def _retry_delay(self, error: BaseException | None, failures: int) -> float:
         if isinstance(error, RetryAfter):
-            delay = error.retry_after
-            seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+            seconds = retry_after_seconds(error)
             log.warning("getUpdates: Telegram asks to wait %.0fs (429)", seconds)
             return seconds
         backoff = min(FIRST_RETRY * 2 ** (failures - 1), MAX_RETRY)

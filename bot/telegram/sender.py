@@ -87,7 +87,9 @@ _PERMANENT = (BadRequest, Forbidden, InvalidToken, ChatMigrated, Conflict)
 """Refusals a retry cannot change (``BadRequest`` is a ``NetworkError`` subclass: check it first)."""
 
 
-def _seconds(delay: float | timedelta) -> float:
+def retry_after_seconds(error: RetryAfter) -> float:
+    """A 429's ``retry_after`` in seconds (PTB gives a timedelta or a number)."""
+    delay = error.retry_after
     return delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
 
 
@@ -100,7 +102,7 @@ async def with_retry(call: Callable[[], Awaitable[T]], retry: Retry, what: str) 
         except _PERMANENT:
             raise
         except RetryAfter as error:
-            wait = _seconds(error.retry_after) + 0.1
+            wait = retry_after_seconds(error) + 0.1
             if not retry.another(attempt) or (retry.max_wait is not None and wait > retry.max_wait):
                 raise
             log.info("%s: Telegram asks to wait %.1fs (429)", what, wait)
