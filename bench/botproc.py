@@ -61,8 +61,8 @@ async def start_bot(args: argparse.Namespace) -> Callable[[], Awaitable[None]]:
         application = build_baseline(TOKEN, args.tg, args.llm, MODEL)
         await start_baseline(application)
         return lambda: stop_baseline(application)
-    from bot.cli import freeze_startup_heap
-    from bot.telegram.app import TelegramBot
+    from agentgram.bot.cli import freeze_startup_heap
+    from agentgram.bot.telegram.app import TelegramBot
 
     users = [int(u) for u in args.users.split(",")]
     settings = agentgram_settings(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from runtime.config import Settings, settings_from_mapping
+from agentgram.runtime.config import Settings, settings_from_mapping
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "bench" / "results"

@@ -33,12 +33,12 @@ from typing import Any
 
 import psutil
 
+from agentgram.runtime.app import Runtime
+from agentgram.runtime.config import Settings, settings_from_mapping
+from agentgram.runtime.scheduler.models import JobRun, TicRun
+from agentgram.runtime.scheduler.tic import Run
 from bench.common import MODEL, machine, row, write_results
 from bench.fakes import last_user_text
-from runtime.app import Runtime
-from runtime.config import Settings, settings_from_mapping
-from runtime.scheduler.models import JobRun, TicRun
-from runtime.scheduler.tic import Run
 from tests.fakes.openai_server import FakeOpenAI, Reply, Text
 
 CHAT = 4001

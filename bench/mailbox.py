@@ -30,11 +30,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentgram.runtime.mailbox import (
+    Envelope,
+    Mailbox,
+    MemoryMailbox,
+    Sender,
+    SenderKind,
+    SqlMailbox,
+    UserMessageBody,
+)
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.migrations import migrate
+from agentgram.runtime.storage.sessions import SessionStore
 from bench.common import machine, row, write_results
-from runtime.mailbox import Envelope, Mailbox, MemoryMailbox, Sender, SenderKind, SqlMailbox, UserMessageBody
-from runtime.storage.db import Database
-from runtime.storage.migrations import migrate
-from runtime.storage.sessions import SessionStore
 
 TARGET = 2000.0  # envelopes/s on SQLite with durability on (issue 4)
 

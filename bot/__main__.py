@@ -1,7 +1,7 @@
-"""``python -m bot`` is the same as the ``agentgram`` command."""
+"""``python -m agentgram.bot`` is the same as the ``agentgram`` command."""
 
 import sys
 
-from bot.cli import main
+from agentgram.bot.cli import main
 
 sys.exit(main())

@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING
 
 from telegram.error import InvalidToken, TelegramError
 
-from bot import doctor, init
-from bot.config_check import check_config
-from runtime.config import Settings, masked
-from runtime.errors import ConfigError
-from runtime.log import configure, get_logger
-from runtime.storage.lock import AlreadyRunning, InstanceLock, fingerprint
+from agentgram.bot import doctor, init
+from agentgram.bot.config_check import check_config
+from agentgram.runtime.config import Settings, masked
+from agentgram.runtime.errors import ConfigError
+from agentgram.runtime.log import configure, get_logger
+from agentgram.runtime.storage.lock import AlreadyRunning, InstanceLock, fingerprint
 
 if TYPE_CHECKING:
-    from bot.telegram.app import TelegramBot
+    from agentgram.bot.telegram.app import TelegramBot
 
 log = get_logger("cli")
 EXIT_CONFIG = 2
@@ -104,7 +104,7 @@ async def _run(settings: Settings) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        from bot.telegram.app import TelegramBot
+        from agentgram.bot.telegram.app import TelegramBot
 
         bot = TelegramBot(settings)
         try:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from runtime.config import Settings
-from runtime.config_check import RUNTIME_CHECKS, Check, CheckProblem, validate_config
+from agentgram.runtime.config import Settings
+from agentgram.runtime.config_check import RUNTIME_CHECKS, Check, CheckProblem, validate_config
 
 EXAMPLE_USER_ID = 123456789
 """The user id ``config.example.yml`` ships with; nobody can talk to a bot that allows only it."""

@@ -27,14 +27,14 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from bot import probes
-from bot.config_check import check_config
-from bot.probes import ProbeFailed
-from runtime.config import ConfigInvalid, Settings, parse_config
-from runtime.config_check import writable_dir_problem
-from runtime.errors import ConfigError
-from runtime.storage.db import Database
-from runtime.storage.migrations import migrate
+from agentgram.bot import probes
+from agentgram.bot.config_check import check_config
+from agentgram.bot.probes import ProbeFailed
+from agentgram.runtime.config import ConfigInvalid, Settings, parse_config
+from agentgram.runtime.config_check import writable_dir_problem
+from agentgram.runtime.errors import ConfigError
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.migrations import migrate
 
 OWN_LINES = {"agent.workdir": "workdir", "storage.url": "database"}
 """Config keys whose problems are shown on their own check's line."""

@@ -38,11 +38,11 @@ from typing import Any, TextIO
 import yaml
 from telegram.error import TelegramError
 
-from bot import probes
-from bot.config_check import EXAMPLE_USER_ID, check_config
-from bot.probes import ProbeFailed
-from runtime.config import ConfigInvalid, http_url
-from runtime.config_check import writable_dir_problem
+from agentgram.bot import probes
+from agentgram.bot.config_check import EXAMPLE_USER_ID, check_config
+from agentgram.bot.probes import ProbeFailed
+from agentgram.runtime.config import ConfigInvalid, http_url
+from agentgram.runtime.config_check import writable_dir_problem
 
 DEFAULT_LLM_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"

@@ -21,11 +21,11 @@ from telegram import Bot, User
 from telegram.constants import ChatType
 from telegram.error import InvalidToken, TelegramError
 
-from runtime.config import LLMSettings
-from runtime.errors import LLMError
-from runtime.llm.openai_client import OpenAIClient
-from runtime.llm.types import StreamEvent, ToolSpec, UserMessage
-from runtime.log import redact, register_secret
+from agentgram.runtime.config import LLMSettings
+from agentgram.runtime.errors import LLMError
+from agentgram.runtime.llm.openai_client import OpenAIClient
+from agentgram.runtime.llm.types import StreamEvent, ToolSpec, UserMessage
+from agentgram.runtime.log import redact, register_secret
 
 PROBE_TIMEOUT = 15.0
 """Seconds for one listing of models; a completion gets up to :data:`COMPLETION_TIMEOUT`."""

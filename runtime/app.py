@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from runtime.approvals.manager import ApprovalManager, DecidedBy, DecisionResult
-from runtime.approvals.rules import Rule
-from runtime.approvals.trust import bypass_scope, proposed_rule
-from runtime.config import Settings
-from runtime.errors import MailboxFull
-from runtime.events import Address, DurableOutput, EventBus, Notice, RoundEnded
-from runtime.llm.types import LLMClient
-from runtime.log import get_logger, register_secret
-from runtime.mailbox import (
+from agentgram.runtime.approvals.manager import ApprovalManager, DecidedBy, DecisionResult
+from agentgram.runtime.approvals.rules import Rule
+from agentgram.runtime.approvals.trust import bypass_scope, proposed_rule
+from agentgram.runtime.config import Settings
+from agentgram.runtime.errors import MailboxFull
+from agentgram.runtime.events import Address, DurableOutput, EventBus, Notice, RoundEnded
+from agentgram.runtime.llm.types import LLMClient
+from agentgram.runtime.log import get_logger, register_secret
+from agentgram.runtime.mailbox import (
     ApprovalDecisionBody,
     Checkpoint,
     ControlAction,
@@ -37,13 +37,13 @@ from runtime.mailbox import (
     SqlMailbox,
     UserMessageBody,
 )
-from runtime.prompt import build_static_prompt
-from runtime.scheduler.service import SchedulerService
-from runtime.sessions.hub import HubOptions, SessionHub, address_of
-from runtime.storage.db import Database
-from runtime.storage.history import HistoryStore
-from runtime.storage.migrations import migrate
-from runtime.storage.models import (
+from agentgram.runtime.prompt import build_static_prompt
+from agentgram.runtime.scheduler.service import SchedulerService
+from agentgram.runtime.sessions.hub import HubOptions, SessionHub, address_of
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.history import HistoryStore
+from agentgram.runtime.storage.migrations import migrate
+from agentgram.runtime.storage.models import (
     ApprovalRequestRow,
     ApprovalStatus,
     ChatSession,
@@ -52,15 +52,15 @@ from runtime.storage.models import (
     TurnStatus,
     utcnow,
 )
-from runtime.storage.outbox import OutboxStore
-from runtime.storage.sessions import SessionStore
-from runtime.tools.base import ToolRegistry
-from runtime.tools.builtin import default_registry
-from runtime.tools.files import secret_paths
-from runtime.tools.processes import SqlProcessLedger
-from runtime.tools.schedule import schedule_tools
-from runtime.turn.context import ContextSettings
-from runtime.turn.loop import TurnServices, call_summary
+from agentgram.runtime.storage.outbox import OutboxStore
+from agentgram.runtime.storage.sessions import SessionStore
+from agentgram.runtime.tools.base import ToolRegistry
+from agentgram.runtime.tools.builtin import default_registry
+from agentgram.runtime.tools.files import secret_paths
+from agentgram.runtime.tools.processes import SqlProcessLedger
+from agentgram.runtime.tools.schedule import schedule_tools
+from agentgram.runtime.turn.context import ContextSettings
+from agentgram.runtime.turn.loop import TurnServices, call_summary
 
 log = get_logger("runtime")
 
@@ -145,7 +145,7 @@ class Runtime:
         self.workdir = settings.agent.workdir.expanduser().resolve()
         self.timezone, self.timezone_name = local_zone(settings)
         if llm is None:
-            from runtime.llm.openai_client import OpenAIClient
+            from agentgram.runtime.llm.openai_client import OpenAIClient
 
             llm = OpenAIClient(settings.llm)
         self.llm = llm

@@ -35,7 +35,7 @@ from pydantic import (
     field_validator,
 )
 
-from runtime.errors import ConfigError
+from agentgram.runtime.errors import ConfigError
 
 ENV_PREFIX = "AGENTGRAM_"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

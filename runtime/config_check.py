@@ -34,8 +34,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, InvalidRequestError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from runtime.config import ConfigInvalid, Settings, parse_config
-from runtime.errors import ConfigError
+from agentgram.runtime.config import ConfigInvalid, Settings, parse_config
+from agentgram.runtime.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +66,8 @@ def validate_config(
 
 
 def check_tic_cron(settings: Settings) -> Iterator[CheckProblem]:
-    from runtime.scheduler.models import TicState
-    from runtime.scheduler.plan import tic_plan
+    from agentgram.runtime.scheduler.models import TicState
+    from agentgram.runtime.scheduler.plan import tic_plan
 
     try:
         tic_plan(settings.tic, TicState(), UTC, datetime.now(UTC))
@@ -77,7 +77,7 @@ def check_tic_cron(settings: Settings) -> Iterator[CheckProblem]:
 
 
 def check_locale(settings: Settings) -> Iterator[CheckProblem]:
-    from runtime.i18n import Translator
+    from agentgram.runtime.i18n import Translator
 
     try:
         Translator(default=settings.locale.default)
@@ -86,7 +86,7 @@ def check_locale(settings: Settings) -> Iterator[CheckProblem]:
 
 
 def _available_locales(error: ConfigError) -> str:
-    from runtime.i18n import Translator
+    from agentgram.runtime.i18n import Translator
 
     if error.key != "locale.default":
         return ""  # a broken .ftl file: the translator cannot load at all

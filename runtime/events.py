@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from runtime.errors import Failure
-from runtime.log import get_logger
+from agentgram.runtime.errors import Failure
+from agentgram.runtime.log import get_logger
 
 log = get_logger("events")
 

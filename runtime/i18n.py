@@ -25,17 +25,17 @@ from pathlib import Path
 from fluent.runtime import FluentBundle, FluentResource
 from fluent.syntax import ast
 
-from runtime.errors import ConfigError
-from runtime.log import get_logger
+from agentgram.runtime.errors import ConfigError
+from agentgram.runtime.log import get_logger
 
 log = get_logger("i18n")
 
 
 
 def _locales_dir() -> Path:
-    """``runtime/locales`` in an installed wheel (package data, see setup.py), else the source
+    """``agentgram/runtime/locales`` in an installed wheel (package data, see setup.py), else the source
     tree's top-level ``locales/``."""
-    installed = Path(str(importlib.resources.files("runtime"))) / "locales"
+    installed = Path(str(importlib.resources.files("agentgram.runtime"))) / "locales"
     return installed if installed.is_dir() else Path(__file__).resolve().parents[1] / "locales"
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runtime.config import Settings, settings_from_mapping
+from agentgram.runtime.config import Settings, settings_from_mapping
 from tests.fakes.openai_server import FakeOpenAI
 
 os.environ.setdefault("PTB_TIMEDELTA", "1")  # PTB 22: retry_after as timedelta, no deprecation warning

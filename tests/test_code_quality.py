@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
-from runtime.config import settings_from_mapping
+from agentgram.runtime.config import settings_from_mapping
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,5 +1,6 @@
 """A built wheel works on its own: installed (not editable) into a fresh virtual environment, away
-from the source tree, ``agentgram`` starts, finds its locales and checks a config."""
+from the source tree, ``agentgram`` starts, finds its locales and checks a config — and it installs
+only ``agentgram.*``, no generic top-level ``bot`` or ``runtime``."""
 
 from __future__ import annotations
 
@@ -64,12 +65,18 @@ def test_a_built_wheel_installs_into_a_fresh_venv_and_checks_a_config(tmp_path: 
     where = _run(
         venv / "bin" / "python",
         "-c",
-        "import bot, runtime.i18n as i; print(bot.__file__); print(i.DEFAULT_LOCALES_DIR)",
+        "import agentgram.bot as bot, agentgram.runtime.i18n as i; print(bot.__file__); print(i.DEFAULT_LOCALES_DIR)",
         cwd=tmp_path,
     )
+    assert where.returncode == 0, where.stderr
     module, locales = where.stdout.split()
     assert module.startswith(str(venv)) and locales.startswith(str(venv)), "the wheel's code, not the tree's"
     assert {p.name for p in Path(locales).iterdir()} >= {"en", "ru"}
+    for generic in ("bot", "runtime"):  # installed only under the agentgram namespace
+        found = _run(venv / "bin" / "python", "-c", f"import {generic}", cwd=tmp_path)
+        assert found.returncode != 0 and "No module named" in found.stderr, (
+            f"a top-level {generic!r} is installed"
+        )
 
     config = tmp_path / "config.yml"
     config.write_text(yaml.safe_dump(config_mapping(tmp_path, "http://127.0.0.1:9/v1")))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
-from runtime.log import get_logger
+from agentgram.runtime.log import get_logger
 
 log = get_logger("telegram.access")
 

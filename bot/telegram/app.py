@@ -22,19 +22,19 @@ from functools import partial
 from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, ContextTypes
 
-from bot.telegram import handlers
-from bot.telegram.context import KEY, BotContext
-from bot.telegram.delivery import Delivery
-from bot.telegram.format_rules import TELEGRAM_FORMAT_RULES
-from bot.telegram.handlers.commands import menu
-from bot.telegram.ingest import Ingest
-from bot.telegram.ratelimit import MessageRateLimiter
-from bot.telegram.sender import Retry, with_retry
-from runtime.app import Runtime
-from runtime.config import Settings
-from runtime.i18n import Translator
-from runtime.llm.types import LLMClient
-from runtime.log import get_logger
+from agentgram.bot.telegram import handlers
+from agentgram.bot.telegram.context import KEY, BotContext
+from agentgram.bot.telegram.delivery import Delivery
+from agentgram.bot.telegram.format_rules import TELEGRAM_FORMAT_RULES
+from agentgram.bot.telegram.handlers.commands import menu
+from agentgram.bot.telegram.ingest import Ingest
+from agentgram.bot.telegram.ratelimit import MessageRateLimiter
+from agentgram.bot.telegram.sender import Retry, with_retry
+from agentgram.runtime.app import Runtime
+from agentgram.runtime.config import Settings
+from agentgram.runtime.i18n import Translator
+from agentgram.runtime.llm.types import LLMClient
+from agentgram.runtime.log import get_logger
 
 log = get_logger("telegram")
 

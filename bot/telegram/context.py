@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from bot.telegram.access_list import AccessList
-from bot.telegram.delivery import Delivery
-from runtime.app import Runtime
-from runtime.config import Settings
-from runtime.i18n import Translator
-from runtime.mailbox import Checkpoint
-from runtime.storage.models import ChatSession
+from agentgram.bot.telegram.access_list import AccessList
+from agentgram.bot.telegram.delivery import Delivery
+from agentgram.runtime.app import Runtime
+from agentgram.runtime.config import Settings
+from agentgram.runtime.i18n import Translator
+from agentgram.runtime.mailbox import Checkpoint
+from agentgram.runtime.storage.models import ChatSession
 
 KEY = "agentgram"
 

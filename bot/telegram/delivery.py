@@ -31,12 +31,21 @@ from dataclasses import dataclass, field
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
-from bot.telegram.prompts import approval_prompt, decided_prompt, decision_line
-from bot.telegram.records import ChatRecords, PromptShown, StatusLine
-from bot.telegram.render import escape, markdown_to_html
-from bot.telegram.sender import BRIEF, ONCE, PERSISTENT, Edit, MessageGroup, Retry, edit_html, send_html
-from bot.telegram.split import split_html
-from runtime.events import (
+from agentgram.bot.telegram.prompts import approval_prompt, decided_prompt, decision_line
+from agentgram.bot.telegram.records import ChatRecords, PromptShown, StatusLine
+from agentgram.bot.telegram.render import escape, markdown_to_html
+from agentgram.bot.telegram.sender import (
+    BRIEF,
+    ONCE,
+    PERSISTENT,
+    Edit,
+    MessageGroup,
+    Retry,
+    edit_html,
+    send_html,
+)
+from agentgram.bot.telegram.split import split_html
+from agentgram.runtime.events import (
     ApprovalRequested,
     ApprovalResolved,
     Notice,
@@ -51,9 +60,9 @@ from runtime.events import (
     TurnFinished,
     TurnStarted,
 )
-from runtime.i18n import Translator
-from runtime.log import get_logger
-from runtime.storage.models import ApprovalStatus, ToolCallStatus
+from agentgram.runtime.i18n import Translator
+from agentgram.runtime.log import get_logger
+from agentgram.runtime.storage.models import ApprovalStatus, ToolCallStatus
 
 log = get_logger("telegram.delivery")
 

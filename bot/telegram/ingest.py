@@ -41,11 +41,11 @@ from telegram import Update
 from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application
 
-from bot.telegram.sender import retry_after_seconds
-from runtime.log import get_logger
-from runtime.mailbox import Checkpoint
-from runtime.storage.models import DeadLetter
-from runtime.storage.sessions import SessionStore
+from agentgram.bot.telegram.sender import retry_after_seconds
+from agentgram.runtime.log import get_logger
+from agentgram.runtime.mailbox import Checkpoint
+from agentgram.runtime.storage.models import DeadLetter
+from agentgram.runtime.storage.sessions import SessionStore
 
 log = get_logger("telegram.ingest")
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
-from bot.telegram.callback_data import Button, ButtonAction, encode
-from bot.telegram.render import escape
-from runtime.events import ApprovalDetails
-from runtime.i18n import Translator
-from runtime.storage.models import ApprovalStatus
+from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
+from agentgram.bot.telegram.render import escape
+from agentgram.runtime.events import ApprovalDetails
+from agentgram.runtime.i18n import Translator
+from agentgram.runtime.storage.models import ApprovalStatus
 
 MAX_SHOWN = 3000
 """Characters of command/diff/arguments shown inline; longer ones are cut with a note."""

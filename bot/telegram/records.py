@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Protocol
 
-from runtime.log import get_logger
+from agentgram.runtime.log import get_logger
 
 log = get_logger("telegram.records")
 

@@ -52,9 +52,9 @@ from telegram.error import (
     TelegramError,
 )
 
-from bot.telegram.render import html_to_text
-from bot.telegram.split import split_html
-from runtime.log import get_logger
+from agentgram.bot.telegram.render import html_to_text
+from agentgram.bot.telegram.split import split_html
+from agentgram.runtime.log import get_logger
 
 log = get_logger("telegram.send")
 

@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from bot.telegram.render import HtmlToken, tokenize_html
+from agentgram.bot.telegram.render import HtmlToken, tokenize_html
 
 __all__ = ["TELEGRAM_LIMIT", "split_html", "split_plain", "utf16_length"]
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from datetime import datetime, tzinfo
 
-from bot.telegram.render import escape
-from runtime.i18n import Translator
-from runtime.scheduler.schedule import (
+from agentgram.bot.telegram.render import escape
+from agentgram.runtime.i18n import Translator
+from agentgram.runtime.scheduler.schedule import (
     CronSchedule,
     IntervalSchedule,
     OnceSchedule,

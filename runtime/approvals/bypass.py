@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from runtime.tools.base import ToolGroup
+from agentgram.runtime.tools.base import ToolGroup
 
 
 @dataclass(slots=True, frozen=True)

@@ -21,12 +21,18 @@ from datetime import UTC, datetime, timedelta
 
 from sqlmodel import col, delete, select
 
-from runtime.approvals.bypass import Bypass, BypassTable
-from runtime.approvals.rules import SEEDED_RULES, Action, CallFacts, Rule, decide
-from runtime.config import ApprovalSettings
-from runtime.log import get_logger
-from runtime.storage.db import Database
-from runtime.storage.models import ApprovalRequestRow, ApprovalRuleRow, ApprovalStatus, ToolCallRow, utcnow
+from agentgram.runtime.approvals.bypass import Bypass, BypassTable
+from agentgram.runtime.approvals.rules import SEEDED_RULES, Action, CallFacts, Rule, decide
+from agentgram.runtime.config import ApprovalSettings
+from agentgram.runtime.log import get_logger
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.models import (
+    ApprovalRequestRow,
+    ApprovalRuleRow,
+    ApprovalStatus,
+    ToolCallRow,
+    utcnow,
+)
 
 log = get_logger("approvals")
 

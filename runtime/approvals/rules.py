@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
-from runtime.tools.base import ToolGroup
+from agentgram.runtime.tools.base import ToolGroup
 
 
 class Action(enum.StrEnum):

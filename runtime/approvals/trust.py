@@ -22,10 +22,10 @@ from glob import escape
 from pathlib import Path
 from typing import Any
 
-from runtime.approvals.rules import Action, Rule, command_is_simple, shown_path
-from runtime.errors import ToolError
-from runtime.storage.models import ToolCallRow
-from runtime.tools.base import Tool, ToolContext, ToolGroup
+from agentgram.runtime.approvals.rules import Action, Rule, command_is_simple, shown_path
+from agentgram.runtime.errors import ToolError
+from agentgram.runtime.storage.models import ToolCallRow
+from agentgram.runtime.tools.base import Tool, ToolContext, ToolGroup
 
 _PREFIX = re.compile(r"\s*\S+\s+\S+\s(?=\s*\S)")
 """The command's first two words and one whitespace character after them, when a third follows."""

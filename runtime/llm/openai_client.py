@@ -31,9 +31,9 @@ from typing import Any
 import openai
 from openai import AsyncOpenAI
 
-from runtime.config import LLMSettings
-from runtime.errors import FailureKind, LLMError, kind_for_status
-from runtime.llm.types import (
+from agentgram.runtime.config import LLMSettings
+from agentgram.runtime.errors import FailureKind, LLMError, kind_for_status
+from agentgram.runtime.llm.types import (
     AssistantMessage,
     ChatMessage,
     LLMRound,
@@ -50,7 +50,7 @@ from runtime.llm.types import (
     Usage,
     UserMessage,
 )
-from runtime.log import get_logger, register_secret
+from agentgram.runtime.log import get_logger, register_secret
 
 log = get_logger("llm")
 

@@ -1,6 +1,6 @@
 """The session mailbox: every input to a session is accepted here as mail first."""
 
-from runtime.mailbox.envelope import (
+from agentgram.runtime.mailbox.envelope import (
     AgentMessageBody,
     ApprovalDecisionBody,
     Checkpoint,
@@ -17,7 +17,7 @@ from runtime.mailbox.envelope import (
     ToolCallFinishedBody,
     UserMessageBody,
 )
-from runtime.mailbox.mailbox import Mailbox, MemoryMailbox, SqlMailbox
+from agentgram.runtime.mailbox.mailbox import Mailbox, MemoryMailbox, SqlMailbox
 
 __all__ = [
     "AgentMessageBody",

@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
-from runtime.errors import StorageError
+from agentgram.runtime.errors import StorageError
 
 T = TypeVar("T")
 R = TypeVar("R")

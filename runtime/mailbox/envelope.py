@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from runtime.storage.models import utcnow
+from agentgram.runtime.storage.models import utcnow
 
 
 class SenderKind(enum.StrEnum):

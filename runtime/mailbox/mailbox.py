@@ -37,10 +37,10 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, update
 from sqlmodel import Session, col, select
 
-from runtime.errors import MailboxFull, StorageError
-from runtime.log import get_logger
-from runtime.mailbox.batch import Batcher
-from runtime.mailbox.envelope import (
+from agentgram.runtime.errors import MailboxFull, StorageError
+from agentgram.runtime.log import get_logger
+from agentgram.runtime.mailbox.batch import Batcher
+from agentgram.runtime.mailbox.envelope import (
     BODY_ADAPTER,
     EXEMPT_FROM_BOUND,
     Checkpoint,
@@ -49,10 +49,10 @@ from runtime.mailbox.envelope import (
     Receipt,
     Sender,
 )
-from runtime.mailbox.unread_view import UnreadView
-from runtime.storage.db import Database, after_commit
-from runtime.storage.models import ChatSession, MailRow, utcnow
-from runtime.storage.sessions import upsert_value
+from agentgram.runtime.mailbox.unread_view import UnreadView
+from agentgram.runtime.storage.db import Database, after_commit
+from agentgram.runtime.storage.models import ChatSession, MailRow, utcnow
+from agentgram.runtime.storage.sessions import upsert_value
 
 log = get_logger("mailbox")
 _MAIL: sa.Table = MailRow.__table__  # type: ignore[attr-defined]

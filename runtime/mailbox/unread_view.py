@@ -6,8 +6,8 @@ cursor move commits, so the consumer it wakes reads its mail without a query.
 
 from __future__ import annotations
 
-from runtime.mailbox.envelope import Envelope
-from runtime.storage.views import SessionViews
+from agentgram.runtime.mailbox.envelope import Envelope
+from agentgram.runtime.storage.views import SessionViews
 
 
 class UnreadView(SessionViews[list[Envelope]]):

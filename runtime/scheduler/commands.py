@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, tzinfo
 
-from runtime.scheduler.schedule import MIN_INTERVAL, USAGE, ScheduleError, parse_schedule
+from agentgram.runtime.scheduler.schedule import MIN_INTERVAL, USAGE, ScheduleError, parse_schedule
 
 MAX_SCHEDULE_WORDS = 5
 _WORD = re.compile(r"\S+")

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from runtime.log import get_logger
-from runtime.mailbox import (
+from agentgram.runtime.log import get_logger
+from agentgram.runtime.mailbox import (
     ControlAction,
     ControlBody,
     Envelope,
@@ -27,17 +27,17 @@ from runtime.mailbox import (
     Sender,
     SenderKind,
 )
-from runtime.scheduler.delivery import Delivery
-from runtime.scheduler.headless import HeadlessTurns, failure
-from runtime.scheduler.jobs import JobStore, job_misfire, job_next_run, job_zone, schedule_of
-from runtime.scheduler.misfire import RecordMissed, RunNow
-from runtime.scheduler.models import JobApprovals, JobRun, JobRunStatus, ScheduledJob
-from runtime.scheduler.part import Part, Shared
-from runtime.scheduler.plan import Notice, run_result
-from runtime.scheduler.schedule import OnceSchedule, describe, to_trigger
-from runtime.storage.db import durable
-from runtime.storage.models import ChatSession, SessionSource
-from runtime.turn.outcome import Cancelled, TurnOutcome
+from agentgram.runtime.scheduler.delivery import Delivery
+from agentgram.runtime.scheduler.headless import HeadlessTurns, failure
+from agentgram.runtime.scheduler.jobs import JobStore, job_misfire, job_next_run, job_zone, schedule_of
+from agentgram.runtime.scheduler.misfire import RecordMissed, RunNow
+from agentgram.runtime.scheduler.models import JobApprovals, JobRun, JobRunStatus, ScheduledJob
+from agentgram.runtime.scheduler.part import Part, Shared
+from agentgram.runtime.scheduler.plan import Notice, run_result
+from agentgram.runtime.scheduler.schedule import OnceSchedule, describe, to_trigger
+from agentgram.runtime.storage.db import durable
+from agentgram.runtime.storage.models import ChatSession, SessionSource
+from agentgram.runtime.turn.outcome import Cancelled, TurnOutcome
 
 if TYPE_CHECKING:
     pass

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 from apscheduler.triggers.date import DateTrigger
 
-from runtime.events import Address, Report
-from runtime.scheduler.held import HeldReports
-from runtime.scheduler.part import Part, Shared
-from runtime.scheduler.plan import HeldReport, Hold, held_digest, plan_delivery
-from runtime.storage.models import ChatSession, SessionSource
+from agentgram.runtime.events import Address, Report
+from agentgram.runtime.scheduler.held import HeldReports
+from agentgram.runtime.scheduler.part import Part, Shared
+from agentgram.runtime.scheduler.plan import HeldReport, Hold, held_digest, plan_delivery
+from agentgram.runtime.storage.models import ChatSession, SessionSource
 
 if TYPE_CHECKING:
     pass

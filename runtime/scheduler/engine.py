@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from runtime.log import get_logger
+from agentgram.runtime.log import get_logger
 
 log = get_logger("scheduler")
 

@@ -12,13 +12,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from runtime.mailbox import Envelope, ScheduledTurnBody, Sender, SenderKind
-from runtime.scheduler.jobs import INTERRUPTED
-from runtime.storage.models import ChatSession, SessionSource, ToolCallStatus, TurnStatus
-from runtime.turn.outcome import Failed, TurnOutcome
+from agentgram.runtime.mailbox import Envelope, ScheduledTurnBody, Sender, SenderKind
+from agentgram.runtime.scheduler.jobs import INTERRUPTED
+from agentgram.runtime.storage.models import ChatSession, SessionSource, ToolCallStatus, TurnStatus
+from agentgram.runtime.turn.outcome import Failed, TurnOutcome
 
 if TYPE_CHECKING:
-    from runtime.app import Runtime
+    from agentgram.runtime.app import Runtime
 
 HEADLESS = (SessionSource.TIC.value, SessionSource.CRON.value)
 

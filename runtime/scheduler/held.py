@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from runtime.scheduler.plan import HeldReport
-from runtime.storage.sessions import SessionStore
+from agentgram.runtime.scheduler.plan import HeldReport
+from agentgram.runtime.storage.sessions import SessionStore
 
 KEY = "scheduler.held_reports"
 

@@ -16,12 +16,12 @@ from datetime import datetime, timedelta, tzinfo
 from sqlmodel import col, delete, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from runtime.errors import ToolError
-from runtime.scheduler.clock import Clock, as_utc
-from runtime.scheduler.localtime import zone
-from runtime.scheduler.misfire import MisfireDecision, Nothing, decide_misfire
-from runtime.scheduler.models import JobApprovals, JobRun, JobRunStatus, ScheduledJob
-from runtime.scheduler.schedule import (
+from agentgram.runtime.errors import ToolError
+from agentgram.runtime.scheduler.clock import Clock, as_utc
+from agentgram.runtime.scheduler.localtime import zone
+from agentgram.runtime.scheduler.misfire import MisfireDecision, Nothing, decide_misfire
+from agentgram.runtime.scheduler.models import JobApprovals, JobRun, JobRunStatus, ScheduledJob
+from agentgram.runtime.scheduler.schedule import (
     MIN_INTERVAL,
     OnceSchedule,
     Schedule,
@@ -29,7 +29,7 @@ from runtime.scheduler.schedule import (
     next_run,
     parse_schedule,
 )
-from runtime.storage.db import Database
+from agentgram.runtime.storage.db import Database
 
 INTERRUPTED = "interrupted by restart"
 

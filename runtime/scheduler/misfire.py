@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from typing import Literal
 
-from runtime.scheduler.clock import as_utc
-from runtime.scheduler.schedule import IntervalSchedule, Schedule, next_run
+from agentgram.runtime.scheduler.clock import as_utc
+from agentgram.runtime.scheduler.schedule import IntervalSchedule, Schedule, next_run
 
 
 @dataclass(frozen=True, slots=True)

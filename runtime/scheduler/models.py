@@ -20,7 +20,7 @@ from sqlalchemy import DateTime, Dialect, Index
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
-from runtime.storage.models import utcnow
+from agentgram.runtime.storage.models import utcnow
 
 
 class UTCDateTime(TypeDecorator[datetime]):

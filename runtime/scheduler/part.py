@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from runtime.i18n import Translator
-from runtime.scheduler.clock import Clock
-from runtime.scheduler.engine import Engine
+from agentgram.runtime.i18n import Translator
+from agentgram.runtime.scheduler.clock import Clock
+from agentgram.runtime.scheduler.engine import Engine
 
 if TYPE_CHECKING:
-    from runtime.app import Runtime
+    from agentgram.runtime.app import Runtime
 
 
 @dataclass(slots=True, frozen=True)

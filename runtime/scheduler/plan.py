@@ -16,19 +16,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Literal
 
-from runtime.config import QuietHoursSettings, TicSettings
-from runtime.errors import ConfigError
-from runtime.scheduler.clock import as_utc
-from runtime.scheduler.models import JobRun, JobRunStatus, TicState
-from runtime.scheduler.quiet import is_quiet, quiet_ends_at
-from runtime.scheduler.schedule import (
+from agentgram.runtime.config import QuietHoursSettings, TicSettings
+from agentgram.runtime.errors import ConfigError
+from agentgram.runtime.scheduler.clock import as_utc
+from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicState
+from agentgram.runtime.scheduler.quiet import is_quiet, quiet_ends_at
+from agentgram.runtime.scheduler.schedule import (
     CronSchedule,
     IntervalSchedule,
     ScheduleError,
     parse_schedule,
 )
-from runtime.turn import texts
-from runtime.turn.outcome import Cancelled, Exhausted, Failed, Final, Paused, TurnOutcome
+from agentgram.runtime.turn import texts
+from agentgram.runtime.turn.outcome import Cancelled, Exhausted, Failed, Final, Paused, TurnOutcome
 
 SNIPPET = 160
 """Characters of a run's response or error a tic's digest quotes."""

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, tzinfo
 
-from runtime.config import QuietHours
-from runtime.scheduler.clock import as_utc
-from runtime.scheduler.localtime import Fold, resolve, wall
+from agentgram.runtime.config import QuietHours
+from agentgram.runtime.scheduler.clock import as_utc
+from agentgram.runtime.scheduler.localtime import Fold, resolve, wall
 
 
 def quiet_period(q: QuietHours | None, now_utc: datetime, tz: tzinfo) -> tuple[datetime, datetime] | None:

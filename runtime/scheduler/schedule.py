@@ -33,9 +33,9 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from runtime.errors import ToolError
-from runtime.scheduler.clock import as_utc
-from runtime.scheduler.localtime import Fold, exists, resolve, wall
+from agentgram.runtime.errors import ToolError
+from agentgram.runtime.scheduler.clock import as_utc
+from agentgram.runtime.scheduler.localtime import Fold, exists, resolve, wall
 
 MIN_INTERVAL = 60.0
 """Shortest ``every …`` a user may set, in seconds: each run is a model call."""

@@ -22,26 +22,26 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from runtime.i18n import Translator
-from runtime.scheduler.clock import Clock, SystemClock
-from runtime.scheduler.cron_runner import ActiveRun, CronRunner
-from runtime.scheduler.delivery import Delivery
-from runtime.scheduler.engine import Engine
-from runtime.scheduler.headless import HeadlessTurns, settle_headless_leftovers
-from runtime.scheduler.held import HeldReports
-from runtime.scheduler.jobs import JobChanges, JobNotFound, JobStore
-from runtime.scheduler.models import JobApprovals, ScheduledJob
-from runtime.scheduler.part import Shared
-from runtime.scheduler.plan import TicPlan
-from runtime.scheduler.schedule import ScheduleError
-from runtime.scheduler.tic import TicDecision
-from runtime.scheduler.tic_runner import TicRunner, TicStatus
-from runtime.scheduler.tic_store import TicStore
-from runtime.storage.models import ChatSession
-from runtime.turn.outcome import TurnOutcome
+from agentgram.runtime.i18n import Translator
+from agentgram.runtime.scheduler.clock import Clock, SystemClock
+from agentgram.runtime.scheduler.cron_runner import ActiveRun, CronRunner
+from agentgram.runtime.scheduler.delivery import Delivery
+from agentgram.runtime.scheduler.engine import Engine
+from agentgram.runtime.scheduler.headless import HeadlessTurns, settle_headless_leftovers
+from agentgram.runtime.scheduler.held import HeldReports
+from agentgram.runtime.scheduler.jobs import JobChanges, JobNotFound, JobStore
+from agentgram.runtime.scheduler.models import JobApprovals, ScheduledJob
+from agentgram.runtime.scheduler.part import Shared
+from agentgram.runtime.scheduler.plan import TicPlan
+from agentgram.runtime.scheduler.schedule import ScheduleError
+from agentgram.runtime.scheduler.tic import TicDecision
+from agentgram.runtime.scheduler.tic_runner import TicRunner, TicStatus
+from agentgram.runtime.scheduler.tic_store import TicStore
+from agentgram.runtime.storage.models import ChatSession
+from agentgram.runtime.turn.outcome import TurnOutcome
 
 if TYPE_CHECKING:
-    from runtime.app import Runtime
+    from agentgram.runtime.app import Runtime
 
 
 class SchedulerService:

@@ -16,9 +16,9 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from runtime.config import QuietHours
-from runtime.scheduler.models import TicRunStatus
-from runtime.scheduler.quiet import is_quiet, quiet_ends_at
+from agentgram.runtime.config import QuietHours
+from agentgram.runtime.scheduler.models import TicRunStatus
+from agentgram.runtime.scheduler.quiet import is_quiet, quiet_ends_at
 
 TIC_OK = "TIC_OK"
 TIC_FILE = "TIC.md"

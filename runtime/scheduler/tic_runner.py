@@ -24,17 +24,17 @@ from typing import TYPE_CHECKING, Any
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlmodel import col, select
 
-from runtime.events import Report
-from runtime.log import get_logger
-from runtime.mailbox import ScheduledTurnBody
-from runtime.scheduler.delivery import address
-from runtime.scheduler.headless import HeadlessTurns, failure
-from runtime.scheduler.jobs import INTERRUPTED
-from runtime.scheduler.models import JobRun, JobRunStatus, ScheduledJob, TicRun, TicRunStatus
-from runtime.scheduler.part import Part, Shared
-from runtime.scheduler.plan import TicPlan, cron_event, run_result, tic_plan
-from runtime.scheduler.schedule import MIN_INTERVAL, IntervalSchedule, parse_schedule, to_trigger
-from runtime.scheduler.tic import (
+from agentgram.runtime.events import Report
+from agentgram.runtime.log import get_logger
+from agentgram.runtime.mailbox import ScheduledTurnBody
+from agentgram.runtime.scheduler.delivery import address
+from agentgram.runtime.scheduler.headless import HeadlessTurns, failure
+from agentgram.runtime.scheduler.jobs import INTERRUPTED
+from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, ScheduledJob, TicRun, TicRunStatus
+from agentgram.runtime.scheduler.part import Part, Shared
+from agentgram.runtime.scheduler.plan import TicPlan, cron_event, run_result, tic_plan
+from agentgram.runtime.scheduler.schedule import MIN_INTERVAL, IntervalSchedule, parse_schedule, to_trigger
+from agentgram.runtime.scheduler.tic import (
     DeferBusy,
     Run,
     TicDecision,
@@ -44,10 +44,10 @@ from runtime.scheduler.tic import (
     read_tic_md,
     tic_has_work,
 )
-from runtime.scheduler.tic_store import TicStore
-from runtime.storage.db import durable
-from runtime.storage.models import ChatSession, SessionSource
-from runtime.turn.outcome import Final, TurnOutcome
+from agentgram.runtime.scheduler.tic_store import TicStore
+from agentgram.runtime.storage.db import durable
+from agentgram.runtime.storage.models import ChatSession, SessionSource
+from agentgram.runtime.turn.outcome import Final, TurnOutcome
 
 if TYPE_CHECKING:
     pass

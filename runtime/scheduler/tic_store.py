@@ -12,9 +12,9 @@ from typing import Literal
 
 from sqlmodel import col, select
 
-from runtime.scheduler.clock import Clock
-from runtime.scheduler.models import TicRun, TicRunStatus, TicState
-from runtime.storage.db import Database
+from agentgram.runtime.scheduler.clock import Clock
+from agentgram.runtime.scheduler.models import TicRun, TicRunStatus, TicState
+from agentgram.runtime.storage.db import Database
 
 
 class _Unset(enum.Enum):

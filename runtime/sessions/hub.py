@@ -29,15 +29,15 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from runtime.events import Address, ApprovalResolved, OutcomeKind, TurnFinished, TurnStarted
-from runtime.log import get_logger
-from runtime.mailbox import ControlAction, ControlBody, Envelope
-from runtime.storage.models import ChatSession, SessionSource, ToolCallStatus, Turn, TurnStatus
-from runtime.turn import texts
-from runtime.turn.inject import control_action, fold_into_turn, mail_text, take_until_pause
-from runtime.turn.loop import TurnRunner, TurnServices
-from runtime.turn.outcome import Cancelled, Exhausted, Failed, Final, TurnOutcome
-from runtime.turn.prefetch import Prefetch, provisional_messages
+from agentgram.runtime.events import Address, ApprovalResolved, OutcomeKind, TurnFinished, TurnStarted
+from agentgram.runtime.log import get_logger
+from agentgram.runtime.mailbox import ControlAction, ControlBody, Envelope
+from agentgram.runtime.storage.models import ChatSession, SessionSource, ToolCallStatus, Turn, TurnStatus
+from agentgram.runtime.turn import texts
+from agentgram.runtime.turn.inject import control_action, fold_into_turn, mail_text, take_until_pause
+from agentgram.runtime.turn.loop import TurnRunner, TurnServices
+from agentgram.runtime.turn.outcome import Cancelled, Exhausted, Failed, Final, TurnOutcome
+from agentgram.runtime.turn.prefetch import Prefetch, provisional_messages
 
 log = get_logger("hub")
 

@@ -37,7 +37,7 @@ from sqlalchemy.pool import StaticPool
 from sqlmodel import Session
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from runtime.log import get_logger
+from agentgram.runtime.log import get_logger
 
 log = get_logger("storage")
 T = TypeVar("T")

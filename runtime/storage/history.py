@@ -25,10 +25,10 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 from sqlmodel import Session, col, select
 
-from runtime.llm.types import LLMRound
-from runtime.storage.db import Database, after_commit
-from runtime.storage.history_tail import HistoryEntry, HistoryTails, Tail
-from runtime.storage.models import (
+from agentgram.runtime.llm.types import LLMRound
+from agentgram.runtime.storage.db import Database, after_commit
+from agentgram.runtime.storage.history_tail import HistoryEntry, HistoryTails, Tail
+from agentgram.runtime.storage.models import (
     ChatSession,
     HistoryRow,
     Role,
@@ -39,7 +39,7 @@ from runtime.storage.models import (
     TurnStatus,
     utcnow,
 )
-from runtime.storage.rows import insert_row, table_of
+from agentgram.runtime.storage.rows import insert_row, table_of
 
 _ROWS = table_of(HistoryRow)
 _CALLS = table_of(ToolCallRow)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.storage.models import HistoryRow, Role, ToolCallRow
-from runtime.storage.views import SessionViews
+from agentgram.runtime.storage.models import HistoryRow, Role, ToolCallRow
+from agentgram.runtime.storage.views import SessionViews
 
 
 @dataclass(slots=True)

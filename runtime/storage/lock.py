@@ -40,9 +40,9 @@ from typing import Self
 
 from sqlalchemy.engine import make_url
 
-from runtime.errors import RuntimeFailure
-from runtime.log import get_logger
-from runtime.storage.db import PRIVATE_DIR, PRIVATE_FILE
+from agentgram.runtime.errors import RuntimeFailure
+from agentgram.runtime.log import get_logger
+from agentgram.runtime.storage.db import PRIVATE_DIR, PRIVATE_FILE
 
 log = get_logger("storage.lock")
 

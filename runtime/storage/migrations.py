@@ -15,10 +15,10 @@ from collections.abc import Callable
 from sqlalchemy import Connection, inspect, text
 from sqlmodel import SQLModel
 
-import runtime.scheduler.models
-import runtime.storage.models  # noqa: F401  (registers the tables)
-from runtime.log import get_logger
-from runtime.storage.db import Database
+import agentgram.runtime.scheduler.models
+import agentgram.runtime.storage.models  # noqa: F401  (registers the tables)
+from agentgram.runtime.log import get_logger
+from agentgram.runtime.storage.db import Database
 
 log = get_logger("storage")
 

@@ -17,9 +17,9 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 from sqlmodel import Session, col, select
 
-from runtime.events import Address, DurableOutput, Notice, Report
-from runtime.storage.db import Database
-from runtime.storage.models import OutboxRow, utcnow
+from agentgram.runtime.events import Address, DurableOutput, Notice, Report
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.models import OutboxRow, utcnow
 
 _ROWS = OutboxRow.__table__  # type: ignore[attr-defined]
 

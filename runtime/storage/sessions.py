@@ -9,8 +9,8 @@ from __future__ import annotations
 from sqlalchemy import Connection, insert, update
 from sqlmodel import Session, col, select
 
-from runtime.storage.db import Database
-from runtime.storage.models import (
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.models import (
     ChatSession,
     DeadLetter,
     KeyValue,
@@ -20,7 +20,7 @@ from runtime.storage.models import (
     TurnStatus,
     utcnow,
 )
-from runtime.storage.rows import insert_row, table_of
+from agentgram.runtime.storage.rows import insert_row, table_of
 
 _TURNS = table_of(Turn)
 _VALUES = table_of(KeyValue)
@@ -119,7 +119,7 @@ class SessionStore:
 
     async def sessions_with_mail(self) -> list[int]:
         """Sessions whose mailbox holds mail past their cursor."""
-        from runtime.storage.models import MailRow
+        from agentgram.runtime.storage.models import MailRow
 
         async with self._db.read() as tx:
             rows = await tx.exec(

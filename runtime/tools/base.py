@@ -20,8 +20,8 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from runtime.errors import ToolError
-from runtime.llm.types import ToolSpec
+from agentgram.runtime.errors import ToolError
+from agentgram.runtime.llm.types import ToolSpec
 
 
 class ToolGroup(enum.StrEnum):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.tools.base import Tool, ToolRegistry
-from runtime.tools.files import EditFile, ListDir, ReadFile, WriteFile
-from runtime.tools.shell import ExecuteCmd
+from agentgram.runtime.tools.base import Tool, ToolRegistry
+from agentgram.runtime.tools.files import EditFile, ListDir, ReadFile, WriteFile
+from agentgram.runtime.tools.shell import ExecuteCmd
 
 
 def builtin_tools() -> list[Tool[Any]]:

@@ -26,8 +26,8 @@ from typing import TypeVar
 
 from pydantic import Field
 
-from runtime.errors import ToolError
-from runtime.tools.base import ProtectedPaths, Tool, ToolArgs, ToolContext, ToolGroup
+from agentgram.runtime.errors import ToolError
+from agentgram.runtime.tools.base import ProtectedPaths, Tool, ToolArgs, ToolContext, ToolGroup
 
 READ_LIMIT_BYTES = 100 * 1024
 LIST_LIMIT = 500

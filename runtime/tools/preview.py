@@ -18,9 +18,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from runtime.errors import ToolError
-from runtime.tools.base import ToolContext
-from runtime.tools.files import EditFileArgs, WriteFileArgs, apply_edit, read_text
+from agentgram.runtime.errors import ToolError
+from agentgram.runtime.tools.base import ToolContext
+from agentgram.runtime.tools.files import EditFileArgs, WriteFileArgs, apply_edit, read_text
 
 DIFF_CONTEXT_LINES = 3
 

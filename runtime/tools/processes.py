@@ -15,8 +15,8 @@ import os
 import signal
 from pathlib import Path
 
-from runtime.log import get_logger
-from runtime.storage.sessions import SessionStore
+from agentgram.runtime.log import get_logger
+from agentgram.runtime.storage.sessions import SessionStore
 
 log = get_logger("tools.processes")
 PREFIX = "proc:"

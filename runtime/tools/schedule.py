@@ -22,11 +22,11 @@ from typing import Any, Literal, Protocol
 
 from pydantic import Field
 
-from runtime.errors import ToolError
-from runtime.scheduler.jobs import JobChanges, job_zone, schedule_of
-from runtime.scheduler.models import JobApprovals, ScheduledJob
-from runtime.scheduler.schedule import describe
-from runtime.tools.base import ArgsT, Tool, ToolArgs, ToolContext, ToolGroup
+from agentgram.runtime.errors import ToolError
+from agentgram.runtime.scheduler.jobs import JobChanges, job_zone, schedule_of
+from agentgram.runtime.scheduler.models import JobApprovals, ScheduledJob
+from agentgram.runtime.scheduler.schedule import describe
+from agentgram.runtime.tools.base import ArgsT, Tool, ToolArgs, ToolContext, ToolGroup
 
 SCHEDULE_HELP = (
     "A 5-field crontab in the job's time zone ('0 9 * * 1-5' = weekdays at 9:00), "

@@ -36,9 +36,9 @@ from typing import TypeVar
 
 from pydantic import Field
 
-from runtime.errors import ToolError
-from runtime.storage.db import durable
-from runtime.tools.base import ProcessLedger, Tool, ToolArgs, ToolContext, ToolGroup
+from agentgram.runtime.errors import ToolError
+from agentgram.runtime.storage.db import durable
+from agentgram.runtime.tools.base import ProcessLedger, Tool, ToolArgs, ToolContext, ToolGroup
 
 OUTPUT_LIMIT_BYTES = 100 * 1024
 DEFAULT_TIMEOUT_SECONDS = 120

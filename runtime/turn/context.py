@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from runtime.llm.types import (
+from agentgram.runtime.llm.types import (
     AssistantMessage,
     ChatMessage,
     SystemMessage,
@@ -33,9 +33,9 @@ from runtime.llm.types import (
     ToolMessage,
     UserMessage,
 )
-from runtime.storage.history import HistoryEntry
-from runtime.storage.models import Role, RowStatus, ToolCallRow, ToolCallStatus
-from runtime.turn import texts
+from agentgram.runtime.storage.history import HistoryEntry
+from agentgram.runtime.storage.models import Role, RowStatus, ToolCallRow, ToolCallStatus
+from agentgram.runtime.turn import texts
 
 
 @dataclass(slots=True, frozen=True)

@@ -12,17 +12,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from runtime.approvals.manager import ApprovalManager, DecidedBy, log_decision
-from runtime.approvals.rules import Action, CallFacts, shown_path
-from runtime.approvals.trust import proposed_rule
-from runtime.errors import ToolError
-from runtime.events import Address, ApprovalDetails, ApprovalRequested, ApprovalResolved, EventBus
-from runtime.storage.history import HistoryStore
-from runtime.storage.models import ApprovalStatus, ChatSession, ToolCallRow, ToolCallStatus
-from runtime.tools.base import Tool, ToolArgs, ToolContext
-from runtime.tools.preview import preview_change
-from runtime.turn import texts
-from runtime.turn.outcome import GateCancelled, GateOutcome, Proceed, Rejected
+from agentgram.runtime.approvals.manager import ApprovalManager, DecidedBy, log_decision
+from agentgram.runtime.approvals.rules import Action, CallFacts, shown_path
+from agentgram.runtime.approvals.trust import proposed_rule
+from agentgram.runtime.errors import ToolError
+from agentgram.runtime.events import Address, ApprovalDetails, ApprovalRequested, ApprovalResolved, EventBus
+from agentgram.runtime.storage.history import HistoryStore
+from agentgram.runtime.storage.models import ApprovalStatus, ChatSession, ToolCallRow, ToolCallStatus
+from agentgram.runtime.tools.base import Tool, ToolArgs, ToolContext
+from agentgram.runtime.tools.preview import preview_change
+from agentgram.runtime.turn import texts
+from agentgram.runtime.turn.outcome import GateCancelled, GateOutcome, Proceed, Rejected
 
 
 @dataclass(slots=True, frozen=True)

@@ -18,10 +18,10 @@ import enum
 
 from sqlalchemy import Connection
 
-from runtime.mailbox import ControlAction, ControlBody, Envelope, Mailbox, MailKind
-from runtime.mailbox.envelope import AgentMessageBody, ScheduledTurnBody, UserMessageBody
-from runtime.storage.db import Database, durable
-from runtime.storage.history import HistoryStore
+from agentgram.runtime.mailbox import ControlAction, ControlBody, Envelope, Mailbox, MailKind
+from agentgram.runtime.mailbox.envelope import AgentMessageBody, ScheduledTurnBody, UserMessageBody
+from agentgram.runtime.storage.db import Database, durable
+from agentgram.runtime.storage.history import HistoryStore
 
 
 class Injected(enum.Enum):

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from runtime.approvals.manager import ApprovalManager
-from runtime.errors import LLMError, ToolError
-from runtime.events import (
+from agentgram.runtime.approvals.manager import ApprovalManager
+from agentgram.runtime.errors import LLMError, ToolError
+from agentgram.runtime.events import (
     Address,
     ApprovalResolved,
     EventBus,
@@ -43,7 +43,7 @@ from runtime.events import (
     ToolActivity,
     ToolPhase,
 )
-from runtime.llm.types import (
+from agentgram.runtime.llm.types import (
     LLMClient,
     LLMRound,
     ModelFallback,
@@ -51,19 +51,33 @@ from runtime.llm.types import (
     StreamEvent,
     StreamRestart,
 )
-from runtime.llm.types import TextDelta as LLMTextDelta
-from runtime.log import get_logger
-from runtime.mailbox import Envelope, Mailbox
-from runtime.storage.db import Database, durable
-from runtime.storage.history import HistoryStore
-from runtime.storage.models import ChatSession, Role, RowStatus, ToolCallRow, ToolCallStatus, TurnStatus
-from runtime.storage.sessions import SessionStore
-from runtime.tools.base import ProcessLedger, ProtectedPaths, Tool, ToolArgs, ToolContext, ToolRegistry
-from runtime.turn import texts
-from runtime.turn.context import ContextSettings, build_messages
-from runtime.turn.gate import GateDeps, run_approval_gate
-from runtime.turn.inject import Injected, inject_mail
-from runtime.turn.outcome import (
+from agentgram.runtime.llm.types import TextDelta as LLMTextDelta
+from agentgram.runtime.log import get_logger
+from agentgram.runtime.mailbox import Envelope, Mailbox
+from agentgram.runtime.storage.db import Database, durable
+from agentgram.runtime.storage.history import HistoryStore
+from agentgram.runtime.storage.models import (
+    ChatSession,
+    Role,
+    RowStatus,
+    ToolCallRow,
+    ToolCallStatus,
+    TurnStatus,
+)
+from agentgram.runtime.storage.sessions import SessionStore
+from agentgram.runtime.tools.base import (
+    ProcessLedger,
+    ProtectedPaths,
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolRegistry,
+)
+from agentgram.runtime.turn import texts
+from agentgram.runtime.turn.context import ContextSettings, build_messages
+from agentgram.runtime.turn.gate import GateDeps, run_approval_gate
+from agentgram.runtime.turn.inject import Injected, inject_mail
+from agentgram.runtime.turn.outcome import (
     Cancelled,
     CancelToken,
     Exhausted,
@@ -77,7 +91,7 @@ from runtime.turn.outcome import (
     RunAgain,
     TurnOutcome,
 )
-from runtime.turn.prefetch import Prefetch
+from agentgram.runtime.turn.prefetch import Prefetch
 
 log = get_logger("turn")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from runtime.errors import Failure
-from runtime.events import OutcomeKind
+from agentgram.runtime.errors import Failure
+from agentgram.runtime.events import OutcomeKind
 
 
 @dataclass(slots=True, frozen=True)

@@ -23,7 +23,7 @@ import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 
-from runtime.llm.types import (
+from agentgram.runtime.llm.types import (
     ChatMessage,
     LLMClient,
     LLMRound,
@@ -32,11 +32,11 @@ from runtime.llm.types import (
     StreamStarted,
     ToolSpec,
 )
-from runtime.mailbox import Envelope
-from runtime.storage.history_tail import HistoryEntry, without_orphans
-from runtime.storage.models import HistoryRow, Role
-from runtime.turn.context import ContextSettings, build_messages
-from runtime.turn.inject import mail_text
+from agentgram.runtime.mailbox import Envelope
+from agentgram.runtime.storage.history_tail import HistoryEntry, without_orphans
+from agentgram.runtime.storage.models import HistoryRow, Role
+from agentgram.runtime.turn.context import ContextSettings, build_messages
+from agentgram.runtime.turn.inject import mail_text
 
 PROVISIONAL_TURN = -1
 """The turn id the not-yet-stored rows carry: a turn of its own, as the real id will be."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.cli import main
+from agentgram.bot.cli import main
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 
@@ -27,7 +27,7 @@ def _write(path: Path, data: dict) -> Path:
 def _agentgram(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PTB_TIMEDELTA": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "bot", *args],
+        [sys.executable, "-m", "agentgram.bot", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -88,7 +88,7 @@ async def _spawn(*args: str):  # type: ignore[no-untyped-def]
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot",
+        "agentgram.bot",
         *args,
         cwd=ROOT,
         env=env,

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from aiohttp import web
 
-from bot.cli import main
-from bot.doctor import Result, Status, diagnose, report
+from agentgram.bot.cli import main
+from agentgram.bot.doctor import Result, Status, diagnose, report
 from tests.conftest import config_mapping
 from tests.fakes.openai_server import Error, FakeOpenAI, Text
 from tests.fakes.telegram_server import FakeTelegram

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot import init
-from bot.cli import main
-from bot.config_check import check_config
+from agentgram.bot import init
+from agentgram.bot.cli import main
+from agentgram.bot.config_check import check_config
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 

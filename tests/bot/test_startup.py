@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from telegram.error import BadRequest
 
-from bot.cli import main
-from bot.telegram.app import START_RETRY, TelegramBot
-from bot.telegram.sender import Retry
+from agentgram.bot.cli import main
+from agentgram.bot.telegram.app import START_RETRY, TelegramBot
+from agentgram.bot.telegram.sender import Retry
 from tests.conftest import ALLOWED_USER, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Text
 from tests.fakes.telegram_server import FakeTelegram

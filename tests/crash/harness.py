@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from runtime.storage.models import ToolCallStatus, TurnStatus
+from agentgram.runtime.storage.models import ToolCallStatus, TurnStatus
 from tests.conftest import config_mapping
 from tests.fakes.openai_server import FakeOpenAI, validate_chat_request
 from tests.fakes.telegram_server import FakeTelegram, SentMessage
@@ -127,7 +127,7 @@ class CrashRig(UserChat):
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "bot",
+                "agentgram.bot",
                 "run",
                 "--config",
                 str(self.config_path),

@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from bot.telegram.app import TelegramBot
-from runtime.config import load_config
+from agentgram.bot.telegram.app import TelegramBot
+from agentgram.runtime.config import load_config
 from tests.conftest import config_mapping, make_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram, SentMessage

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.telegram.app import TelegramBot
+from agentgram.bot.telegram.app import TelegramBot
 from tests.conftest import ALLOWED_USER, STRANGER, make_settings
 from tests.e2e.harness import Rig, running_bot
 from tests.fakes.openai_server import FakeOpenAI, Text

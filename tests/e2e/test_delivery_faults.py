@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-import bot.telegram.delivery as delivery_module
-from runtime.events import Address, Report
-from runtime.storage.models import OutboxRow
+import agentgram.bot.telegram.delivery as delivery_module
+from agentgram.runtime.events import Address, Report
+from agentgram.runtime.storage.models import OutboxRow
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, running_bot
 from tests.fakes.openai_server import Text

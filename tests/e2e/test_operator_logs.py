@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from runtime.scheduler.models import TicRunStatus
+from agentgram.runtime.scheduler.models import TicRunStatus
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import running_bot
 from tests.e2e.test_approvals import shell, tap, wait_prompt

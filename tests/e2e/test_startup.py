@@ -163,7 +163,7 @@ async def test_a_refusal_at_start_that_no_retry_changes_is_one_logged_line_and_e
 
 async def _second_instance(rig: CrashRig) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "run", "--config", str(rig.config_path),
+        sys.executable, "-m", "agentgram.bot", "run", "--config", str(rig.config_path),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env=dict(os.environ, PTB_TIMEDELTA="1"), cwd=rig.tmp_path,
     )  # fmt: skip

@@ -17,13 +17,13 @@ from typing import Any, TypeVar
 import psutil
 import pytest
 
-from runtime.events import Notice, OutcomeKind, ToolActivity, ToolPhase, TurnFinished, TurnStarted
-from runtime.mailbox import ControlAction, ControlBody, Envelope, Sender, SenderKind, SqlMailbox
-from runtime.storage.db import Database
-from runtime.storage.migrations import migrate
-from runtime.storage.models import ChatSession, Role, RowStatus, ToolCallStatus, Turn, TurnStatus
-from runtime.storage.sessions import SessionStore
-from runtime.turn.loop import TurnRunner
+from agentgram.runtime.events import Notice, OutcomeKind, ToolActivity, ToolPhase, TurnFinished, TurnStarted
+from agentgram.runtime.mailbox import ControlAction, ControlBody, Envelope, Sender, SenderKind, SqlMailbox
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.migrations import migrate
+from agentgram.runtime.storage.models import ChatSession, Role, RowStatus, ToolCallStatus, Turn, TurnStatus
+from agentgram.runtime.storage.sessions import SessionStore
+from agentgram.runtime.turn.loop import TurnRunner
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, running_bot
 from tests.fakes.openai_server import Hang, Reply, Text, ToolCalls

@@ -25,8 +25,8 @@ from typing import Any
 
 from telegram import Update
 
-from bot.telegram.callback_data import decode
-from bot.telegram.ingest import OFFSET_KEY
+from agentgram.bot.telegram.callback_data import decode
+from agentgram.bot.telegram.ingest import OFFSET_KEY
 from tests.conftest import ALLOWED_USER, STRANGER
 from tests.e2e.harness import Rig, running_bot
 from tests.e2e.test_approvals import wait_prompt

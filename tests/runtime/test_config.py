@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runtime.config import ConfigInvalid, load_config, masked, parse_duration, settings_from_mapping
-from runtime.config_check import RUNTIME_CHECKS, validate_config
-from runtime.errors import ConfigError
+from agentgram.runtime.config import ConfigInvalid, load_config, masked, parse_duration, settings_from_mapping
+from agentgram.runtime.config_check import RUNTIME_CHECKS, validate_config
+from agentgram.runtime.errors import ConfigError
 
 BASE = {"telegram": {"token": "1:abc", "allowed_user_ids": [5]}, "llm": {"model": "m"}}
 

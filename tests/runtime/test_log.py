@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from runtime.log import LIBRARIES, RedactingFilter, configure, get_logger, payload, register_secret
+from agentgram.runtime.log import LIBRARIES, RedactingFilter, configure, get_logger, payload, register_secret
 
 
 def _capture() -> tuple[logging.Logger, io.StringIO]:
@@ -58,9 +58,9 @@ def restore_logging() -> Iterator[None]:
 
 
 def configure_payloads(redact: bool) -> None:
-    import runtime.log
+    import agentgram.runtime.log as runtime_log
 
-    runtime.log._redact_payloads = redact
+    runtime_log._redact_payloads = redact
 
 
 def test_libraries_stay_at_warning_unless_debug_with_libraries(restore_logging: None) -> None:

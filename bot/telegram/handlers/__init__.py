@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from telegram.ext import Application
 
-from bot.telegram.handlers import access, approvals, buttons, commands, messages, schedule
+from agentgram.bot.telegram.handlers import access, approvals, buttons, commands, messages, schedule
 
 
 def register(application: Application) -> None:  # type: ignore[type-arg]

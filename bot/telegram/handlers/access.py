@@ -28,13 +28,13 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update, User
 from telegram.constants import ChatType
 from telegram.ext import ApplicationHandlerStop, ContextTypes, TypeHandler
 
-from bot.telegram.access_list import PairingRequest
-from bot.telegram.callback_data import Button, ButtonAction, encode
-from bot.telegram.context import BotContext, bot_context
-from bot.telegram.handlers import buttons
-from bot.telegram.render import escape
-from bot.telegram.sender import edit_html, send_html
-from runtime.log import get_logger
+from agentgram.bot.telegram.access_list import PairingRequest
+from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
+from agentgram.bot.telegram.context import BotContext, bot_context
+from agentgram.bot.telegram.handlers import buttons
+from agentgram.bot.telegram.render import escape
+from agentgram.bot.telegram.sender import edit_html, send_html
+from agentgram.runtime.log import get_logger
 
 log = get_logger("telegram.access")
 

@@ -15,19 +15,19 @@ from __future__ import annotations
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.ext import BaseHandler, CommandHandler, ContextTypes
 
-from bot.telegram.callback_data import Button, ButtonAction, encode
-from bot.telegram.context import BotContext, bot_context, envelope_id
-from bot.telegram.handlers import buttons
-from bot.telegram.handlers.buttons import callback_query
-from bot.telegram.render import escape
-from bot.telegram.sender import edit_html, send_html
-from bot.telegram.wording import local_time, scope_text
-from runtime.approvals.bypass import Bypass
-from runtime.approvals.manager import DecisionResult
-from runtime.approvals.rules import Rule
-from runtime.approvals.trust import describe
-from runtime.storage.models import utcnow
-from runtime.turn.loop import call_summary
+from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
+from agentgram.bot.telegram.context import BotContext, bot_context, envelope_id
+from agentgram.bot.telegram.handlers import buttons
+from agentgram.bot.telegram.handlers.buttons import callback_query
+from agentgram.bot.telegram.render import escape
+from agentgram.bot.telegram.sender import edit_html, send_html
+from agentgram.bot.telegram.wording import local_time, scope_text
+from agentgram.runtime.approvals.bypass import Bypass
+from agentgram.runtime.approvals.manager import DecisionResult
+from agentgram.runtime.approvals.rules import Rule
+from agentgram.runtime.approvals.trust import describe
+from agentgram.runtime.storage.models import utcnow
+from agentgram.runtime.turn.loop import call_summary
 
 # --- the prompt's buttons ------------------------------------------------------------
 

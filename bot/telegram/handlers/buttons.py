@@ -23,10 +23,10 @@ from telegram import CallbackQuery, Update
 from telegram.error import TelegramError
 from telegram.ext import BaseHandler, CallbackQueryHandler, ContextTypes
 
-from bot.telegram.callback_data import Button, ButtonAction, decode
-from bot.telegram.context import BotContext, bot_context
-from bot.telegram.sender import Retry, with_retry
-from runtime.log import get_logger
+from agentgram.bot.telegram.callback_data import Button, ButtonAction, decode
+from agentgram.bot.telegram.context import BotContext, bot_context
+from agentgram.bot.telegram.sender import Retry, with_retry
+from agentgram.runtime.log import get_logger
 
 log = get_logger("telegram.buttons")
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from telegram import BotCommand, Update
 from telegram.ext import BaseHandler, CommandHandler, ContextTypes, MessageHandler, filters
 
-from bot.telegram.context import bot_context, envelope_id
-from bot.telegram.sender import send_html
-from runtime.i18n import Translator
+from agentgram.bot.telegram.context import bot_context, envelope_id
+from agentgram.bot.telegram.sender import send_html
+from agentgram.runtime.i18n import Translator
 
 COMMANDS = ("start", "help", "new", "stop", "pause", "resume", "approvals", "trust", "tic", "cron")
 

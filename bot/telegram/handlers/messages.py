@@ -15,13 +15,13 @@ from telegram import Message, ReactionTypeEmoji, Update
 from telegram.error import TelegramError
 from telegram.ext import BaseHandler, ContextTypes, MessageHandler, filters
 
-from bot.telegram.callback_data import ButtonAction, decode
-from bot.telegram.context import BotContext, bot_context, envelope_id
-from bot.telegram.render import escape
-from bot.telegram.sender import send_html
-from runtime.app import PostResult
-from runtime.approvals.manager import DecidedBy
-from runtime.storage.models import ApprovalStatus, ChatSession
+from agentgram.bot.telegram.callback_data import ButtonAction, decode
+from agentgram.bot.telegram.context import BotContext, bot_context, envelope_id
+from agentgram.bot.telegram.render import escape
+from agentgram.bot.telegram.sender import send_html
+from agentgram.runtime.app import PostResult
+from agentgram.runtime.approvals.manager import DecidedBy
+from agentgram.runtime.storage.models import ApprovalStatus, ChatSession
 
 _ACK = {
     PostResult.QUEUED: "noted-busy",

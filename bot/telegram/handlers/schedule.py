@@ -26,18 +26,18 @@ from datetime import datetime, tzinfo
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.ext import BaseHandler, CommandHandler, ContextTypes
 
-from bot.telegram.callback_data import Button, ButtonAction, encode
-from bot.telegram.context import BotContext, bot_context
-from bot.telegram.handlers import buttons
-from bot.telegram.render import escape
-from bot.telegram.sender import edit_html, send_html
-from bot.telegram.wording import local_time, schedule_error, schedule_text
-from runtime.scheduler.commands import split_schedule
-from runtime.scheduler.jobs import JobFinished, JobNotFound, job_finished, job_zone, schedule_of
-from runtime.scheduler.models import ScheduledJob, TicRun, TicRunStatus
-from runtime.scheduler.schedule import ScheduleError
-from runtime.scheduler.service import SchedulerService
-from runtime.scheduler.tic import DeferBusy, Run, SkipNothingToDo, SkipQuiet
+from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
+from agentgram.bot.telegram.context import BotContext, bot_context
+from agentgram.bot.telegram.handlers import buttons
+from agentgram.bot.telegram.render import escape
+from agentgram.bot.telegram.sender import edit_html, send_html
+from agentgram.bot.telegram.wording import local_time, schedule_error, schedule_text
+from agentgram.runtime.scheduler.commands import split_schedule
+from agentgram.runtime.scheduler.jobs import JobFinished, JobNotFound, job_finished, job_zone, schedule_of
+from agentgram.runtime.scheduler.models import ScheduledJob, TicRun, TicRunStatus
+from agentgram.runtime.scheduler.schedule import ScheduleError
+from agentgram.runtime.scheduler.service import SchedulerService
+from agentgram.runtime.scheduler.tic import DeferBusy, Run, SkipNothingToDo, SkipQuiet
 
 _ADD = re.compile(r"^\s*/cron(?:@\w+)?\s+add\b(.*)$", re.DOTALL | re.IGNORECASE)
 TOAST_TITLE = 60

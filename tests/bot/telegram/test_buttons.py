@@ -13,14 +13,16 @@ from typing import Any
 import pytest
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError, TimedOut
 
-import bot.telegram.handlers  # imports every feature, which registers its buttons
-from bot.telegram.callback_data import Button, ButtonAction, encode
-from bot.telegram.context import KEY, BotContext
-from bot.telegram.handlers import approvals, buttons, schedule
-from bot.telegram.handlers.buttons import BUTTON_HANDLERS, answer, on_button, register
-from runtime.i18n import Translator
+from agentgram.bot.telegram import (
+    handlers as handlers_package,  # imports every feature, which registers its buttons
+)
+from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
+from agentgram.bot.telegram.context import KEY, BotContext
+from agentgram.bot.telegram.handlers import approvals, buttons, schedule
+from agentgram.bot.telegram.handlers.buttons import BUTTON_HANDLERS, answer, on_button, register
+from agentgram.runtime.i18n import Translator
 
-HANDLERS_DIR = Path(bot.telegram.handlers.__file__).parent
+HANDLERS_DIR = Path(handlers_package.__file__).parent
 
 
 @dataclass
@@ -80,7 +82,7 @@ def _imported_modules(path: Path) -> set[str]:
 
 @pytest.mark.parametrize(("module", "other"), [("approvals", "schedule"), ("schedule", "approvals")])
 def test_button_features_do_not_import_each_other(module: str, other: str) -> None:
-    assert f"bot.telegram.handlers.{other}" not in _imported_modules(HANDLERS_DIR / f"{module}.py")
+    assert f"agentgram.bot.telegram.handlers.{other}" not in _imported_modules(HANDLERS_DIR / f"{module}.py")
 
 
 @pytest.mark.parametrize("data", [None, "garbage", "ag1:zz:abc", encode(Button(ButtonAction.CRON_RUN, "7"))])

@@ -13,12 +13,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.telegram.handlers.commands import MENU, menu
-from bot.telegram.prompts import approval_prompt
-from bot.telegram.wording import local_time, schedule_error, schedule_text, scope_text, span_text
-from runtime.events import ApprovalDetails
-from runtime.i18n import Translator
-from runtime.scheduler.schedule import (
+from agentgram.bot.telegram.handlers.commands import MENU, menu
+from agentgram.bot.telegram.prompts import approval_prompt
+from agentgram.bot.telegram.wording import local_time, schedule_error, schedule_text, scope_text, span_text
+from agentgram.runtime.events import ApprovalDetails
+from agentgram.runtime.i18n import Translator
+from agentgram.runtime.scheduler.schedule import (
     CronSchedule,
     IntervalSchedule,
     OnceSchedule,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from runtime.approvals.bypass import BypassTable
-from runtime.tools.base import ToolGroup
+from agentgram.runtime.approvals.bypass import BypassTable
+from agentgram.runtime.tools.base import ToolGroup
 
 T0 = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)
 MIN15 = timedelta(minutes=15)

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from runtime.approvals.manager import ApprovalManager
-from runtime.approvals.rules import SEEDED_RULES, Action, CallFacts, Rule
-from runtime.config import ApprovalRuleSettings, ApprovalSettings
-from runtime.llm.types import LLMRound, ToolCallRequest
-from runtime.storage.db import Database
-from runtime.storage.history import HistoryStore
-from runtime.storage.migrations import migrate
-from runtime.storage.models import ApprovalStatus, Turn, utcnow
-from runtime.storage.sessions import SessionStore
-from runtime.tools.base import ToolGroup
+from agentgram.runtime.approvals.manager import ApprovalManager
+from agentgram.runtime.approvals.rules import SEEDED_RULES, Action, CallFacts, Rule
+from agentgram.runtime.config import ApprovalRuleSettings, ApprovalSettings
+from agentgram.runtime.llm.types import LLMRound, ToolCallRequest
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.history import HistoryStore
+from agentgram.runtime.storage.migrations import migrate
+from agentgram.runtime.storage.models import ApprovalStatus, Turn, utcnow
+from agentgram.runtime.storage.sessions import SessionStore
+from agentgram.runtime.tools.base import ToolGroup
 
 SHELL = CallFacts(tool="execute_cmd", group=ToolGroup.SHELL, source="telegram", command="ls")
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.approvals.rules import (
+from agentgram.runtime.approvals.rules import (
     SEEDED_RULES,
     Action,
     CallFacts,
@@ -18,7 +18,7 @@ from runtime.approvals.rules import (
     decide,
     matches,
 )
-from runtime.tools.base import ToolGroup
+from agentgram.runtime.tools.base import ToolGroup
 
 WORKDIR = Path("/srv/agent/workspace")
 

@@ -12,12 +12,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.approvals.rules import SEEDED_RULES, Action, CallFacts, command_is_simple, decide, matches
-from runtime.approvals.trust import bypass_scope, describe, proposed_rule
-from runtime.storage.models import ToolCallRow
-from runtime.tools.base import ToolContext, ToolGroup
-from runtime.tools.builtin import default_registry
-from runtime.turn.gate import approval_details, call_facts
+from agentgram.runtime.approvals.rules import (
+    SEEDED_RULES,
+    Action,
+    CallFacts,
+    command_is_simple,
+    decide,
+    matches,
+)
+from agentgram.runtime.approvals.trust import bypass_scope, describe, proposed_rule
+from agentgram.runtime.storage.models import ToolCallRow
+from agentgram.runtime.tools.base import ToolContext, ToolGroup
+from agentgram.runtime.tools.builtin import default_registry
+from agentgram.runtime.turn.gate import approval_details, call_facts
 
 REGISTRY = default_registry()
 SHELL = REGISTRY.get("execute_cmd")

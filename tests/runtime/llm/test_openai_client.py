@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from runtime.config import LLMSettings
-from runtime.errors import FailureKind, LLMError
-from runtime.llm.openai_client import OpenAIClient, to_openai_message
-from runtime.llm.types import (
+from agentgram.runtime.config import LLMSettings
+from agentgram.runtime.errors import FailureKind, LLMError
+from agentgram.runtime.llm.openai_client import OpenAIClient, to_openai_message
+from agentgram.runtime.llm.types import (
     AssistantMessage,
     ModelFallback,
     ReasoningDelta,

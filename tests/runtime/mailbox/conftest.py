@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime.mailbox import MemoryMailbox, SqlMailbox
-from runtime.mailbox.mailbox import Mailbox
-from runtime.storage.db import Database
-from runtime.storage.migrations import migrate
-from runtime.storage.sessions import SessionStore
+from agentgram.runtime.mailbox import MemoryMailbox, SqlMailbox
+from agentgram.runtime.mailbox.mailbox import Mailbox
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.migrations import migrate
+from agentgram.runtime.storage.sessions import SessionStore
 
 MAX_UNREAD = 4
 

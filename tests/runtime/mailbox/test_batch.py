@@ -19,8 +19,8 @@ import pytest
 from sqlalchemy import Connection, text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from runtime.errors import MailboxFull, StorageError
-from runtime.mailbox import (
+from agentgram.runtime.errors import MailboxFull, StorageError
+from agentgram.runtime.mailbox import (
     ControlAction,
     ControlBody,
     Envelope,
@@ -31,10 +31,10 @@ from runtime.mailbox import (
     SqlMailbox,
     UserMessageBody,
 )
-from runtime.mailbox.batch import Batcher
-from runtime.storage.db import Database
-from runtime.storage.migrations import migrate
-from runtime.storage.sessions import SessionStore
+from agentgram.runtime.mailbox.batch import Batcher
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.migrations import migrate
+from agentgram.runtime.storage.sessions import SessionStore
 
 T = TypeVar("T")
 

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Connection
 
-from runtime.errors import MailboxFull
-from runtime.mailbox import (
+from agentgram.runtime.errors import MailboxFull
+from agentgram.runtime.mailbox import (
     ApprovalDecisionBody,
     Checkpoint,
     ControlAction,
@@ -25,8 +25,8 @@ from runtime.mailbox import (
     ToolCallFinishedBody,
     UserMessageBody,
 )
-from runtime.storage.history import HistoryStore
-from runtime.storage.sessions import SessionStore
+from agentgram.runtime.storage.history import HistoryStore
+from agentgram.runtime.storage.sessions import SessionStore
 from tests.runtime.mailbox.conftest import MAX_UNREAD, Box, memory_box, sql_box
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.mailbox import (
+from agentgram.runtime.mailbox import (
     ApprovalDecisionBody,
     ControlAction,
     ControlBody,
@@ -21,10 +21,10 @@ from runtime.mailbox import (
     SqlMailbox,
     UserMessageBody,
 )
-from runtime.storage.db import Database
-from runtime.storage.history import HistoryStore
-from runtime.storage.models import Role, Turn
-from runtime.turn.inject import Injected, control_action, inject_mail, take_until_pause
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.history import HistoryStore
+from agentgram.runtime.storage.models import Role, Turn
+from agentgram.runtime.turn.inject import Injected, control_action, inject_mail, take_until_pause
 from tests.runtime.mailbox.conftest import sql_box
 
 

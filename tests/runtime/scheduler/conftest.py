@@ -6,10 +6,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-import runtime.scheduler.models  # noqa: F401  (registers the tables before migrating)
-from runtime.scheduler.clock import FakeClock
-from runtime.storage.db import Database
-from runtime.storage.migrations import migrate
+import agentgram.runtime.scheduler.models  # noqa: F401  (registers the tables before migrating)
+from agentgram.runtime.scheduler.clock import FakeClock
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.migrations import migrate
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

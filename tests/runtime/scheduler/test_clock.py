@@ -2,7 +2,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from runtime.scheduler.clock import FakeClock, SystemClock, as_utc
+from agentgram.runtime.scheduler.clock import FakeClock, SystemClock, as_utc
 
 
 def test_system_clock_is_aware_utc() -> None:

@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from runtime.scheduler.commands import split_schedule
-from runtime.scheduler.schedule import ScheduleError
+from agentgram.runtime.scheduler.commands import split_schedule
+from agentgram.runtime.scheduler.schedule import ScheduleError
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)

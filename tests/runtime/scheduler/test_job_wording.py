@@ -12,15 +12,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runtime.scheduler.clock import FakeClock
-from runtime.scheduler.commands import split_schedule
-from runtime.scheduler.cron_runner import cron_input
-from runtime.scheduler.jobs import JobFinished, JobStore, job_finished
-from runtime.scheduler.models import JobApprovals, JobRunStatus, ScheduledJob
-from runtime.scheduler.plan import Notice, run_result
-from runtime.scheduler.schedule import ScheduleError, Span, parse_schedule
-from runtime.storage.db import Database
-from runtime.turn.outcome import Exhausted, Failed, Final
+from agentgram.runtime.scheduler.clock import FakeClock
+from agentgram.runtime.scheduler.commands import split_schedule
+from agentgram.runtime.scheduler.cron_runner import cron_input
+from agentgram.runtime.scheduler.jobs import JobFinished, JobStore, job_finished
+from agentgram.runtime.scheduler.models import JobApprovals, JobRunStatus, ScheduledJob
+from agentgram.runtime.scheduler.plan import Notice, run_result
+from agentgram.runtime.scheduler.schedule import ScheduleError, Span, parse_schedule
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.turn.outcome import Exhausted, Failed, Final
 from tests.runtime.scheduler.conftest import BERLIN
 
 NOW = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)  # Friday 13:00 in Berlin

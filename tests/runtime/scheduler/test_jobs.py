@@ -2,9 +2,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runtime.errors import ToolError
-from runtime.scheduler.clock import FakeClock
-from runtime.scheduler.jobs import (
+from agentgram.runtime.errors import ToolError
+from agentgram.runtime.scheduler.clock import FakeClock
+from agentgram.runtime.scheduler.jobs import (
     INTERRUPTED,
     JobChanges,
     JobNotFound,
@@ -13,10 +13,10 @@ from runtime.scheduler.jobs import (
     job_next_run,
     schedule_of,
 )
-from runtime.scheduler.misfire import Nothing, RecordMissed, RunNow
-from runtime.scheduler.models import JobApprovals, JobRunStatus
-from runtime.scheduler.schedule import IntervalSchedule, OnceSchedule, ScheduleError, ScheduleKind
-from runtime.storage.db import Database
+from agentgram.runtime.scheduler.misfire import Nothing, RecordMissed, RunNow
+from agentgram.runtime.scheduler.models import JobApprovals, JobRunStatus
+from agentgram.runtime.scheduler.schedule import IntervalSchedule, OnceSchedule, ScheduleError, ScheduleKind
+from agentgram.runtime.storage.db import Database
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:

@@ -1,8 +1,8 @@
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from runtime.scheduler.misfire import Nothing, RecordMissed, RunNow, decide_misfire
-from runtime.scheduler.schedule import CronSchedule, IntervalSchedule, OnceSchedule
+from agentgram.runtime.scheduler.misfire import Nothing, RecordMissed, RunNow, decide_misfire
+from agentgram.runtime.scheduler.schedule import CronSchedule, IntervalSchedule, OnceSchedule
 
 BERLIN = ZoneInfo("Europe/Berlin")
 HOUR = 3600.0

@@ -7,11 +7,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from runtime.config import QuietHoursSettings, TicSettings
-from runtime.errors import ConfigError
-from runtime.scheduler.clock import FakeClock
-from runtime.scheduler.models import JobRun, JobRunStatus, TicState
-from runtime.scheduler.plan import (
+from agentgram.runtime.config import QuietHoursSettings, TicSettings
+from agentgram.runtime.errors import ConfigError
+from agentgram.runtime.scheduler.clock import FakeClock
+from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicState
+from agentgram.runtime.scheduler.plan import (
     HeldReport,
     Hold,
     Send,
@@ -22,8 +22,8 @@ from runtime.scheduler.plan import (
     short,
     tic_plan,
 )
-from runtime.scheduler.schedule import CronSchedule, IntervalSchedule
-from runtime.turn.outcome import Cancelled, Exhausted, Failed, Final, Paused
+from agentgram.runtime.scheduler.schedule import CronSchedule, IntervalSchedule
+from agentgram.runtime.turn.outcome import Cancelled, Exhausted, Failed, Final, Paused
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)

@@ -6,9 +6,9 @@ from zoneinfo import ZoneInfo
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from runtime.config import QuietHours
-from runtime.scheduler.quiet import is_quiet, quiet_ends_at, quiet_period
-from runtime.scheduler.schedule import CronSchedule, IntervalSchedule, next_run, to_trigger
+from agentgram.runtime.config import QuietHours
+from agentgram.runtime.scheduler.quiet import is_quiet, quiet_ends_at, quiet_period
+from agentgram.runtime.scheduler.schedule import CronSchedule, IntervalSchedule, next_run, to_trigger
 
 ZONES = st.sampled_from(
     [

@@ -3,8 +3,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from runtime.config import QuietHours
-from runtime.scheduler.quiet import is_quiet, quiet_ends_at, quiet_period
+from agentgram.runtime.config import QuietHours
+from agentgram.runtime.scheduler.quiet import is_quiet, quiet_ends_at, quiet_period
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NIGHT = QuietHours.parse("23:00-07:00")

@@ -6,8 +6,8 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from runtime.errors import AgentgramError, ToolError
-from runtime.scheduler.schedule import (
+from agentgram.runtime.errors import AgentgramError, ToolError
+from agentgram.runtime.scheduler.schedule import (
     CronSchedule,
     IntervalSchedule,
     OnceSchedule,

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from runtime.app import Runtime
-from runtime.events import Report
-from runtime.scheduler.clock import FakeClock
-from runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
-from runtime.scheduler.service import SchedulerService
-from runtime.scheduler.tic import Run, SkipNothingToDo, SkipQuiet
+from agentgram.runtime.app import Runtime
+from agentgram.runtime.events import Report
+from agentgram.runtime.scheduler.clock import FakeClock
+from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
+from agentgram.runtime.scheduler.service import SchedulerService
+from agentgram.runtime.scheduler.tic import Run, SkipNothingToDo, SkipQuiet
 from tests.conftest import ALLOWED_USER, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Text
 from tests.runtime.turn.harness import Recorder

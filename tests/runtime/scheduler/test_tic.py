@@ -4,9 +4,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from runtime.config import QuietHours
-from runtime.scheduler.models import TicRunStatus
-from runtime.scheduler.tic import (
+from agentgram.runtime.config import QuietHours
+from agentgram.runtime.scheduler.models import TicRunStatus
+from agentgram.runtime.scheduler.tic import (
     MAX_EVENTS,
     TIC_INSTRUCTIONS,
     TIC_OK,

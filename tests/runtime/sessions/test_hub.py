@@ -14,11 +14,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.app import PostResult, Runtime
-from runtime.events import ApprovalRequested, Notice, OutcomeKind, ToolActivity, ToolPhase, TurnFinished
-from runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
-from runtime.scheduler.tic import Run
-from runtime.storage.models import ChatSession, TurnStatus
+from agentgram.runtime.app import PostResult, Runtime
+from agentgram.runtime.events import (
+    ApprovalRequested,
+    Notice,
+    OutcomeKind,
+    ToolActivity,
+    ToolPhase,
+    TurnFinished,
+)
+from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
+from agentgram.runtime.scheduler.tic import Run
+from agentgram.runtime.storage.models import ChatSession, TurnStatus
 from tests.conftest import ALLOWED_USER, make_settings
 from tests.fakes.openai_server import Call, FakeOpenAI, Text, ToolCalls
 from tests.runtime.turn.harness import Recorder

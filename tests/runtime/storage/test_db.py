@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Connection, insert, text
 
-from runtime.storage import migrations
-from runtime.storage.db import Database, Synchronous, after_commit, durable
-from runtime.storage.migrations import migrate
-from runtime.storage.models import ChatSession, KeyValue, utcnow
+from agentgram.runtime.storage import migrations
+from agentgram.runtime.storage.db import Database, Synchronous, after_commit, durable
+from agentgram.runtime.storage.migrations import migrate
+from agentgram.runtime.storage.models import ChatSession, KeyValue, utcnow
 
 
 def _url(path: Path) -> str:

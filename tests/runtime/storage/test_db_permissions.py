@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.storage.db import Database
-from runtime.storage.migrations import migrate
-from runtime.storage.sessions import SessionStore
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.migrations import migrate
+from agentgram.runtime.storage.sessions import SessionStore
 
 
 def mode(path: Path) -> int:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime.llm.types import LLMRound, ToolCallRequest
-from runtime.storage.db import Database
-from runtime.storage.history import HistoryStore
-from runtime.storage.migrations import migrate
-from runtime.storage.models import ToolCallStatus, TurnStatus
-from runtime.storage.sessions import SessionStore
+from agentgram.runtime.llm.types import LLMRound, ToolCallRequest
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.history import HistoryStore
+from agentgram.runtime.storage.migrations import migrate
+from agentgram.runtime.storage.models import ToolCallStatus, TurnStatus
+from agentgram.runtime.storage.sessions import SessionStore
 
 
 async def test_a_final_round_ends_its_turn_in_the_same_transaction(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.storage.lock import AlreadyRunning, InstanceLock, fingerprint, lock_path
+from agentgram.runtime.storage.lock import AlreadyRunning, InstanceLock, fingerprint, lock_path
 
 TOKEN = "123456:TEST-token-secret"
 
@@ -59,7 +59,7 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
 
 HOLD = """
 import sys, time
-from runtime.storage.lock import InstanceLock
+from agentgram.runtime.storage.lock import InstanceLock
 lock = InstanceLock.acquire(sys.argv[1], "x")
 print("locked", flush=True)
 time.sleep(60)

@@ -16,14 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Connection
 
-from runtime.llm.types import LLMRound, ToolCallRequest
-from runtime.mailbox import Envelope, Sender, SenderKind, SqlMailbox, UserMessageBody
-from runtime.storage.db import Database
-from runtime.storage.history import HistoryEntry, HistoryStore
-from runtime.storage.migrations import migrate
-from runtime.storage.models import ToolCallStatus
-from runtime.storage.sessions import SessionStore
-from runtime.storage.views import SessionViews
+from agentgram.runtime.llm.types import LLMRound, ToolCallRequest
+from agentgram.runtime.mailbox import Envelope, Sender, SenderKind, SqlMailbox, UserMessageBody
+from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.history import HistoryEntry, HistoryStore
+from agentgram.runtime.storage.migrations import migrate
+from agentgram.runtime.storage.models import ToolCallStatus
+from agentgram.runtime.storage.sessions import SessionStore
+from agentgram.runtime.storage.views import SessionViews
 
 # --- the rules ---------------------------------------------------------------------------------
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from runtime.errors import ToolError
-from runtime.tools.base import Tool, ToolContext, ToolGroup
-from runtime.tools.files import EditFile, ListDir, ReadFile, WriteFile, secret_paths
+from agentgram.runtime.errors import ToolError
+from agentgram.runtime.tools.base import Tool, ToolContext, ToolGroup
+from agentgram.runtime.tools.files import EditFile, ListDir, ReadFile, WriteFile, secret_paths
 
 
 @dataclass

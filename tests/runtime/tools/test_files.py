@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.errors import ToolError
-from runtime.tools.base import ToolContext, ToolGroup
-from runtime.tools.builtin import builtin_tools, default_registry
-from runtime.tools.files import LIST_LIMIT, READ_LIMIT_BYTES, EditFile, ListDir, ReadFile, WriteFile
+from agentgram.runtime.errors import ToolError
+from agentgram.runtime.tools.base import ToolContext, ToolGroup
+from agentgram.runtime.tools.builtin import builtin_tools, default_registry
+from agentgram.runtime.tools.files import LIST_LIMIT, READ_LIMIT_BYTES, EditFile, ListDir, ReadFile, WriteFile
 
 
 @pytest.fixture
@@ -255,7 +255,7 @@ def test_unknown_argument_is_rejected() -> None:
 
 
 def test_writes_are_atomic_and_keep_permissions(tmp_path: Path) -> None:
-    from runtime.tools.files import atomic_write
+    from agentgram.runtime.tools.files import atomic_write
 
     target = tmp_path / "script.sh"
     target.write_text("old")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.tools.base import ToolContext
-from runtime.tools.preview import preview_change
+from agentgram.runtime.tools.base import ToolContext
+from agentgram.runtime.tools.preview import preview_change
 
 
 @pytest.fixture

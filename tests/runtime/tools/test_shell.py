@@ -11,9 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from runtime.errors import ToolError
-from runtime.tools.base import ToolContext
-from runtime.tools.shell import OUTPUT_LIMIT_BYTES, ExecuteCmd, command_env
+from agentgram.runtime.errors import ToolError
+from agentgram.runtime.tools.base import ToolContext
+from agentgram.runtime.tools.shell import OUTPUT_LIMIT_BYTES, ExecuteCmd, command_env
 
 
 @pytest.fixture

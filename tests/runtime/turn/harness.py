@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from runtime.app import Runtime
-from runtime.events import RuntimeEvent
+from agentgram.runtime.app import Runtime
+from agentgram.runtime.events import RuntimeEvent
 
 
 @dataclass

@@ -18,11 +18,11 @@ from zoneinfo import ZoneInfo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.llm.types import AssistantMessage, ChatMessage, SystemMessage, ToolMessage, UserMessage
-from runtime.storage.history import HistoryEntry
-from runtime.storage.models import HistoryRow, Role, RowStatus, ToolCallRow, ToolCallStatus
-from runtime.turn import texts
-from runtime.turn.context import (
+from agentgram.runtime.llm.types import AssistantMessage, ChatMessage, SystemMessage, ToolMessage, UserMessage
+from agentgram.runtime.storage.history import HistoryEntry
+from agentgram.runtime.storage.models import HistoryRow, Role, RowStatus, ToolCallRow, ToolCallStatus
+from agentgram.runtime.turn import texts
+from agentgram.runtime.turn.context import (
     ContextSettings,
     build_messages,
     current_turn_start,

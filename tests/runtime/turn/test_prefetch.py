@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from runtime.events import OutcomeKind, TurnFinished
-from runtime.llm.types import SystemMessage, UserMessage
-from runtime.sessions.hub import SessionWorker, address_of
-from runtime.storage.models import Role
-from runtime.turn.loop import TurnRunner
-from runtime.turn.prefetch import Prefetch
+from agentgram.runtime.events import OutcomeKind, TurnFinished
+from agentgram.runtime.llm.types import SystemMessage, UserMessage
+from agentgram.runtime.sessions.hub import SessionWorker, address_of
+from agentgram.runtime.storage.models import Role
+from agentgram.runtime.turn.loop import TurnRunner
+from agentgram.runtime.turn.prefetch import Prefetch
 from tests.conftest import make_settings
 from tests.fakes.openai_server import Error, FakeOpenAI, Hang, Text
 from tests.runtime.turn.harness import started_runtime

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from runtime.events import TurnFinished
-from runtime.storage.models import ToolCallStatus
+from agentgram.runtime.events import TurnFinished
+from agentgram.runtime.storage.models import ToolCallStatus
 from tests.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI, Text, ToolCalls
 from tests.runtime.turn.harness import started_runtime

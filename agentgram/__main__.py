@@ -1,0 +1,7 @@
+"""``python -m agentgram``: the same as the ``agentgram`` command."""
+
+import sys
+
+from agentgram.bot.cli import main
+
+sys.exit(main())
