@@ -1,4 +1,4 @@
-"""The operator's INFO lines: one per turn, approval decision, scheduled run and LLM error.
+"""The operator's log lines: one per turn, approval decision, scheduled run, LLM and Telegram error.
 
 They carry facts (ids, outcome, counts, classes, statuses), never the conversation.
 """
@@ -91,3 +91,37 @@ async def test_an_llm_401_is_logged_with_its_class_and_status(
     assert error.__dict__["status"] == 401
     [turn] = lines(caplog, "turn", "turn ")
     assert " outcome=failed " in turn.getMessage()
+
+
+async def test_a_cron_run_is_logged_with_its_job_outcome_and_duration(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.e2e.test_schedule import listed
+
+    caplog.set_level(logging.INFO, logger="agentgram")
+    async with running_bot(tmp_path) as rig:
+        rig.say("/cron add every 1m check the weather in Berlin")
+        await rig.wait_text("Scheduled “check the weather in Berlin”")
+        rig.say("/cron")
+        item = await listed(rig, "check the weather in Berlin")
+        rig.llm.script(Text("Sunny."))
+        tap(rig, item, "▶️ Run now")
+        await until(rig, lambda: bool(lines(caplog, "scheduler", "cron job ")))
+    [run] = lines(caplog, "scheduler", "cron job ")
+    assert run.levelno == logging.INFO
+    assert run.getMessage().startswith("cron job 1 'check the weather in Berlin' run=1 outcome=success took=")
+    assert run.__dict__["job"] == 1 and run.__dict__["outcome"] == "success"
+
+
+async def test_a_telegram_error_is_logged_with_its_class_and_status(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="agentgram")
+    async with running_bot(tmp_path) as rig:
+        rig.tg.fail_next("sendMessage", status=400, description="Bad Request: chat not found")
+        rig.say("/help")
+        await rig.tg.wait_for(lambda: bool(lines(caplog, "telegram.send", "send to chat")))
+    [refused] = lines(caplog, "telegram.send", "send to chat")
+    assert refused.levelno == logging.WARNING
+    assert "BadRequest status=400" in refused.getMessage()
+    assert refused.__dict__["error_class"] == "BadRequest" and refused.__dict__["status"] == 400
