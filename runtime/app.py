@@ -9,6 +9,7 @@ mail *before* anything acts on it.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -66,6 +67,10 @@ log = get_logger("runtime")
 
 UNDELIVERED_WINDOW = timedelta(days=1)
 """How old a stored answer the chat never showed may be and still be sent on start."""
+
+LLM_CHECK_FIRST = 1.0
+LLM_CHECK_CAP = 60.0
+"""Backoff of the start-up check of an unreachable LLM endpoint (seconds)."""
 
 CHAT_SESSIONS_KEPT = 1024
 """Chats whose active session is kept in memory, least recently used out (the rest are read again)."""
@@ -152,6 +157,7 @@ class Runtime:
         self.tools = tools or default_registry()
         self.processes = SqlProcessLedger(self.sessions)
         self._chat_sessions: OrderedDict[int, ChatSession] = OrderedDict()
+        self._llm_check: asyncio.Task[None] | None = None
         self.restart_hooks: list[RestartHook] = []
         """Run on start before anything resumes: an adapter tidies what the previous process left
         in the chats (e.g. status lines it never finished), knowing nothing of this one runs yet."""
@@ -191,9 +197,7 @@ class Runtime:
         log.info("SQLite %s; database %s", Database.sqlite_version(), self.db.engine.url.render_as_string())
         await migrate(self.db)
         await self.approvals.load_rules()
-        warning = await self.llm.probe()
-        if warning:
-            log.warning("LLM endpoint: %s", warning)
+        self._llm_check = asyncio.create_task(self._check_llm(), name="llm-check")
         await self.processes.reap_orphans()  # before any interrupted command is re-run
         await self.scheduler.start()  # before recover: it settles tic/cron turns a crash cut short
         await self.recover()
@@ -241,7 +245,27 @@ class Runtime:
         """The chat shows this final answer (``RoundEnded.row_id``): a restart need not send it."""
         await self.history.mark_delivered(row_id)
 
+    async def _check_llm(self) -> None:
+        """The LLM endpoint, checked in the background from start (the bot answers meanwhile: a
+        turn that needs the model says it cannot reach it). One that is down or answers 5xx is
+        checked again with backoff, :data:`LLM_CHECK_FIRST` doubling to :data:`LLM_CHECK_CAP`,
+        until it answers; a refused key or an unlisted model is a configuration mistake, logged
+        once."""
+        delay = LLM_CHECK_FIRST
+        while (warning := await self.llm.probe()) is not None:
+            if not warning.retry:
+                log.warning("LLM endpoint: %s", warning.text)
+                return
+            log.warning("LLM endpoint: %s; checking again in %.0fs", warning.text, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, LLM_CHECK_CAP)
+        if delay > LLM_CHECK_FIRST:
+            log.info("LLM endpoint answers now")
+
     async def close(self) -> None:
+        if self._llm_check is not None:
+            self._llm_check.cancel()
+            await asyncio.gather(self._llm_check, return_exceptions=True)
         await self.scheduler.stop()
         await self.hub.shutdown()
         closer = getattr(self.llm, "aclose", None)

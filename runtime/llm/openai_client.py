@@ -38,6 +38,7 @@ from agentgram.runtime.llm.types import (
     ChatMessage,
     LLMRound,
     ModelFallback,
+    ProbeWarning,
     ReasoningDelta,
     StreamRestart,
     StreamSink,
@@ -196,23 +197,29 @@ class OpenAIClient:
             text = text.replace(self._api_key, "***")
         return text if len(text) <= 200 else text[:199] + "…"
 
-    async def probe(self) -> str | None:
-        """Check the endpoint lists models; a warning text when it does not, never raise."""
+    async def probe(self) -> ProbeWarning | None:
+        """Check the endpoint lists models; a warning when it does not, never raise."""
         base = self._settings.base_url
         try:
             page = await self._client.with_options(timeout=PROBE_TIMEOUT).models.list()
         except openai.AuthenticationError:
-            return f"LLM endpoint {base} rejected the API key (401); check llm.api_key"
+            return ProbeWarning(
+                f"LLM endpoint {base} rejected the API key (401); check llm.api_key", retry=False
+            )
         except openai.APIStatusError as exc:
-            return f"LLM endpoint {base} answered HTTP {exc.status_code} when listing models"
+            text = f"LLM endpoint {base} answered HTTP {exc.status_code} when listing models"
+            return ProbeWarning(text, retry=exc.status_code >= 500)
         except openai.APIConnectionError:
-            return f"LLM endpoint {base} is unreachable"
+            return ProbeWarning(f"LLM endpoint {base} is unreachable", retry=True)
         except Exception as exc:  # a probe must never stop the start-up
-            return f"LLM endpoint {base} probe failed: {self._clean(str(exc)) or type(exc).__name__}"
+            reason = self._clean(str(exc)) or type(exc).__name__
+            return ProbeWarning(f"LLM endpoint {base} probe failed: {reason}", retry=True)
         listed = {m.id for m in page.data}
         missing = [m for m in self.models if m not in listed]
         if listed and missing:
-            return f"LLM endpoint {base} does not list model(s): {', '.join(missing)}"
+            return ProbeWarning(
+                f"LLM endpoint {base} does not list model(s): {', '.join(missing)}", retry=False
+            )
         return None
 
     async def aclose(self) -> None:

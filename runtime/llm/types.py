@@ -113,6 +113,15 @@ StreamEvent = TextDelta | ReasoningDelta | ModelFallback | StreamRestart | Strea
 StreamSink = Callable[[StreamEvent], Awaitable[None]]
 
 
+@dataclass(slots=True, frozen=True)
+class ProbeWarning:
+    """What a start-up check of the endpoint found wrong; ``retry`` when checking again can help
+    (unreachable, 5xx), not for a configuration mistake (a refused key, a model it does not list)."""
+
+    text: str
+    retry: bool
+
+
 class LLMClient(Protocol):
     """Streams one completion; cancelling the awaiting task closes the request.
 
@@ -126,6 +135,6 @@ class LLMClient(Protocol):
         sink: StreamSink,
     ) -> LLMRound: ...
 
-    async def probe(self) -> str | None:
-        """Check the endpoint at start; return a warning text or ``None``."""
+    async def probe(self) -> ProbeWarning | None:
+        """Check the endpoint at start; a warning, or ``None`` when it answers as configured."""
         ...

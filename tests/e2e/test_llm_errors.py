@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from pathlib import Path
+
+import pytest
 
 from tests.e2e.harness import running_bot
 from tests.fakes.openai_server import Drop, Error, Text
@@ -88,3 +92,46 @@ async def test_a_retry_after_a_cut_stream_replaces_the_text_without_a_notice(tmp
         rig.say("hi")
         await rig.wait_turns()
         assert rig.texts() == ["the whole answer"]
+
+
+async def test_an_llm_down_at_start_is_checked_again_with_backoff_until_it_answers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agentgram.runtime.app as app_module
+    from tests.e2e.test_startup import _free_port, forwarder
+
+    monkeypatch.setattr(app_module, "LLM_CHECK_FIRST", 0.1)
+    caplog.set_level(logging.INFO, logger="agentgram")
+    port = _free_port()
+
+    def checks() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.getMessage().startswith("LLM endpoint")]
+
+    async with running_bot(tmp_path, llm={"base_url": f"http://127.0.0.1:{port}/v1"}) as rig:
+        await rig.tg.wait_for(lambda: len(checks()) >= 3, timeout=10)
+        assert all("unreachable; checking again in" in line for line in checks())
+        async with forwarder(port, rig.llm.port):
+            await rig.tg.wait_for(lambda: "LLM endpoint answers now" in checks(), timeout=10)
+            rig.llm.script(Text("Up again."))
+            rig.say("hi")
+            await rig.wait_text("Up again.")
+
+
+async def test_a_refused_key_at_start_is_logged_once_not_retried(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agentgram.runtime.app as app_module
+    from agentgram.runtime.app import Runtime
+    from tests.conftest import make_settings
+    from tests.fakes.openai_server import FakeOpenAI
+
+    monkeypatch.setattr(app_module, "LLM_CHECK_FIRST", 0.05)
+    caplog.set_level(logging.INFO, logger="agentgram")
+    async with FakeOpenAI(models=("main-model",), api_key="sk-right") as llm:
+        runtime = Runtime(make_settings(tmp_path, llm.base_url))  # the test settings' key is another
+        await runtime.start()
+        assert runtime._llm_check is not None
+        await asyncio.wait_for(runtime._llm_check, 5)
+        await runtime.close()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("LLM endpoint")]
+    assert len(lines) == 1 and "rejected the API key (401)" in lines[0] and "checking again" not in lines[0]

@@ -328,7 +328,7 @@ async def test_probe_ok(fake, client):
 async def test_probe_warns_on_missing_model(fake):
     llm = make_client(fake, model="nope")
     warning = await llm.probe()
-    assert warning is not None and "nope" in warning
+    assert warning is not None and "nope" in warning.text and not warning.retry
     await llm.aclose()
 
 
@@ -336,7 +336,7 @@ async def test_probe_warns_on_bad_key():
     async with FakeOpenAI(api_key="sk-right") as server:
         llm = make_client(server, api_key=SecretStr("sk-wrong"))
         warning = await llm.probe()
-        assert warning is not None and "401" in warning
+        assert warning is not None and "401" in warning.text and not warning.retry
         await llm.aclose()
 
 
@@ -346,7 +346,7 @@ async def test_probe_warns_on_unreachable_port():
         port = sock.getsockname()[1]
     llm = OpenAIClient(LLMSettings(base_url=f"http://127.0.0.1:{port}/v1", model="m"))
     warning = await llm.probe()
-    assert warning is not None and "unreachable" in warning
+    assert warning is not None and "unreachable" in warning.text and warning.retry
     await llm.aclose()
 
 
