@@ -62,13 +62,13 @@ async def start_bot(args: argparse.Namespace) -> Callable[[], Awaitable[None]]:
         await start_baseline(application)
         return lambda: stop_baseline(application)
     from agentgram.bot.cli import freeze_startup_heap
-    from agentgram.bot.telegram.app import TelegramBot
+    from agentgram.bot.telegram.app import compose
 
     users = [int(u) for u in args.users.split(",")]
     settings = agentgram_settings(
         Path(args.workdir), tg_root=args.tg, llm_url=args.llm, users=users, edit_interval=args.edit_interval
     )
-    bot = TelegramBot(settings)
+    bot = compose(settings)
     if args.kind == "agentgram-nolimit":  # diagnostic: without the 30 requests/s AIORateLimiter
         bot.application.bot._rate_limiter = None
     await bot.start()

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentgram.runtime.config import Settings, settings_from_mapping
+from agentgram.bot.settings import BotSettings, bot_settings_from_mapping
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -74,7 +74,7 @@ def agentgram_settings(
     llm_url: str,
     users: Sequence[int],
     edit_interval: float,
-) -> Settings:
+) -> BotSettings:
     """The bot as a user would configure it, pointed at the fakes; file SQLite in ``workdir``."""
     raw: dict[str, Any] = {
         "telegram": {
@@ -90,7 +90,7 @@ def agentgram_settings(
         "tic": {"enabled": False},
         "logging": {"level": "WARNING"},
     }
-    return settings_from_mapping(raw, {})
+    return bot_settings_from_mapping(raw, {})
 
 
 def row(cells: Sequence[object], widths: Sequence[int]) -> str:

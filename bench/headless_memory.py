@@ -33,10 +33,11 @@ from typing import Any
 
 import psutil
 
+from agentgram.bot.settings import BotSettings, bot_settings_from_mapping
 from agentgram.runtime.app import Runtime
-from agentgram.runtime.config import Settings, settings_from_mapping
 from agentgram.runtime.scheduler.models import JobRun, TicRun
 from agentgram.runtime.scheduler.tic import Run
+from agentgram.runtime.scheduler.values import JobSpec
 from bench.common import MODEL, machine, row, write_results
 from bench.fakes import last_user_text
 from tests.fakes.openai_server import FakeOpenAI, Reply, Text
@@ -53,7 +54,7 @@ class Options:
     sample_every: int = 100
 
 
-def settings(workdir: Path, llm_url: str) -> Settings:
+def settings(workdir: Path, llm_url: str) -> BotSettings:
     raw: dict[str, Any] = {
         "telegram": {"token": "123456:TEST-token", "allowed_user_ids": [CHAT]},
         "llm": {"base_url": llm_url, "api_key": "sk-bench", "model": MODEL, "max_retries": 0},
@@ -62,7 +63,7 @@ def settings(workdir: Path, llm_url: str) -> Settings:
         "tic": {"enabled": False},  # not on a timer: this benchmark asks for each tic
         "logging": {"level": "WARNING"},
     }
-    return settings_from_mapping(raw, {})
+    return bot_settings_from_mapping(raw, {})
 
 
 def reply(body: dict[str, Any]) -> Reply:
@@ -126,12 +127,12 @@ def sample(runtime: Runtime, runs: int, started: float) -> dict[str, Any]:
 async def measure(workdir: Path, llm: FakeOpenAI, opts: Options) -> list[dict[str, Any]]:
     (workdir / "workspace").mkdir(parents=True)
     (workdir / "workspace" / "TIC.md").write_text("- anything urgent?\n")
-    runtime = Runtime(settings(workdir, llm.base_url), format_rules="")
+    runtime = Runtime(settings(workdir, llm.base_url), format_rules="", home_chat_id=CHAT)
     await runtime.start()
     try:
         await runtime.sessions.find_or_open(CHAT, user_id=CHAT, language="en")  # the user's chat
         job = await runtime.scheduler.add_job(
-            title="Backups", schedule="every 24h", prompt="Check the backups.", chat_id=CHAT
+            JobSpec(title="Backups", schedule="every 24h", prompt="Check the backups.", chat_id=CHAT)
         )
         driver = Driver(runtime)
         samples = []

@@ -25,10 +25,11 @@ from telegram.error import InvalidToken, TelegramError
 
 from agentgram.bot import doctor, init
 from agentgram.bot.config_check import check_config
-from agentgram.runtime.config import Settings, masked
+from agentgram.bot.settings import BotSettings
+from agentgram.runtime.app import AlreadyRunning, InstanceLock, fingerprint
+from agentgram.runtime.config import masked
 from agentgram.runtime.errors import ConfigError
 from agentgram.runtime.log import configure, get_logger
-from agentgram.runtime.storage.lock import AlreadyRunning, InstanceLock, fingerprint
 
 if TYPE_CHECKING:
     from agentgram.bot.telegram.app import TelegramBot
@@ -91,7 +92,7 @@ def freeze_startup_heap() -> None:
     gc.freeze()
 
 
-async def _run(settings: Settings) -> int:
+async def _run(settings: BotSettings) -> int:
     """Take the instance lock, start (waiting out outages), serve until a signal or a fatal error."""
     token = fingerprint(settings.telegram.token.get_secret_value())
     try:
@@ -104,9 +105,9 @@ async def _run(settings: Settings) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        from agentgram.bot.telegram.app import TelegramBot
+        from agentgram.bot.telegram.app import compose
 
-        bot = TelegramBot(settings)
+        bot = compose(settings)
         try:
             started = await _start(bot, stop)
         except InvalidToken:

@@ -13,19 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from agentgram.runtime.config import Settings
+from agentgram.bot.settings import BotSettings
 from agentgram.runtime.config_check import RUNTIME_CHECKS, Check, CheckProblem, validate_config
 
 EXAMPLE_USER_ID = 123456789
 """The user id ``config.example.yml`` ships with; nobody can talk to a bot that allows only it."""
 
 
-def check_token(settings: Settings) -> Iterator[CheckProblem]:
+def check_token(settings: BotSettings) -> Iterator[CheckProblem]:
     if not settings.telegram.token.get_secret_value().strip():
         yield CheckProblem("telegram.token", "is empty; put the bot token from @BotFather")
 
 
-def check_allowed_users(settings: Settings) -> Iterator[CheckProblem]:
+def check_allowed_users(settings: BotSettings) -> Iterator[CheckProblem]:
     if EXAMPLE_USER_ID in settings.telegram.allowed_user_ids:
         yield CheckProblem(
             "telegram.allowed_user_ids",
@@ -33,9 +33,10 @@ def check_allowed_users(settings: Settings) -> Iterator[CheckProblem]:
         )
 
 
-TELEGRAM_CHECKS: tuple[Check, ...] = (check_token, check_allowed_users)
+TELEGRAM_CHECKS: tuple[Check[BotSettings], ...] = (check_token, check_allowed_users)
 
 
-def check_config(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
-    """Parse and check everything; raise :class:`~runtime.config.ConfigInvalid` listing every problem."""
-    return validate_config(path, (*RUNTIME_CHECKS, *TELEGRAM_CHECKS), environ)
+def check_config(path: Path, environ: Mapping[str, str] | None = None) -> BotSettings:
+    """Parse (as :class:`~bot.settings.BotSettings`) and check everything; raise
+    :class:`~runtime.config.ConfigInvalid` listing every problem."""
+    return validate_config(path, (*RUNTIME_CHECKS, *TELEGRAM_CHECKS), environ, model=BotSettings)

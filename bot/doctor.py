@@ -30,11 +30,11 @@ from sqlalchemy.engine import make_url
 from agentgram.bot import probes
 from agentgram.bot.config_check import check_config
 from agentgram.bot.probes import ProbeFailed
-from agentgram.runtime.config import ConfigInvalid, Settings, parse_config
+from agentgram.bot.settings import BotSettings
+from agentgram.runtime.app import migrate_database
+from agentgram.runtime.config import ConfigInvalid, parse_config
 from agentgram.runtime.config_check import writable_dir_problem
 from agentgram.runtime.errors import ConfigError
-from agentgram.runtime.storage.db import Database
-from agentgram.runtime.storage.migrations import migrate
 
 OWN_LINES = {"agent.workdir": "workdir", "storage.url": "database"}
 """Config keys whose problems are shown on their own check's line."""
@@ -108,14 +108,14 @@ async def diagnose(path: Path, environ: Mapping[str, str] | None = None) -> Asyn
 
 def _config(
     path: Path, environ: Mapping[str, str] | None
-) -> tuple[Settings | None, dict[str, list[ConfigError]]]:
+) -> tuple[BotSettings | None, dict[str, list[ConfigError]]]:
     """The parsed settings (``None`` when the file does not parse) and check_config's problems by line."""
     try:
         return check_config(path, environ), {}
     except ConfigInvalid as invalid:
         problems = invalid.problems
     try:
-        settings = parse_config(path, environ)[0]
+        settings = parse_config(path, environ, model=BotSettings)[0]
     except ConfigInvalid:
         return None, {"config": list(problems)}
     by_line: dict[str, list[ConfigError]] = {}
@@ -124,7 +124,7 @@ def _config(
     return settings, by_line
 
 
-async def _telegram(settings: Settings) -> list[Result]:
+async def _telegram(settings: BotSettings) -> list[Result]:
     tg = settings.telegram
     try:
         async with probes.telegram(tg.token.get_secret_value(), tg.api_base_url) as (bot, me):
@@ -144,7 +144,7 @@ async def _telegram(settings: Settings) -> list[Result]:
     return [*results, passed("webhook", "none set (agentgram polls for updates)")]
 
 
-async def _llm(settings: Settings) -> list[Result]:
+async def _llm(settings: BotSettings) -> list[Result]:
     llm = settings.llm
     try:
         listed = await probes.listed_models(llm.base_url, llm.api_key.get_secret_value())
@@ -172,7 +172,7 @@ async def _llm(settings: Settings) -> list[Result]:
     return [models, passed("llm completion", f"{model} streamed an answer with a tool defined")]
 
 
-async def _database(settings: Settings, problems: list[ConfigError]) -> Result:
+async def _database(settings: BotSettings, problems: list[ConfigError]) -> Result:
     url = settings.storage.url
     shown = make_url(url).render_as_string(hide_password=True)
     fix = "point storage.url at a folder this user can write (the default is ./data/agentgram.db)"
@@ -181,11 +181,7 @@ async def _database(settings: Settings, problems: list[ConfigError]) -> Result:
     file = _sqlite_file(url)
     existed = file is None or file.exists()
     try:
-        db = Database(url)
-        try:
-            version = await migrate(db)
-        finally:
-            await db.close()
+        version = await migrate_database(url)
     except Exception as error:  # whatever the driver says is the diagnosis
         return Result("database", Status.FAIL, f"{shown}: {type(error).__name__}: {error}", fix)
     created = "" if existed else " (created)"
@@ -199,7 +195,7 @@ def _sqlite_file(url: str) -> Path | None:
     return Path(parsed.database).expanduser().resolve()
 
 
-def _workdir(settings: Settings, problems: list[ConfigError]) -> Result:
+def _workdir(settings: BotSettings, problems: list[ConfigError]) -> Result:
     workdir = settings.agent.workdir.resolve()
     problem = "; ".join(p.problem for p in problems) or writable_dir_problem(workdir)
     if problem:

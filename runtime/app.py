@@ -3,8 +3,16 @@
 :class:`Runtime` wires storage, mailbox, LLM client, tools, approvals, the
 session hub and the scheduler from :class:`~runtime.config.Settings`.
 Adapters post mail through it (``post_user_message``, ``stop``, ``decide``…)
-and subscribe to :attr:`Runtime.bus` for output. Every input is accepted as
-mail *before* anything acts on it.
+and :meth:`Runtime.subscribe` to its events for output. Every input is accepted
+as mail *before* anything acts on it.
+
+It is the adapters' only door: what they pass in and get back are the values
+defined here (:class:`SessionRef`, :class:`PendingApproval`, …) or the
+runtime's own value types re-exported here (``Rule``, ``Bypass``,
+``ApprovalStatus``…), never an ORM row and never one of the parts it wires
+(a test walks ``bot/`` for attribute access on them). Its attributes ``db``,
+``sessions``, ``approvals``, ``hub``… are for the runtime's own wiring and
+tests.
 """
 
 from __future__ import annotations
@@ -15,14 +23,16 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol, Self
 from zoneinfo import ZoneInfo
 
+from agentgram.runtime.approvals.bypass import Bypass
 from agentgram.runtime.approvals.manager import ApprovalManager, DecidedBy, DecisionResult
 from agentgram.runtime.approvals.rules import Rule
 from agentgram.runtime.approvals.trust import bypass_scope, proposed_rule
 from agentgram.runtime.config import Settings
 from agentgram.runtime.errors import MailboxFull
-from agentgram.runtime.events import Address, DurableOutput, EventBus, Notice, RoundEnded
+from agentgram.runtime.events import Address, DurableOutput, EventBus, Notice, RoundEnded, Subscriber
 from agentgram.runtime.llm.types import LLMClient
 from agentgram.runtime.log import get_logger, register_secret
 from agentgram.runtime.mailbox import (
@@ -33,21 +43,26 @@ from agentgram.runtime.mailbox import (
     Envelope,
     MailKind,
     Priority,
+    Receipt,
     Sender,
     SenderKind,
     SqlMailbox,
     UserMessageBody,
 )
 from agentgram.runtime.prompt import build_static_prompt
+from agentgram.runtime.scheduler.ports import SchedulerPorts
 from agentgram.runtime.scheduler.service import SchedulerService
+from agentgram.runtime.scheduler.tools import schedule_tools
 from agentgram.runtime.sessions.hub import HubOptions, SessionHub, address_of
 from agentgram.runtime.storage.db import Database
 from agentgram.runtime.storage.history import HistoryStore
+from agentgram.runtime.storage.lock import AlreadyRunning, InstanceLock, fingerprint
 from agentgram.runtime.storage.migrations import migrate
 from agentgram.runtime.storage.models import (
     ApprovalRequestRow,
     ApprovalStatus,
     ChatSession,
+    DeadLetter,
     ToolCallRow,
     ToolCallStatus,
     TurnStatus,
@@ -59,7 +74,6 @@ from agentgram.runtime.tools.base import ToolRegistry
 from agentgram.runtime.tools.builtin import default_registry
 from agentgram.runtime.tools.files import secret_paths
 from agentgram.runtime.tools.processes import SqlProcessLedger
-from agentgram.runtime.tools.schedule import schedule_tools
 from agentgram.runtime.turn.context import ContextSettings
 from agentgram.runtime.turn.loop import TurnServices, call_summary
 
@@ -107,9 +121,80 @@ class CallState:
     name: str
     summary: str
     status: ToolCallStatus
+    runs_command: bool = False  # the tool runs shell commands (``Tool.runs_commands``)
+
+
+@dataclass(slots=True, frozen=True)
+class SessionRef:
+    """A chat's session as an adapter holds it: which one, whose chat, its user's language."""
+
+    id: int
+    chat_id: int | None
+    user_id: int | None
+    language_code: str | None
+
+    @classmethod
+    def of(cls, row: ChatSession) -> SessionRef:
+        assert row.id is not None
+        return cls(row.id, row.chat_id, row.user_id, row.language_code)
+
+
+@dataclass(slots=True, frozen=True)
+class Posted:
+    """A user's message as the mailbox took it, and whether the source's checkpoint was stored
+    with it (then the source need not store it again)."""
+
+    result: PostResult
+    checkpoint_stored: bool
+
+
+@dataclass(slots=True, frozen=True)
+class PromptedApproval:
+    """The approval request a chat message (its prompt) asks about, as it stands."""
+
+    request_id: str
+    status: ApprovalStatus
+
+
+@dataclass(slots=True, frozen=True)
+class PendingApproval:
+    """A request still waiting for its decision: its prompt in the chat and the call it is about."""
+
+    request_id: str
+    message_id: int | None  # None until the prompt's send returned
+    tool: str  # "?" when the call is gone
+    summary: str
+
+
+@dataclass(slots=True, frozen=True)
+class TrustOverview:
+    """What a session does not ask about: its live bypasses and the user's saved allow rules."""
+
+    bypasses: tuple[Bypass, ...]
+    rules: tuple[Rule, ...]
+
+
+class KeyValueStore(Protocol):
+    """The runtime's durable key-value store, handed to an adapter for what it must remember
+    itself (message ids to edit later, pairing, its read position)."""
+
+    async def get_value(self, key: str) -> str | None: ...
+    async def set_value(self, key: str, value: str) -> None: ...
+    async def delete_value(self, key: str) -> None: ...
+    async def values_with_prefix(self, prefix: str) -> dict[str, str]: ...
 
 
 RestartHook = Callable[[], Awaitable[None]]
+
+
+async def migrate_database(url: str) -> int:
+    """Open the database at ``url``, bring it to this release's schema and close it again; its
+    schema version (``agentgram doctor`` proves the database usable without starting anything)."""
+    db = Database(url)
+    try:
+        return await migrate(db)
+    finally:
+        await db.close()
 
 
 def local_zone(settings: Settings) -> tuple[ZoneInfo, str]:
@@ -136,13 +221,15 @@ class Runtime:
         llm: LLMClient | None = None,
         tools: ToolRegistry | None = None,
         clock: type[datetime] | None = None,
+        home_chat_id: int | None = None,
     ) -> None:
         self.settings = settings
-        register_secret(settings.telegram.token.get_secret_value())
         register_secret(settings.llm.api_key.get_secret_value())
         self.db = Database(settings.storage.url)
         self.bus = EventBus()
         self.sessions = SessionStore(self.db)
+        self.values: KeyValueStore = self.sessions
+        """The key-value store an adapter may use (see :class:`KeyValueStore`)."""
         self.outbox = OutboxStore(self.db)
         self.history = HistoryStore(self.db)
         self.mailbox = SqlMailbox(self.db, settings.mailbox.max_unread)
@@ -158,6 +245,10 @@ class Runtime:
         self.processes = SqlProcessLedger(self.sessions)
         self._chat_sessions: OrderedDict[int, ChatSession] = OrderedDict()
         self._llm_check: asyncio.Task[None] | None = None
+        self._closed = False
+        self.close_hooks: list[RestartHook] = []
+        """Run on close once the hub stopped, before the database closes: an adapter delivers what
+        is queued while it can still record what it showed."""
         self.restart_hooks: list[RestartHook] = []
         """Run on start before anything resumes: an adapter tidies what the previous process left
         in the chats (e.g. status lines it never finished), knowing nothing of this one runs yet."""
@@ -185,7 +276,25 @@ class Runtime:
             protected=secret_paths(settings.config_file, self.db.file),
         )
         self.hub = SessionHub(self.services, HubOptions(resume_on_message=settings.mailbox.resume_on_message))
-        self.scheduler = SchedulerService(self)
+        self.scheduler = SchedulerService(
+            SchedulerPorts(
+                db=self.db,
+                sessions=self.sessions,
+                history=self.history,
+                mailbox=self.mailbox,
+                approvals=self.approvals,
+                turns=self.hub,
+                publish=self.publish,
+                chat_session=self.chat_session,
+                timezone=self.timezone,
+                timezone_name=self.timezone_name,
+                workdir=self.workdir,
+                scheduler=settings.scheduler,
+                tic=settings.tic,
+                quiet_hours=settings.quiet_hours,
+                home_chat_id=home_chat_id,
+            )
+        )
         for tool in schedule_tools(self.scheduler):
             if self.tools.get(tool.name) is None:
                 self.tools.register(tool)
@@ -263,17 +372,70 @@ class Runtime:
             log.info("LLM endpoint answers now")
 
     async def close(self) -> None:
-        if self._llm_check is not None:
-            self._llm_check.cancel()
-            await asyncio.gather(self._llm_check, return_exceptions=True)
-        await self.scheduler.stop()
-        await self.hub.shutdown()
-        closer = getattr(self.llm, "aclose", None)
-        if closer is not None:
-            await closer()
-        await self.db.close()
+        """The one shutdown, in order, run once (a second call does nothing): nothing new fires
+        (scheduler), the consumers stop without cancelling turns (hub: a restart resumes them),
+        the adapters drain (:attr:`close_hooks`), then the LLM client and the database close —
+        those even when a step before them failed."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._llm_check is not None:
+                self._llm_check.cancel()
+                await asyncio.gather(self._llm_check, return_exceptions=True)
+            await self.scheduler.stop()
+            await self.hub.shutdown()
+            for hook in self.close_hooks:
+                await hook()
+        finally:
+            closer = getattr(self.llm, "aclose", None)
+            if closer is not None:
+                await closer()
+            await self.db.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def __aenter__(self) -> Self:
+        """``async with Runtime(...)``: started on entry (closed again if the start fails), closed on exit."""
+        try:
+            await self.start()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
 
     # --- output ----------------------------------------------------------------
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        """Hear every event the runtime emits (synchronously: queue it, never block); returns
+        the call that unsubscribes."""
+        return self.bus.subscribe(subscriber)
+
+    def on_restart(self, hook: RestartHook) -> None:
+        """Run ``hook`` on start before anything resumes (see :attr:`restart_hooks`)."""
+        self.restart_hooks.append(hook)
+
+    def on_close(self, hook: RestartHook) -> None:
+        """Run ``hook`` on close once the hub stopped, before the database closes (see
+        :attr:`close_hooks`)."""
+        self.close_hooks.append(hook)
+
+    @property
+    def max_tool_rounds(self) -> int:
+        """Tool rounds a turn may take before it ends as exhausted (what the chat tells the user)."""
+        return self.settings.llm.max_tool_rounds
+
+    async def dead_letter(
+        self, source: str, ref: str, error: str, payload: str, checkpoint: Checkpoint
+    ) -> None:
+        """Keep an input the adapter could not parse, and its position past it, in one transaction."""
+        letter = DeadLetter(source=source, ref=ref, error=error, payload=payload)
+        await self.sessions.dead_letter(letter, key=checkpoint.key, value=checkpoint.value)
 
     async def notice(
         self,
@@ -295,8 +457,12 @@ class Runtime:
 
     # --- sessions --------------------------------------------------------------
 
-    async def chat_session(self, chat_id: int, *, user_id: int | None, language: str | None) -> ChatSession:
-        """The chat's active session; kept in memory (only this process opens chat sessions)."""
+    async def chat_session(self, chat_id: int, *, user_id: int | None, language: str | None) -> SessionRef:
+        """The chat's active session (opened if it has none)."""
+        return SessionRef.of(await self._chat_session(chat_id, user_id=user_id, language=language))
+
+    async def _chat_session(self, chat_id: int, *, user_id: int | None, language: str | None) -> ChatSession:
+        """Kept in memory (only this process opens chat sessions)."""
         cached = self._chat_sessions.get(chat_id)
         if cached is not None and (language is None or cached.language_code == language):
             self._chat_sessions.move_to_end(chat_id)
@@ -314,30 +480,45 @@ class Runtime:
 
     async def new_session(
         self, chat_id: int, *, user_id: int | None, language: str | None, envelope_id: str
-    ) -> ChatSession:
+    ) -> SessionRef:
         """``/new``: stop whatever runs in the current session, then open a fresh one."""
         current = await self.chat_session(chat_id, user_id=user_id, language=language)
         await self.stop(current, envelope_id, quiet=True)
-        self.approvals.bypasses.clear(current.id or 0)
+        self.approvals.bypasses.clear(current.id)
         fresh = await self.sessions.open_new(chat_id, user_id=user_id, language=language)
         self._keep_chat_session(chat_id, fresh)
         self.hub.session_changed(fresh, created=True)
-        return fresh
+        return SessionRef.of(fresh)
 
     # --- mail in -----------------------------------------------------------------
 
     async def post_user_message(
         self,
-        session: ChatSession,
+        session: SessionRef,
+        text: str,
+        *,
+        envelope_id: str,
+        chat_message_id: int | None = None,
+        user_ref: str | None = None,
+    ) -> PostResult:
+        """Accept a user's message as mail."""
+        posted = await self.accept_user_message(
+            session, text, envelope_id=envelope_id, chat_message_id=chat_message_id, user_ref=user_ref
+        )
+        return posted.result
+
+    async def accept_user_message(
+        self,
+        session: SessionRef,
         text: str,
         *,
         envelope_id: str,
         chat_message_id: int | None = None,
         user_ref: str | None = None,
         checkpoint: Checkpoint | None = None,
-    ) -> PostResult:
-        """Accept a user's message as mail (with its source's ``checkpoint``, in one transaction)."""
-        assert session.id is not None
+    ) -> Posted:
+        """:meth:`post_user_message`, with the source's ``checkpoint`` stored in the mail's own
+        transaction; says whether it was (not when the mailbox refused the message)."""
         busy = self.hub.is_busy(session.id)
         envelope = Envelope(
             id=envelope_id,
@@ -348,24 +529,22 @@ class Runtime:
         try:
             receipt = await self.mailbox.accept(envelope, checkpoint)
         except MailboxFull:
-            return PostResult.FULL
+            return Posted(PostResult.FULL, checkpoint_stored=False)
+        return Posted(await self._post_result(session, receipt, busy), receipt.checkpoint_stored)
+
+    async def _post_result(self, session: SessionRef, receipt: Receipt, busy: bool) -> PostResult:
+        """What became of accepted mail: ``busy`` is whether a turn ran before it was accepted."""
         if receipt.duplicate:
             return PostResult.DUPLICATE
         if busy:
             return PostResult.WAITING_APPROVAL if self.approvals.awaited(session.id) else PostResult.QUEUED
-        if self.hub.known_not_paused(session.id):
-            return PostResult.STARTED
-        latest = await self.sessions.latest_turn(session.id)
-        if (
-            latest is not None
-            and latest.status == TurnStatus.PAUSED
-            and not self.settings.mailbox.resume_on_message
-        ):
+        paused = await self.hub.paused_turn(session.id) is not None
+        if paused and not self.settings.mailbox.resume_on_message:
             return PostResult.PAUSED
         return PostResult.STARTED
 
     async def _control(
-        self, session: ChatSession, action: ControlAction, envelope_id: str, *, quiet: bool = False
+        self, session: SessionRef, action: ControlAction, envelope_id: str, *, quiet: bool = False
     ) -> bool:
         assert session.id is not None
         envelope = Envelope(
@@ -377,7 +556,7 @@ class Runtime:
         )
         return not (await self.mailbox.accept(envelope)).duplicate
 
-    async def stop(self, session: ChatSession, envelope_id: str, *, quiet: bool = False) -> StopResult:
+    async def stop(self, session: SessionRef, envelope_id: str, *, quiet: bool = False) -> StopResult:
         """Stop at once: store the stop mail, cancel the running turn, let the worker settle the rest.
 
         The mail is stored first so the worker, once the turn ends, finds it
@@ -387,17 +566,16 @@ class Runtime:
         await self._control(session, ControlAction.STOP, envelope_id, quiet=quiet)
         return StopResult(was_running=self.hub.cancel_turn(session.id))
 
-    async def pause(self, session: ChatSession, envelope_id: str) -> bool:
+    async def pause(self, session: SessionRef, envelope_id: str) -> bool:
         assert session.id is not None
         running = self.hub.is_busy(session.id)
         if running:
             await self._control(session, ControlAction.PAUSE, envelope_id)
         return running
 
-    async def resume(self, session: ChatSession, envelope_id: str) -> bool:
+    async def resume(self, session: SessionRef, envelope_id: str) -> bool:
         assert session.id is not None
-        latest = await self.sessions.latest_turn(session.id)
-        paused = latest is not None and latest.status == TurnStatus.PAUSED
+        paused = await self.hub.paused_turn(session.id) is not None
         if not paused and not await self.hub.pause_pending(session.id):
             return False
         await self._control(session, ControlAction.RESUME, envelope_id)
@@ -477,18 +655,56 @@ class Runtime:
             return result, None
         return result, saved
 
-    async def awaited_approval(self, session: ChatSession) -> AwaitedApproval | None:
+    async def awaited_approval(self, session: SessionRef) -> AwaitedApproval | None:
         """What the session's turn is blocked on (``PostResult.WAITING_APPROVAL``), if still so."""
-        request_id = self.approvals.awaited(session.id or 0)
+        request_id = self.approvals.awaited(session.id)
         found = await self._request_call(request_id) if request_id is not None else None
         if found is None or found[0].status != ApprovalStatus.PENDING:
             return None
         request, call = found
         return AwaitedApproval(request_id=request.id, tool=call.name, message_id=request.message_id)
 
-    async def call_for_request(self, request_id: str) -> ToolCallRow | None:
-        found = await self._request_call(request_id)
-        return None if found is None else found[1]
+    def waits_for_decision(self, session_id: int) -> bool:
+        """The session's turn is blocked on a decision (also on a prompt a previous process sent,
+        which a resumed turn waits on without a new ``ApprovalRequested``)."""
+        return self.approvals.awaited(session_id) is not None
+
+    async def approval_for_message(self, chat_id: int, message_id: int) -> PromptedApproval | None:
+        """The request whose prompt is this chat message, once its send returned."""
+        request = await self.approvals.by_message(chat_id, message_id)
+        return None if request is None else PromptedApproval(request.id, ApprovalStatus(request.status))
+
+    async def pending_approvals(self, session: SessionRef, limit: int | None = None) -> list[PendingApproval]:
+        """The session's requests still waiting for a decision, oldest first (the first ``limit``),
+        with their calls."""
+        pending = []
+        for request in (await self.approvals.pending(session.id))[:limit]:
+            call = await self.history.call(request.tool_call_id)
+            tool, summary = (call.name, call_summary(call)) if call is not None else ("?", "")
+            pending.append(PendingApproval(request.id, request.message_id, tool, summary))
+        return pending
+
+    async def prompt_shown(self, request_id: str, chat_id: int, message_id: int) -> None:
+        """The request's prompt is this chat message: a reply to it can name the request."""
+        await self.approvals.attach_message(request_id, chat_id, message_id)
+
+    async def prompt_not_shown(self, request_id: str) -> DecisionResult:
+        """Nobody can see the request's prompt: it expires, so the turn goes on instead of hanging."""
+        return await self.approvals.expire_unshown(request_id)
+
+    def trust_overview(self, session: SessionRef) -> TrustOverview:
+        """What the session is not asked about now: ``/trust``."""
+        bypasses = self.approvals.bypasses.active(session.id, utcnow())
+        rules = [rule for rule in self.approvals.rules() if rule.origin == "user"]
+        return TrustOverview(tuple(bypasses), tuple(rules))
+
+    def revoke_bypass(self, session: SessionRef, scope: str) -> bool:
+        """``False`` when no such bypass is live (revoked already, or expired)."""
+        return self.approvals.bypasses.revoke(session.id, scope)
+
+    async def revoke_rule(self, rule_id: int) -> bool:
+        """``False`` when no such rule is saved (revoked already)."""
+        return await self.approvals.delete_rule(rule_id)
 
     async def call_states(self, call_ids: Sequence[int]) -> list[CallState]:
         """These tool calls as they stand now, in the order asked (unknown ids left out): what a
@@ -497,8 +713,34 @@ class Runtime:
         for call_id in call_ids:
             call = await self.history.call(call_id)
             if call is not None:
-                states.append(CallState(call_id, call.name, call_summary(call), ToolCallStatus(call.status)))
+                status, runs_command = ToolCallStatus(call.status), self.tools.runs_commands(call.name)
+                states.append(CallState(call_id, call.name, call_summary(call), status, runs_command))
         return states
 
 
-__all__ = ["AwaitedApproval", "CallState", "MailKind", "PostResult", "RestartHook", "Runtime", "StopResult"]
+__all__ = [
+    "AlreadyRunning",
+    "ApprovalStatus",
+    "AwaitedApproval",
+    "Bypass",
+    "CallState",
+    "Checkpoint",
+    "DecidedBy",
+    "DecisionResult",
+    "InstanceLock",
+    "KeyValueStore",
+    "MailKind",
+    "PendingApproval",
+    "PostResult",
+    "Posted",
+    "PromptedApproval",
+    "RestartHook",
+    "Rule",
+    "Runtime",
+    "SessionRef",
+    "StopResult",
+    "ToolCallStatus",
+    "TrustOverview",
+    "fingerprint",
+    "migrate_database",
+]

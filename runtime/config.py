@@ -2,10 +2,13 @@
 
 ``load_config`` reads YAML, expands ``${ENV_VAR}`` inside values, applies
 ``AGENTGRAM_SECTION__KEY`` environment overrides and validates the result
-with pydantic. Every problem becomes one :class:`~runtime.errors.ConfigError`
-line naming the key (and the environment variable when one supplied the
-value); all of them travel together in :class:`ConfigInvalid`, so the CLI
-prints them and exits 2. The rest of the code only ever sees :class:`Settings`.
+with pydantic against :class:`Settings`, the core's sections — or against the
+model an adapter extends it to (``bot.settings.BotSettings`` adds
+``telegram``): the core knows no chat platform, and the file keeps one format.
+Every problem becomes one :class:`~runtime.errors.ConfigError` line naming the
+key (and the environment variable when one supplied the value); all of them
+travel together in :class:`ConfigInvalid`, so the CLI prints them and exits 2.
+The rest of the code only ever sees typed settings.
 
 Checks that need more than the values themselves (files, drivers, locales,
 crontabs) live in :mod:`runtime.config_check`; :func:`parse_config` hands them
@@ -20,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import time
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar, overload
 
 import yaml
 from pydantic import (
@@ -34,6 +37,7 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from agentgram.runtime.errors import ConfigError
 
@@ -75,31 +79,13 @@ UserPath = Annotated[Path, AfterValidator(Path.expanduser)]
 """A path where ``~`` means the home directory; relative paths are relative to the working directory."""
 
 
-class _Section(BaseModel):
+class Section(BaseModel):
+    """A config section: unknown keys are errors, values never change once read."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class TelegramSettings(_Section):
-    token: SecretStr
-    api_base_url: HttpUrl = "https://api.telegram.org"
-    allowed_user_ids: list[int] = Field(min_length=1)
-    stream_edit_interval: float = Field(default=1.0, ge=0.05)
-    stream_first_delay: float = Field(default=0.5, ge=0, le=10)
-    poll_timeout: int = Field(default=30, ge=0, le=50)
-    max_retries: int = Field(default=3, ge=0, le=10)
-    messages_per_second: float = Field(default=30.0, gt=0)
-    pairing: bool = False
-
-    @property
-    def bot_base_url(self) -> str:
-        return f"{self.api_base_url}/bot"
-
-    @property
-    def file_base_url(self) -> str:
-        return f"{self.api_base_url}/file/bot"
-
-
-class LLMSettings(_Section):
+class LLMSettings(Section):
     base_url: HttpUrl = "https://api.openai.com/v1"
     api_key: SecretStr = SecretStr("")
     model: str
@@ -111,11 +97,11 @@ class LLMSettings(_Section):
     max_retries: int = Field(default=1, ge=0, le=10)
 
 
-class StorageSettings(_Section):
+class StorageSettings(Section):
     url: str = "sqlite+aiosqlite:///./data/agentgram.db"
 
 
-class AgentSettings(_Section):
+class AgentSettings(Section):
     workdir: UserPath = Path("./workspace")
     system_prompt_file: UserPath | None = None
     timezone: str | None = None
@@ -134,16 +120,40 @@ class AgentSettings(_Section):
         return value
 
 
-class LocaleSettings(_Section):
+class LocaleSettings(Section):
     default: str = "en"
 
 
 ApprovalAction = Literal["allow", "require", "deny"]
-RuleSource = Literal["telegram", "tic", "cron"]
+RuleSourceName = Literal["chat", "tic", "cron"]
 """The session sources a rule may be limited to (``runtime.storage.models.SessionSource``)."""
 
+RULE_SOURCE_ALIASES: Mapping[str, RuleSourceName] = {"telegram": "chat"}
+"""Other names of a source: ``telegram`` is config.yml's documented name for an interactive chat
+(through whichever adapter), so ``source: telegram`` and ``source: chat`` mean the same."""
 
-class ApprovalRuleSettings(_Section):
+_DOCUMENTED_RULE_SOURCES = "'telegram', 'tic' or 'cron'"
+
+
+def rule_source(name: str) -> str:
+    """The session source a rule's ``source`` names, its alias resolved."""
+    return RULE_SOURCE_ALIASES.get(name, name)
+
+
+def _known_rule_source(value: object) -> object:
+    """A source or an alias, as the source; anything else is refused with the names config.yml documents."""
+    if isinstance(value, str) and rule_source(value) in ("chat", "tic", "cron"):
+        return rule_source(value)
+    raise PydanticCustomError(
+        "literal_error", "Input should be {expected}", {"expected": _DOCUMENTED_RULE_SOURCES}
+    )
+
+
+RuleSource = Annotated[RuleSourceName, BeforeValidator(_known_rule_source)]
+"""A rule's ``source`` in config.yml: ``telegram`` (or ``chat``), ``tic`` or ``cron``; it holds the source."""
+
+
+class ApprovalRuleSettings(Section):
     tool: str
     path: str | None = None
     action: ApprovalAction
@@ -152,18 +162,18 @@ class ApprovalRuleSettings(_Section):
     note: str | None = None
 
 
-class ApprovalSettings(_Section):
+class ApprovalSettings(Section):
     rules: list[ApprovalRuleSettings] = Field(default_factory=list)
     timeout: Duration | None = None
     bypass_duration: Duration = 900.0
 
 
-class MailboxSettings(_Section):
+class MailboxSettings(Section):
     max_unread: int = Field(default=256, ge=1)
     resume_on_message: bool = False
 
 
-class QuietHours(_Section):
+class QuietHours(Section):
     start: time
     end: time
 
@@ -181,12 +191,12 @@ class QuietHours(_Section):
             raise ValueError(f"{value!r} holds an impossible time") from exc
 
 
-class QuietHoursSettings(_Section):
+class QuietHoursSettings(Section):
     range: Annotated[QuietHours | None, BeforeValidator(QuietHours.parse)] = None
     hold: bool = False
 
 
-class TicSettings(_Section):
+class TicSettings(Section):
     enabled: bool = True
     interval: Duration = 1800.0
     cron: str | None = None
@@ -194,19 +204,21 @@ class TicSettings(_Section):
     chat_id: int | None = None
 
 
-class SchedulerSettings(_Section):
+class SchedulerSettings(Section):
     misfire_grace: Duration = 3600.0
 
 
-class LoggingSettings(_Section):
+class LoggingSettings(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     redact_payloads: bool = True
     libraries: bool = False  # aiosqlite, httpx, telegram, … log below WARNING only at DEBUG with this on
     format: Literal["text", "json"] = "text"
 
 
-class Settings(_Section):
-    telegram: TelegramSettings
+class Settings(Section):
+    """The core's sections. An adapter extends it with its own (``bot.settings.BotSettings`` adds
+    ``telegram``), so one config file holds both and is validated once, by the adapter's model."""
+
     llm: LLMSettings
     storage: StorageSettings = StorageSettings()
     agent: AgentSettings = AgentSettings()
@@ -275,15 +287,35 @@ class Origins:
         self.variables[loc] = name
 
 
-def load_config(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
-    """Read, expand, override and validate; raise :class:`ConfigInvalid` listing every problem."""
-    return parse_config(path, environ)[0]
+SettingsT = TypeVar("SettingsT", bound=Settings)
 
 
-def parse_config(path: Path, environ: Mapping[str, str] | None = None) -> tuple[Settings, Origins]:
+@overload
+def load_config(path: Path, environ: Mapping[str, str] | None = None) -> Settings: ...
+@overload
+def load_config(
+    path: Path, environ: Mapping[str, str] | None = None, *, model: type[SettingsT]
+) -> SettingsT: ...
+def load_config(
+    path: Path, environ: Mapping[str, str] | None = None, *, model: type[Settings] = Settings
+) -> Settings:
+    """Read, expand, override and validate against ``model`` (an adapter passes its own, which
+    extends :class:`Settings`); raise :class:`ConfigInvalid` listing every problem."""
+    return parse_config(path, environ, model=model)[0]
+
+
+@overload
+def parse_config(path: Path, environ: Mapping[str, str] | None = None) -> tuple[Settings, Origins]: ...
+@overload
+def parse_config(
+    path: Path, environ: Mapping[str, str] | None = None, *, model: type[SettingsT]
+) -> tuple[SettingsT, Origins]: ...
+def parse_config(
+    path: Path, environ: Mapping[str, str] | None = None, *, model: type[Settings] = Settings
+) -> tuple[Settings, Origins]:
     """:func:`load_config` plus the :class:`Origins` the semantic checks report through."""
     env = os.environ if environ is None else environ
-    settings, origins = _from_mapping(_read_yaml(path), env)
+    settings, origins = _from_mapping(_read_yaml(path), env, model)
     settings._config_file = path.expanduser().resolve()  # the file tools must never read it
     return settings, origins
 
@@ -317,18 +349,28 @@ def yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
     return f"{path} is not valid YAML: {first[0] if first else type(exc).__name__}"
 
 
-def settings_from_mapping(raw: dict[str, Any], env: Mapping[str, str]) -> Settings:
+@overload
+def settings_from_mapping(raw: dict[str, Any], env: Mapping[str, str]) -> Settings: ...
+@overload
+def settings_from_mapping(
+    raw: dict[str, Any], env: Mapping[str, str], *, model: type[SettingsT]
+) -> SettingsT: ...
+def settings_from_mapping(
+    raw: dict[str, Any], env: Mapping[str, str], *, model: type[Settings] = Settings
+) -> Settings:
     """Validate already-read config data; raise :class:`ConfigInvalid` listing every problem."""
-    return _from_mapping(raw, env)[0]
+    return _from_mapping(raw, env, model)[0]
 
 
-def _from_mapping(raw: dict[str, Any], env: Mapping[str, str]) -> tuple[Settings, Origins]:
+def _from_mapping(
+    raw: dict[str, Any], env: Mapping[str, str], model: type[SettingsT]
+) -> tuple[SettingsT, Origins]:
     origins = Origins()
     unset: dict[Loc, ConfigError] = {}
     data = _expand(raw, env, (), origins, unset)
     _apply_overrides(data, env, origins, unset)
     try:
-        settings = Settings.model_validate(data)
+        settings = model.model_validate(data)
     except ValidationError as exc:
         problems = [*unset.values()]
         for error in exc.errors():

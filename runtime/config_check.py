@@ -14,10 +14,11 @@ fail on the same problems, before the bot is built, with one line each:
   extra for asyncpg).
 
 A check is a function from :class:`Settings` to the :class:`CheckProblem`\\ s it
-finds; adapters add their own (``bot/config_check.py``) and call
-:func:`validate_config` with the union. Writability is proven by creating and
-removing an empty temporary folder, because ``os.access`` says yes to root on
-``/proc`` and other places where nothing can be created.
+finds. None of these knows a chat platform: adapters add their own checks on
+their own settings model (``bot/config_check.py``) and call
+:func:`validate_config` with the union and that model. Writability is proven
+by creating and removing an empty temporary folder, because ``os.access``
+says yes to root on ``/proc`` and other places where nothing can be created.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any, TypeAlias, TypeVar, overload
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, InvalidRequestError, NoSuchModuleError
@@ -44,18 +46,36 @@ class CheckProblem:
     problem: str
 
 
-Check = Callable[[Settings], Iterable[CheckProblem]]
+SettingsT = TypeVar("SettingsT", bound=Settings)
+Check: TypeAlias = Callable[[SettingsT], Iterable[CheckProblem]]
 
 
+@overload
 def validate_config(
-    path: Path, checks: Iterable[Check], environ: Mapping[str, str] | None = None
+    path: Path, checks: Iterable[Check[Settings]], environ: Mapping[str, str] | None = None
+) -> Settings: ...
+@overload
+def validate_config(
+    path: Path,
+    checks: Iterable[Check[SettingsT]],
+    environ: Mapping[str, str] | None = None,
+    *,
+    model: type[SettingsT],
+) -> SettingsT: ...
+def validate_config(
+    path: Path,
+    checks: Iterable[Check[Any]],
+    environ: Mapping[str, str] | None = None,
+    *,
+    model: type[Settings] = Settings,
 ) -> Settings:
-    """The one validation ``check-config`` and ``run`` share: parse, then every check.
+    """The one validation ``check-config`` and ``run`` share: parse (against ``model``, the
+    adapter's extension of :class:`Settings`), then every check.
 
     Raises :class:`ConfigInvalid` listing every problem; the checks run only
     on a config that parsed.
     """
-    settings, origins = parse_config(path, environ)
+    settings, origins = parse_config(path, environ, model=model)
     problems = [origins.problem(found.key, found.problem) for check in checks for found in check(settings)]
     if problems:
         raise ConfigInvalid(problems)
@@ -66,8 +86,8 @@ def validate_config(
 
 
 def check_tic_cron(settings: Settings) -> Iterator[CheckProblem]:
-    from agentgram.runtime.scheduler.models import TicState
     from agentgram.runtime.scheduler.plan import tic_plan
+    from agentgram.runtime.storage.scheduler_rows import TicState
 
     try:
         tic_plan(settings.tic, TicState(), UTC, datetime.now(UTC))
@@ -194,7 +214,7 @@ def _engine_problems(url: URL) -> Iterator[CheckProblem]:
         engine.sync_engine.dispose()
 
 
-RUNTIME_CHECKS: tuple[Check, ...] = (
+RUNTIME_CHECKS: tuple[Check[Settings], ...] = (
     check_tic_cron,
     check_locale,
     check_system_prompt_file,

@@ -1,9 +1,13 @@
-"""The one root of agentgram's exceptions, split three ways.
+"""The one root of agentgram's exceptions, split two ways.
 
-* control flow: :class:`TurnCancelled` — not failures, they steer the loop;
 * configuration / developer mistakes: :class:`ConfigError` — shown as one line;
 * runtime failures: :class:`LLMError`, :class:`ToolError`, :class:`MailboxFull`,
   :class:`StorageError`.
+
+Stopping a turn is control flow without an exception of its own: /stop sets the
+turn's ``CancelToken`` and cancels its task, so the bare ``asyncio.CancelledError``
+unwinds it and the loop tells its own cancellation from a shutdown by the token
+(:mod:`runtime.turn.loop`).
 
 It also owns the one classification of failures a user is told about:
 :class:`FailureKind` (what went wrong, in terms the user can act on) and
@@ -20,17 +24,6 @@ from dataclasses import dataclass
 
 class AgentgramError(Exception):
     """Root of every exception agentgram raises on purpose."""
-
-
-# --- control flow -----------------------------------------------------------
-
-
-class ControlFlow(AgentgramError):
-    """Raised to steer the turn loop; never reported as a failure."""
-
-
-class TurnCancelled(ControlFlow):
-    """The turn's cancellation token fired (/stop, /new, cron kill)."""
 
 
 # --- configuration ----------------------------------------------------------

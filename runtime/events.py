@@ -11,7 +11,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import Field as PydanticField
+from pydantic import TypeAdapter
 
 from agentgram.runtime.errors import Failure
 from agentgram.runtime.log import get_logger
@@ -95,6 +98,7 @@ class ToolActivity:
     name: str
     summary: str
     phase: ToolPhase
+    runs_command: bool = False  # the tool runs shell commands (``Tool.runs_commands``)
     kind: Literal["tool_activity"] = "tool_activity"
 
 
@@ -177,12 +181,64 @@ class Notify(Protocol):
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
+class ModelText:
+    """What the model wrote (Markdown), shown as it is."""
+
+    text: str
+    kind: Literal["model_text"] = "model_text"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class LocaleText:
+    """A locale message the adapter words in the user's language (no output, a failed run)."""
+
+    key: str
+    params: dict[str, str | int] = field(default_factory=dict)
+    kind: Literal["locale_text"] = "locale_text"
+
+
+ReportBody = Annotated[ModelText | LocaleText, PydanticField(discriminator="kind")]
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class CronResult:
+    """One cron run's result, titled with the job's title."""
+
+    title: str
+    body: ReportBody
+    kind: Literal["cron_result"] = "cron_result"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class TicResult:
+    """What a tic found worth telling the user."""
+
+    body: ReportBody
+    kind: Literal["tic_result"] = "tic_result"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Digest:
+    """Cron results held during quiet hours, oldest first, sent as one message when they end."""
+
+    items: tuple[CronResult, ...]
+    kind: Literal["digest"] = "digest"
+
+
+ReportContent = Annotated[CronResult | TicResult | Digest, PydanticField(discriminator="kind")]
+REPORT_CONTENT: TypeAdapter[CronResult | TicResult | Digest] = TypeAdapter(ReportContent)
+"""Report content to and from JSON (the outbox, the held results): one codec for both."""
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
 class Report:
-    """Text the agent sends on its own (tic report, cron result)."""
+    """What the agent sends on its own (a tic's report, a cron result, the quiet-hours digest).
+
+    The runtime says what it is; the adapter words and renders it.
+    """
 
     to: Address
-    text: str
-    title: str | None = None
+    content: ReportContent
     silent: bool = False
     outbox_id: int | None = None  # as for Notice
     kind: Literal["report"] = "report"

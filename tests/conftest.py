@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentgram.runtime.config import Settings, settings_from_mapping
+from agentgram.bot.settings import BotSettings, bot_settings_from_mapping
 from tests.fakes.openai_server import FakeOpenAI
 
 os.environ.setdefault("PTB_TIMEDELTA", "1")  # PTB 22: retry_after as timedelta, no deprecation warning
@@ -65,5 +65,5 @@ def config_mapping(
 
 def make_settings(
     tmp_path: Path, llm_url: str, tg_root: str = "http://127.0.0.1:9", **sections: Any
-) -> Settings:
-    return settings_from_mapping(config_mapping(tmp_path, llm_url, tg_root, **sections), {})
+) -> BotSettings:
+    return bot_settings_from_mapping(config_mapping(tmp_path, llm_url, tg_root, **sections), {})

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
-from agentgram.runtime.config import settings_from_mapping
+from agentgram.bot.settings import bot_settings_from_mapping
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,7 @@ def test_mypy_is_clean() -> None:
 def test_example_config_is_valid_and_complete() -> None:
     raw = yaml.safe_load((ROOT / "config.example.yml").read_text())
     env = {"TELEGRAM_BOT_TOKEN": "1:x", "OPENAI_API_KEY": "k"}
-    settings = settings_from_mapping(raw, env)
+    settings = bot_settings_from_mapping(raw, env)
     for section, model in settings:
         if isinstance(model, BaseModel):
             missing = set(type(model).model_fields) - set(raw.get(section) or {})

@@ -38,7 +38,7 @@ CODE_LENGTH = 6
 
 
 class ValueStore(Protocol):
-    """The slice of the session store this needs (``SessionStore`` has it)."""
+    """The slice of the runtime's key-value store this needs (``Runtime.values`` has it)."""
 
     async def get_value(self, key: str) -> str | None: ...
     async def set_value(self, key: str, value: str) -> None: ...

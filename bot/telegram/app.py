@@ -8,20 +8,25 @@ Each start step that talks to Telegram (``getMe``, ``deleteWebhook``,
 ``setMyCommands``) waits out an outage — a service started at boot before the
 network, Telegram down — retrying with backoff (:data:`START_RETRY`) for as
 long as it takes; only a refusal a retry cannot change (401, 400) ends it.
-Shutdown reverses it: polling stops, queued output is delivered briefly, the
-runtime stops its consumers without cancelling turns (a restart resumes them)
-and closes the database.
+Shutdown reverses it: polling stops, then :meth:`Runtime.close` runs the one
+ordered shutdown — the scheduler stops firing, the hub stops its consumers
+without cancelling turns (a restart resumes them), queued output is delivered
+briefly, the database closes — and PTB stops last.
+
+Everything is built by :func:`compose`, the one place the adapter is wired.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass, field
 from functools import partial
 
 from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, ContextTypes
 
+from agentgram.bot.settings import BotSettings
 from agentgram.bot.telegram import handlers
 from agentgram.bot.telegram.context import KEY, BotContext
 from agentgram.bot.telegram.delivery import Delivery
@@ -29,12 +34,12 @@ from agentgram.bot.telegram.format_rules import TELEGRAM_FORMAT_RULES
 from agentgram.bot.telegram.handlers.commands import menu
 from agentgram.bot.telegram.ingest import Ingest
 from agentgram.bot.telegram.ratelimit import MessageRateLimiter
+from agentgram.bot.telegram.router import JoinedRouter
 from agentgram.bot.telegram.sender import Retry, with_retry
 from agentgram.runtime.app import Runtime
-from agentgram.runtime.config import Settings
 from agentgram.runtime.i18n import Translator
 from agentgram.runtime.llm.types import LLMClient
-from agentgram.runtime.log import get_logger
+from agentgram.runtime.log import get_logger, register_secret
 
 log = get_logger("telegram")
 
@@ -43,7 +48,7 @@ START_RETRY = Retry(attempts=None, first_delay=1.0, max_delay=50.0)
 (with the ±20 % jitter never more than 60 s)."""
 
 
-def build_application(settings: Settings) -> Application:  # type: ignore[type-arg]
+def build_application(settings: BotSettings) -> Application:  # type: ignore[type-arg]
     tg = settings.telegram
     return (
         ApplicationBuilder()
@@ -60,33 +65,23 @@ async def _log_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None
     log.error("handler failed on an update: %r", context.error, exc_info=context.error)
 
 
+@dataclass(slots=True, eq=False)
 class TelegramBot:
-    """One running bot: PTB application + runtime + delivery + ingest."""
+    """One bot: the parts :func:`compose` joined, started and stopped in order (module docstring).
 
-    def __init__(
-        self, settings: Settings, *, llm: LLMClient | None = None, start_retry: Retry = START_RETRY
-    ) -> None:
-        self.settings = settings
-        self.start_retry = start_retry
-        self.application = build_application(settings)
-        self.runtime = Runtime(settings, format_rules=TELEGRAM_FORMAT_RULES, llm=llm)
-        self.translator = Translator(default=settings.locale.default)
-        self.delivery = Delivery(
-            self.application.bot,
-            self.runtime,
-            self.translator,
-            settings.telegram.stream_edit_interval,
-            first_delay=settings.telegram.stream_first_delay,
-        )
-        self.runtime.bus.subscribe(self.delivery)
-        context = BotContext(self.runtime, settings, self.translator, self.delivery)
-        self.application.bot_data[KEY] = context
-        handlers.register(self.application)
-        self.application.add_error_handler(_log_error)
-        self.ingest = Ingest(
-            self.application, self.runtime.sessions, settings.telegram.poll_timeout, context.checkpoints
-        )
-        self._ingest_task: asyncio.Task[None] | None = None
+    It owns the one task the adapter runs beside PTB, the ingest loop; delivery owns its
+    per-chat tasks, the runtime the rest.
+    """
+
+    settings: BotSettings
+    application: Application  # type: ignore[type-arg]
+    runtime: Runtime
+    translator: Translator
+    delivery: Delivery
+    routers: JoinedRouter
+    ingest: Ingest
+    start_retry: Retry = START_RETRY
+    _ingest_task: asyncio.Task[None] | None = field(default=None, init=False)
 
     async def start(self) -> None:
         """Start everything, waiting out Telegram outages (see the module docstring).
@@ -111,14 +106,13 @@ class TelegramBot:
         await self._ingest_task
 
     async def stop(self) -> None:
+        """Ingest first, so nothing new arrives; then the runtime's one ordered shutdown (which
+        closes delivery once the hub has stopped, see :func:`compose`); then PTB."""
         self.ingest.stop()
         if self._ingest_task is not None:
             self._ingest_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._ingest_task
-        await self.runtime.scheduler.stop()  # nothing new is posted while the hub shuts down
-        await self.runtime.hub.shutdown()
-        await self.delivery.close()
         await self.runtime.close()
         with contextlib.suppress(Exception):
             if self.application.running:
@@ -127,4 +121,36 @@ class TelegramBot:
             await self.application.bot.shutdown()  # a start that never got past getMe left it open
 
 
-__all__ = ["TelegramBot", "Update"]
+def compose(
+    settings: BotSettings, *, llm: LLMClient | None = None, start_retry: Retry = START_RETRY
+) -> TelegramBot:
+    """The whole adapter, wired in one place: PTB, the runtime, delivery, handlers, ingest.
+
+    Delivery hears the runtime's events and is closed by it, after the hub stopped and
+    before the database closes, so queued output is still delivered and recorded.
+    """
+    register_secret(settings.telegram.token.get_secret_value())  # before anything can log it
+    application = build_application(settings)
+    runtime = Runtime(
+        settings,
+        format_rules=TELEGRAM_FORMAT_RULES,
+        llm=llm,
+        home_chat_id=settings.telegram.allowed_user_ids[0],  # tics' home chat: the first allowed user
+    )
+    translator = Translator(default=settings.locale.default)
+    tg = settings.telegram
+    delivery = Delivery(
+        application.bot, runtime, translator, tg.stream_edit_interval, first_delay=tg.stream_first_delay
+    )
+    runtime.subscribe(delivery)
+    runtime.on_close(delivery.close)
+    context = BotContext(runtime, settings, translator, delivery)
+    application.bot_data[KEY] = context
+    joined = handlers.join()
+    handlers.install(application, joined)
+    application.add_error_handler(_log_error)
+    ingest = Ingest(application, runtime, tg.poll_timeout)
+    return TelegramBot(settings, application, runtime, translator, delivery, joined, ingest, start_retry)
+
+
+__all__ = ["START_RETRY", "TelegramBot", "Update", "compose"]

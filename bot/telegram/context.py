@@ -7,13 +7,11 @@ from dataclasses import dataclass, field
 from telegram import Update
 from telegram.ext import ContextTypes
 
+from agentgram.bot.settings import BotSettings
 from agentgram.bot.telegram.access_list import AccessList
 from agentgram.bot.telegram.delivery import Delivery
-from agentgram.runtime.app import Runtime
-from agentgram.runtime.config import Settings
+from agentgram.runtime.app import Runtime, SessionRef
 from agentgram.runtime.i18n import Translator
-from agentgram.runtime.mailbox import Checkpoint
-from agentgram.runtime.storage.models import ChatSession
 
 KEY = "agentgram"
 
@@ -21,21 +19,16 @@ KEY = "agentgram"
 @dataclass(slots=True)
 class BotContext:
     runtime: Runtime
-    settings: Settings
+    settings: BotSettings
     translator: Translator
     delivery: Delivery
-    checkpoints: dict[int, Checkpoint] = field(default_factory=dict)  # filled by the ingest loop
     _access: AccessList | None = field(default=None, init=False, repr=False)
-
-    def checkpoint(self, update: Update) -> Checkpoint | None:
-        """The update's offset, for the one piece of mail that completes handling it."""
-        return self.checkpoints.get(update.update_id)
 
     @property
     def access(self) -> AccessList:
         """Configured plus paired users (made on first use: the gate loads it before asking)."""
         if self._access is None:
-            self._access = AccessList(self.settings.telegram.allowed_user_ids, self.runtime.sessions)
+            self._access = AccessList(self.settings.telegram.allowed_user_ids, self.runtime.values)
         return self._access
 
     def allowed(self, user_id: int | None) -> bool:
@@ -48,7 +41,7 @@ class BotContext:
     def text(self, update: Update, key: str, **params: str | int) -> str:
         return self.translator.t(self.lang(update), key, **params)
 
-    async def session(self, update: Update) -> ChatSession:
+    async def session(self, update: Update) -> SessionRef:
         chat, user = update.effective_chat, update.effective_user
         assert chat is not None
         return await self.runtime.chat_session(

@@ -34,6 +34,7 @@ from telegram.error import TelegramError
 from agentgram.bot.telegram.prompts import approval_prompt, decided_prompt, decision_line
 from agentgram.bot.telegram.records import ChatRecords, PromptShown, StatusLine
 from agentgram.bot.telegram.render import escape, markdown_to_html
+from agentgram.bot.telegram.reports import report_html
 from agentgram.bot.telegram.sender import (
     BRIEF,
     ONCE,
@@ -45,6 +46,8 @@ from agentgram.bot.telegram.sender import (
     send_html,
 )
 from agentgram.bot.telegram.split import split_html
+from agentgram.bot.telegram.tasks import TaskSet
+from agentgram.runtime.app import ApprovalStatus, ToolCallStatus
 from agentgram.runtime.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -62,7 +65,6 @@ from agentgram.runtime.events import (
 )
 from agentgram.runtime.i18n import Translator
 from agentgram.runtime.log import get_logger
-from agentgram.runtime.storage.models import ApprovalStatus, ToolCallStatus
 
 log = get_logger("telegram.delivery")
 
@@ -95,9 +97,10 @@ class ToolLine:
     name: str
     summary: str
     phase: ToolPhase
+    runs_command: bool = False
 
     def html(self, mark: str | None = None) -> str:
-        icon = "⚙️" if self.name == "execute_cmd" else "🔧"
+        icon = "⚙️" if self.runs_command else "🔧"
         summary = f" · <code>{escape(self.summary)}</code>" if self.summary else ""
         return f"{icon} {escape(self.name)}{summary} {mark or _PHASE_MARK[self.phase]}"
 
@@ -118,7 +121,6 @@ class ChatOutbox:
     turn_session: int | None = None  # the session whose turn is in progress in this chat
     last_edit: float = 0.0
     typing: asyncio.Task[None] | None = None
-    task: asyncio.Task[None] | None = None
 
 
 class Delivery:
@@ -131,10 +133,11 @@ class Delivery:
         self.edit_interval = edit_interval
         self.first_delay = first_delay
         self.outboxes: dict[int, ChatOutbox] = {}
-        self.records = ChatRecords(runtime.sessions)
-        self._recovery: asyncio.Task[None] | None = None
+        self.records = ChatRecords(runtime.values)
+        self._tasks = TaskSet("delivery")
+        """Every task delivery runs (outboxes, typing, closing old status lines); each leaves it when done."""
         self._closing = False
-        runtime.restart_hooks.append(self.recover)
+        runtime.on_restart(self.recover)
 
     # --- intake (synchronous, never blocks the runtime) -------------------------
 
@@ -148,25 +151,18 @@ class Delivery:
         if box is None:
             box = ChatOutbox(chat_id)
             self.outboxes[chat_id] = box
-            box.task = asyncio.get_running_loop().create_task(self._run(box), name=f"outbox-{chat_id}")
+            self._tasks.spawn(self._run(box), name=f"outbox-{chat_id}")
         if event.to.language:
             box.language = event.to.language
         box.queue.put_nowait(event)
 
     async def close(self) -> None:
-        """Deliver what is queued (briefly), then stop every chat task."""
+        """Deliver what is queued (briefly), then cancel and await every task; idempotent."""
         self._closing = True
-        for box in self.outboxes.values():
+        for box in list(self.outboxes.values()):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(box.queue.join(), 2.0)
-            for task in (box.typing, box.task):
-                if task is not None:
-                    task.cancel()
-        tasks = [t for b in self.outboxes.values() for t in (b.typing, b.task) if t is not None]
-        if self._recovery is not None:
-            self._recovery.cancel()
-            tasks.append(self._recovery)
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.close()
 
     async def idle(self) -> None:
         for box in list(self.outboxes.values()):
@@ -252,8 +248,8 @@ class Delivery:
                 text = self.t.t(box.language, event.key, **params)
                 await self._say(box, text, event.silent, event.outbox_id, reply_to=event.refers_to_message)
             case Report():
-                title = f"<b>{escape(event.title)}</b>\n\n" if event.title else ""
-                await self._say(box, title + markdown_to_html(event.text), event.silent, event.outbox_id)
+                html = report_html(self.t, box.language, event.content)
+                await self._say(box, html, event.silent, event.outbox_id)
 
     async def _say(
         self, box: ChatOutbox, html: str, silent: bool, outbox_id: int | None, *, reply_to: int | None = None
@@ -288,7 +284,7 @@ class Delivery:
     async def _on_tool(self, box: ChatOutbox, event: ToolActivity) -> None:
         line = box.tools.get(event.tool_call_id)
         if line is None:
-            box.tools[event.tool_call_id] = ToolLine(event.name, event.summary, event.phase)
+            box.tools[event.tool_call_id] = ToolLine(event.name, event.summary, event.phase, event.runs_command)
         else:
             line.phase = event.phase
         box.tools_dirty = True
@@ -325,7 +321,7 @@ class Delivery:
             params = {k: escape(v) if isinstance(v, str) else v for k, v in raw.items()}
             await send_html(self.bot, box.chat_id, self.t.t(box.language, key, **params), retry=PERSISTENT)
         elif event.outcome == OutcomeKind.EXHAUSTED:
-            rounds = self.runtime.settings.llm.max_tool_rounds
+            rounds = self.runtime.max_tool_rounds
             text = self.t.t(box.language, "turn-exhausted", rounds=rounds)
             await send_html(self.bot, box.chat_id, text, retry=PERSISTENT)
 
@@ -340,7 +336,7 @@ class Delivery:
             await self._prompt_not_shown(box, event)
             return
         await self.records.save_prompt(PromptShown(event.request_id, sent.message_id, prompt.body))
-        await self.runtime.approvals.attach_message(event.request_id, box.chat_id, sent.message_id)
+        await self.runtime.prompt_shown(event.request_id, box.chat_id, sent.message_id)
         if prompt.attachment is not None:
             try:
                 await self.bot.send_document(
@@ -364,7 +360,7 @@ class Delivery:
             event.request_id,
             box.chat_id,
         )
-        await self.runtime.approvals.expire_unshown(event.request_id)
+        await self.runtime.prompt_not_shown(event.request_id)
         notice = self.t.t(box.language, "approval-not-shown", tool=escape(event.details.tool_name))
         await send_html(self.bot, box.chat_id, notice, retry=BRIEF)
 
@@ -385,7 +381,7 @@ class Delivery:
 
     def _start_typing(self, box: ChatOutbox) -> None:
         if box.typing is None or box.typing.done():
-            box.typing = asyncio.get_running_loop().create_task(self._typing(box))
+            box.typing = self._tasks.spawn(self._typing(box), name=f"typing-{box.chat_id}")
 
     def _stop_typing(self, box: ChatOutbox) -> None:
         if box.typing is not None:
@@ -406,7 +402,7 @@ class Delivery:
         """The chat's turn is blocked on a decision — also one whose prompt a previous process sent,
         which a resumed turn waits on without a new :class:`ApprovalRequested`."""
         session = box.turn_session
-        return session is not None and self.runtime.approvals.awaited(session) is not None
+        return session is not None and self.runtime.waits_for_decision(session)
 
     # --- what a previous process left --------------------------------------------
 
@@ -416,7 +412,7 @@ class Delivery:
         final status or "⚠️ interrupted" (a resumed turn shows its calls on a new line)."""
         lines = await self.records.lines()
         if lines:
-            self._recovery = asyncio.get_running_loop().create_task(self._close_lines(lines))
+            self._tasks.spawn(self._close_lines(lines), name="close-status-lines")
 
     async def _close_lines(self, lines: list[StatusLine]) -> None:
         for line in lines:
@@ -432,7 +428,7 @@ class Delivery:
         rows = []
         for call in await self.runtime.call_states(line.call_ids):
             phase = _CLOSED_PHASE.get(call.status)
-            shown = ToolLine(call.name, call.summary, phase or ToolPhase.RUNNING)
+            shown = ToolLine(call.name, call.summary, phase or ToolPhase.RUNNING, call.runs_command)
             rows.append(shown.html(None if phase else interrupted))
         parts = split_html("\n".join(rows)) if rows else []
         edits = [  # a line grown past its messages (a longer mark) keeps its tail unshown

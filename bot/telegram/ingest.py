@@ -12,7 +12,11 @@ redelivered message is dropped as a duplicate and never answered twice.
 A plain message — the common update — hands its offset to the mailbox as a
 :class:`~runtime.mailbox.Checkpoint`, committed in the same transaction as
 the message (one write, not two); every other update stores its offset here
-after its handlers ran.
+after its handlers ran. The offset reaches the handler as a value: the loop
+offers it in a context variable around ``process_update`` (PTB awaits a
+blocking handler in the calling task, so the handler sees it), and the
+handler whose mail stored it takes it back (:func:`checkpoint_stored`) —
+nothing is shared between updates.
 
 **Poison updates.** Telegram adds fields and update types with every Bot API
 release and the library trails behind: python-telegram-bot raises for a whole
@@ -35,17 +39,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Protocol
 
 from telegram import Update
 from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application
 
 from agentgram.bot.telegram.sender import retry_after_seconds
+from agentgram.runtime.app import Checkpoint, KeyValueStore
 from agentgram.runtime.log import get_logger
-from agentgram.runtime.mailbox import Checkpoint
-from agentgram.runtime.storage.models import DeadLetter
-from agentgram.runtime.storage.sessions import SessionStore
 
 log = get_logger("telegram.ingest")
 
@@ -57,6 +60,32 @@ WATCHDOG_GRACE = 5.0
 """Seconds past the long poll's own timeout before a silent poll counts as hung."""
 
 
+_OFFERED: ContextVar[Checkpoint | None] = ContextVar("agentgram_update_checkpoint", default=None)
+"""The offset past the update being handled, until the mail that completes handling it stored it."""
+
+
+def offered_checkpoint() -> Checkpoint | None:
+    """The offset past the update being handled, for the one piece of mail that completes
+    handling it (``None`` outside the ingest loop, or once stored)."""
+    return _OFFERED.get()
+
+
+def checkpoint_stored() -> None:
+    """The handler's mail stored the offered offset in its own transaction: the loop need not."""
+    _OFFERED.set(None)
+
+
+class IngestRuntime(Protocol):
+    """What the loop needs of the runtime facade (``agentgram.runtime.app.Runtime``)."""
+
+    @property
+    def values(self) -> KeyValueStore: ...
+
+    async def dead_letter(
+        self, source: str, ref: str, error: str, payload: str, checkpoint: Checkpoint
+    ) -> None: ...
+
+
 class PollFailed(Exception):
     """A ``getUpdates`` call that produced no batch (its cause is chained)."""
 
@@ -65,14 +94,13 @@ class Ingest:
     def __init__(
         self,
         application: Application,  # type: ignore[type-arg]
-        store: SessionStore,
+        runtime: IngestRuntime,
         poll_timeout: int,
-        checkpoints: dict[int, Checkpoint],
     ) -> None:
         self.application = application
-        self.store = store
+        self.runtime = runtime
+        self.store = runtime.values
         self.poll_timeout = poll_timeout
-        self.checkpoints = checkpoints  # the offset of the update being handled, by update_id
         self._stopping = asyncio.Event()
 
     def stop(self) -> None:
@@ -151,7 +179,7 @@ class Ingest:
         except Exception as error:
             await self._dead_letter(update_id, raw, error, checkpoint)
             return update_id + 1
-        if _is_known(update) and (await self._handle(update, checkpoint)).stored:
+        if _is_known(update) and await self._handle(update, checkpoint):
             return update_id + 1
         await self.store.set_value(OFFSET_KEY, checkpoint.value)
         return update_id + 1
@@ -161,19 +189,19 @@ class Ingest:
         log.warning(
             "update %s could not be parsed (%s); stored as a dead letter and skipped", update_id, reason
         )
-        letter = DeadLetter(source="telegram", ref=str(update_id), error=reason, payload=json.dumps(raw))
-        await self.store.dead_letter(letter, key=checkpoint.key, value=checkpoint.value)
+        await self.runtime.dead_letter("telegram", str(update_id), reason, json.dumps(raw), checkpoint)
 
-    async def _handle(self, update: Update, checkpoint: Checkpoint) -> Checkpoint:
+    async def _handle(self, update: Update, checkpoint: Checkpoint) -> bool:
         """Run the update's handlers, offering them its offset; tell whether they stored it."""
-        self.checkpoints[update.update_id] = checkpoint
+        offer = _OFFERED.set(checkpoint)
         try:
             await self.application.process_update(update)
         except Exception:  # a handler's failure must not stop polling; the update is confirmed
             log.exception("handling update %s failed", update.update_id)
         finally:
-            self.checkpoints.pop(update.update_id, None)
-        return checkpoint
+            stored = _OFFERED.get() is None
+            _OFFERED.reset(offer)
+        return stored
 
     async def _sleep(self, seconds: float) -> None:
         try:

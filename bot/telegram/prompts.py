@@ -14,9 +14,9 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
 from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
 from agentgram.bot.telegram.render import escape
+from agentgram.runtime.app import ApprovalStatus
 from agentgram.runtime.events import ApprovalDetails
 from agentgram.runtime.i18n import Translator
-from agentgram.runtime.storage.models import ApprovalStatus
 
 MAX_SHOWN = 3000
 """Characters of command/diff/arguments shown inline; longer ones are cut with a note."""

@@ -29,7 +29,7 @@ PROMPT = "telegram.prompt."
 
 
 class KeyValues(Protocol):
-    """The runtime's key-value store (``runtime.sessions``)."""
+    """The runtime's key-value store (``Runtime.values``)."""
 
     async def get_value(self, key: str) -> str | None: ...
     async def set_value(self, key: str, value: str) -> None: ...

@@ -17,7 +17,7 @@ import asyncio
 import enum
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlmodel import col, delete, select
 
@@ -297,8 +297,6 @@ def log_decision(request_id: str | None, tool: str, decision: str, how: DecidedB
 def _seconds_until(moment: datetime | None) -> float | None:
     if moment is None:
         return None
-    if moment.tzinfo is None:  # SQLite hands datetimes back naive; they were stored as UTC
-        moment = moment.replace(tzinfo=UTC)
     return max(0.0, (moment - utcnow()).total_seconds())
 
 

@@ -6,7 +6,8 @@ group comes from :meth:`~runtime.tools.base.Tool.call_group`, so a read beyond
 the workdir is ``@fs_read_outside``), optionally a path glob (matched
 against the call's resolved path, relative to the workdir when the glob is
 relative; for ``execute_cmd`` it is matched against the command, so
-``git status*`` trusts a command prefix), optionally a session source. Rules
+``git status*`` trusts a command prefix), optionally a session source
+(``telegram`` and ``chat`` name the same one, :func:`~runtime.config.rule_source`). Rules
 are sorted by priority then id; the first match wins; **no match means
 require** — safe by default for tools added later. The seeded defaults have
 priority :data:`DEFAULT_PRIORITY`, so any configured or saved rule is tried
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
+from agentgram.runtime.config import rule_source
 from agentgram.runtime.tools.base import ToolGroup
 
 
@@ -76,7 +78,7 @@ SEEDED_RULES: tuple[Rule, ...] = (
     ),
     *(
         Rule(tool=name, action=Action.REQUIRE, priority=DEFAULT_PRIORITY, origin="seed")
-        for name in ("execute_cmd", "write_file", "edit_file", "delete_job")  # see runtime/tools/schedule.py
+        for name in ("execute_cmd", "write_file", "edit_file", "delete_job")  # see runtime/scheduler/tools.py
     ),
     *(
         Rule(tool=name, action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed")
@@ -97,7 +99,7 @@ def decide(rules: list[Rule], facts: CallFacts) -> tuple[Action, Rule | None]:
 
 
 def matches(rule: Rule, facts: CallFacts) -> bool:
-    if rule.source and rule.source != facts.source:
+    if rule.source and rule_source(rule.source) != rule_source(facts.source):
         return False
     if not tool_matches(rule.tool, facts.tool, facts.group):
         return False

@@ -15,35 +15,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from agentgram.runtime.storage.models import utcnow
-
-
-class SenderKind(enum.StrEnum):
-    USER = "user"
-    SESSION = "session"
-    TOOL_CALL = "tool_call"
-    SYSTEM = "system"
-
-
-class Priority(enum.StrEnum):
-    NORMAL = "normal"
-    INTERRUPT = "interrupt"
-
-
-class MailKind(enum.StrEnum):
-    USER_MESSAGE = "user_message"
-    AGENT_MESSAGE = "agent_message"
-    TOOL_CALL_FINISHED = "tool_call_finished"
-    CONTROL = "control"
-    APPROVAL_DECISION = "approval_decision"
-    SCHEDULED_TURN = "scheduled_turn"
-
+from agentgram.runtime.storage.models import MailKind, Priority, SenderKind, utcnow
 
 EXEMPT_FROM_BOUND = frozenset({MailKind.CONTROL, MailKind.TOOL_CALL_FINISHED, MailKind.APPROVAL_DECISION})
 """Mail the unread bound never refuses: stopping and results must always get through."""
-
-STARTS_TURN = frozenset({MailKind.USER_MESSAGE, MailKind.AGENT_MESSAGE, MailKind.SCHEDULED_TURN})
-"""Mail that becomes conversation (a user row) when consumed."""
 
 
 class _Body(BaseModel):
@@ -150,19 +125,21 @@ class Receipt(BaseModel):
     id: str
     seq: int
     duplicate: bool = False
+    checkpoint_stored: bool = False
+    """The :class:`Checkpoint` given with the envelope was committed with it (also for a
+    duplicate: a redelivery is confirmed again). An in-memory mailbox stores none."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class Checkpoint:
     """A source's own read position, committed in the same transaction as the mail it delivered.
 
     The Telegram adapter's update offset, for one: stored with the message, so
     storing a message and confirming its update to Telegram cannot come apart,
-    and the message costs one transaction, not two. ``stored`` tells the source
-    whether the mailbox wrote it (an in-memory mailbox does not; the source then
-    stores it itself).
+    and the message costs one transaction, not two. The :class:`Receipt` tells
+    the source whether the mailbox wrote it (an in-memory mailbox does not; the
+    source then stores it itself).
     """
 
     key: str
     value: str
-    stored: bool = False

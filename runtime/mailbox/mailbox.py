@@ -152,16 +152,7 @@ class SqlMailbox(_Listeners):
             now = utcnow()
             conn.execute(sa.insert(_MAIL), [_to_row(envelope, now) for envelope in fresh])
             after_commit(conn, lambda: self._view.accepted(fresh))
-        checkpoints = [
-            item.checkpoint
-            for item, outcome in zip(batch, outcomes, strict=True)
-            if item.checkpoint is not None and isinstance(outcome, Receipt)  # a redelivery is confirmed too
-        ]
-        for checkpoint in checkpoints:  # in arrival order: the latest value of a key wins
-            upsert_value(conn, checkpoint.key, checkpoint.value)
-        if checkpoints:
-            after_commit(conn, lambda: _mark_stored(checkpoints))
-        return outcomes, fresh
+        return _store_checkpoints(conn, batch, outcomes), fresh
 
     def _decide(
         self, envelope: Envelope, facts: dict[int, _Facts], seen: dict[str, int]
@@ -266,9 +257,19 @@ class _Accept:
     checkpoint: Checkpoint | None
 
 
-def _mark_stored(checkpoints: list[Checkpoint]) -> None:
-    for checkpoint in checkpoints:
-        checkpoint.stored = True
+def _store_checkpoints(
+    conn: Connection, batch: list[_Accept], outcomes: list[Receipt | Exception]
+) -> list[Receipt | Exception]:
+    """Write each accepted envelope's checkpoint in the batch's transaction, in arrival order (the
+    latest value of a key wins); the outcomes, their receipts saying so (they are handed out only
+    once the transaction committed). A redelivery is confirmed too."""
+    stored: list[Receipt | Exception] = []
+    for item, outcome in zip(batch, outcomes, strict=True):
+        if item.checkpoint is not None and isinstance(outcome, Receipt):
+            upsert_value(conn, item.checkpoint.key, item.checkpoint.value)
+            outcome = outcome.model_copy(update={"checkpoint_stored": True})
+        stored.append(outcome)
+    return stored
 
 
 def _cursor_of(tx: Session, session_id: int) -> int:

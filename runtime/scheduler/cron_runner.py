@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from agentgram.runtime.events import CronResult, LocaleText, ModelText, ReportBody
 from agentgram.runtime.log import get_logger
 from agentgram.runtime.mailbox import (
     ControlAction,
@@ -29,18 +30,23 @@ from agentgram.runtime.mailbox import (
 )
 from agentgram.runtime.scheduler.delivery import Delivery
 from agentgram.runtime.scheduler.headless import HeadlessTurns, failure
-from agentgram.runtime.scheduler.jobs import JobStore, job_misfire, job_next_run, job_zone, schedule_of
+from agentgram.runtime.scheduler.jobs import (
+    JobStore,
+    job_misfire,
+    job_next_run,
+    job_value,
+    job_zone,
+    schedule_of,
+)
 from agentgram.runtime.scheduler.misfire import RecordMissed, RunNow
-from agentgram.runtime.scheduler.models import JobApprovals, JobRun, JobRunStatus, ScheduledJob
 from agentgram.runtime.scheduler.part import Part, Shared
-from agentgram.runtime.scheduler.plan import Notice, run_result
+from agentgram.runtime.scheduler.plan import Notice, RunResult, run_result
 from agentgram.runtime.scheduler.schedule import OnceSchedule, describe, to_trigger
+from agentgram.runtime.scheduler.values import Job
 from agentgram.runtime.storage.db import durable
 from agentgram.runtime.storage.models import ChatSession, SessionSource
+from agentgram.runtime.storage.scheduler_rows import JobApprovals, JobRun, JobRunStatus, ScheduledJob
 from agentgram.runtime.turn.outcome import Cancelled, TurnOutcome
-
-if TYPE_CHECKING:
-    pass
 
 log = get_logger("scheduler")
 
@@ -83,6 +89,16 @@ def cron_input(job: ScheduledJob, now: datetime, *, manual: bool = False) -> str
     )
 
 
+def result_body(result: RunResult) -> ReportBody:
+    """What the chat is told of a finished run: the model's reply, or the locale's words for
+    no output or for what went wrong (the exception text is only logged)."""
+    if result.status == JobRunStatus.SUCCESS:
+        text = (result.response or "").strip()
+        return ModelText(text=text) if text else LocaleText(key="cron-no-output")
+    notice = result.notice or Notice("cron-run-failed")
+    return LocaleText(key=notice.key, params=dict(notice.params))
+
+
 @dataclass(slots=True)
 class ActiveRun:
     """A cron run in flight; ``session_id`` is set once its mail is accepted."""
@@ -120,7 +136,7 @@ class CronRunner(Part):
     async def _catch_up(self, job: ScheduledJob, *, rerun: bool) -> None:
         """On start: run a recent missed fire time once, record an old one as missed."""
         assert job.id is not None
-        decision = job_misfire(job, self.clock.now(), self.settings.scheduler.misfire_grace)
+        decision = job_misfire(job, self.clock.now(), self.ports.scheduler.misfire_grace)
         fire: datetime | None = None
         if isinstance(decision, RunNow):
             fire = decision.fire_time
@@ -163,6 +179,13 @@ class CronRunner(Part):
                 return entry.next_run_time  # type: ignore[no-any-return]
         return job.next_run_at if job.enabled else None
 
+    def job_value(self, job: ScheduledJob) -> Job:
+        """The row as the chat and the tools see it, with this side's next run and running state."""
+        assert job.id is not None
+        return job_value(
+            job, next_run=self.next_run(job), running=self.is_running(job.id), now=self.clock.now()
+        )
+
     async def _fire(self, job_id: int) -> None:
         """APScheduler's entry; it lasts as long as the run (``max_instances=1``)."""
         await self.engine.await_quietly(self.engine.spawn(self._fired(job_id)))
@@ -172,7 +195,7 @@ class CronRunner(Part):
         job = await self.jobs.get(job_id)
         if job is None or not job.enabled:
             return
-        decision = job_misfire(job, self.clock.now(), self.settings.scheduler.misfire_grace)
+        decision = job_misfire(job, self.clock.now(), self.ports.scheduler.misfire_grace)
         if isinstance(decision, RecordMissed):
             self._notify(await self.jobs.record_missed(job_id, decision.fire_time))
             return
@@ -233,7 +256,7 @@ class CronRunner(Part):
         assert active.run_id is not None
         session: ChatSession | None = None
         try:
-            session = await self.runtime.sessions.create_headless(
+            session = await self.ports.sessions.create_headless(
                 SessionSource.CRON, job.chat_id, auto_deny=job.approvals != JobApprovals.ASK
             )
             session_id = session.id
@@ -268,13 +291,12 @@ class CronRunner(Part):
             return
         if result.status != JobRunStatus.CANCELLED:  # a kill is answered by the command itself
             language = await self._language(job.chat_id)
-            title = self.translator.t(language, "cron-result-title", title=job.title)
-            if result.status == JobRunStatus.SUCCESS:
-                text = (result.response or "").strip() or self.translator.t(language, "cron-no-output")
-            else:  # the locale's words for what went wrong; the exception text is only logged
-                notice = result.notice or Notice("cron-run-failed")
-                text = self.translator.t(language, notice.key, **notice.params)
-            await self.delivery.deliver(job.chat_id, title, text, session=session, language=language)
+            await self.delivery.deliver(
+                job.chat_id,
+                CronResult(title=job.title, body=result_body(result)),
+                session_id=session.id if session is not None else None,
+                language=language,
+            )
         refreshed = await self.jobs.get(job.id or 0)
         if refreshed is not None:
             self.schedule(refreshed)  # a one-shot is now disabled; others keep their entry
@@ -295,9 +317,9 @@ class CronRunner(Part):
     async def _stop_session(self, active: ActiveRun) -> None:
         session_id = active.session_id
         assert session_id is not None
-        hub = self.runtime.hub
+        hub = self.ports.turns
         was_running = hub.cancel_turn(session_id)
-        await self.runtime.mailbox.accept(
+        await self.ports.mailbox.accept(
             Envelope(
                 id=f"cron-kill:{active.run_id}",
                 session_id=session_id,
@@ -314,7 +336,7 @@ class CronRunner(Part):
 
     async def _language(self, chat_id: int) -> str | None:
         """The language the chat's user last wrote in (``None``: the default)."""
-        session = await self.runtime.chat_session(chat_id, user_id=None, language=None)
+        session = await self.ports.chat_session(chat_id, user_id=None, language=None)
         return session.language_code
 
     def _notify(self, run: JobRun) -> None:

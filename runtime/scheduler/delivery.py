@@ -4,24 +4,20 @@ A result goes out as a :class:`~runtime.events.Report` — silently during
 quiet hours, or held for one digest per chat when they end
 (``quiet_hours.hold``). Held results survive a restart
 (:class:`~runtime.scheduler.held.HeldReports`), so the flush is rescheduled
-on start.
+on start. The report says what it is; the adapter words it.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from apscheduler.triggers.date import DateTrigger
 
-from agentgram.runtime.events import Address, Report
+from agentgram.runtime.events import Address, CronResult, Digest, Report
 from agentgram.runtime.scheduler.held import HeldReports
 from agentgram.runtime.scheduler.part import Part, Shared
-from agentgram.runtime.scheduler.plan import HeldReport, Hold, held_digest, plan_delivery
-from agentgram.runtime.storage.models import ChatSession, SessionSource
-
-if TYPE_CHECKING:
-    pass
+from agentgram.runtime.scheduler.plan import HeldReport, Hold, plan_delivery
+from agentgram.runtime.storage.models import SessionSource
 
 FLUSH_JOB = "held-flush"
 
@@ -32,22 +28,15 @@ class Delivery(Part):
         self.held = held
 
     async def deliver(
-        self, chat_id: int, title: str, text: str, *, session: ChatSession | None, language: str | None
+        self, chat_id: int, result: CronResult, *, session_id: int | None, language: str | None
     ) -> None:
-        plan = plan_delivery(self.clock.now(), self.settings.quiet_hours, self.runtime.timezone)
+        plan = plan_delivery(self.clock.now(), self.ports.quiet_hours, self.ports.timezone)
         if isinstance(plan, Hold):
-            await self.held.add(HeldReport(chat_id=chat_id, title=title, text=text, language=language))
+            await self.held.add(HeldReport(chat_id=chat_id, result=result, language=language))
             await self.schedule_flush(plan.until)
             return
-        session_id = (session.id or 0) if session is not None else 0
-        await self.runtime.publish(
-            Report(
-                to=address(session_id, SessionSource.CRON, chat_id, language),
-                title=title,
-                text=text,
-                silent=plan.silent,
-            )
-        )
+        to = address(session_id or 0, SessionSource.CRON, chat_id, language)
+        await self.ports.publish(Report(to=to, content=result, silent=plan.silent))
 
     async def held_until(self) -> datetime | None:
         """When held results should go out: now if any are held, else never."""
@@ -71,7 +60,7 @@ class Delivery(Part):
 
         Still quiet (a restart, a clock jump): keep holding until the period ends.
         """
-        plan = plan_delivery(self.clock.now(), self.settings.quiet_hours, self.runtime.timezone)
+        plan = plan_delivery(self.clock.now(), self.ports.quiet_hours, self.ports.timezone)
         if isinstance(plan, Hold):
             await self.schedule_flush(plan.until)
             return 0
@@ -80,14 +69,9 @@ class Delivery(Part):
         for report in reports:
             chats.setdefault(report.chat_id, []).append(report)
         for chat_id, items in chats.items():
-            language = items[-1].language
-            await self.runtime.publish(
-                Report(
-                    to=address(0, SessionSource.CRON, chat_id, language),
-                    title=self.translator.t(language, "quiet-hours-digest-title", count=len(items)),
-                    text=held_digest(items),
-                )
-            )
+            to = address(0, SessionSource.CRON, chat_id, items[-1].language)
+            digest = Digest(items=tuple(item.result for item in items))
+            await self.ports.publish(Report(to=to, content=digest))
         return len(reports)
 
     async def _flush_held(self) -> None:

@@ -3,29 +3,26 @@
 A run never calls the turn loop: it creates an ephemeral headless session
 (source ``cron`` or ``tic``) and accepts a ``ScheduledTurnBody`` into its
 mailbox; the session hub starts the turn. The outcome comes back through
-``hub.finish_listeners`` (:meth:`HeadlessTurns.resolve`).
+the hub's finish listeners (:meth:`HeadlessTurns.resolve`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from agentgram.runtime.mailbox import Envelope, ScheduledTurnBody, Sender, SenderKind
 from agentgram.runtime.scheduler.jobs import INTERRUPTED
+from agentgram.runtime.scheduler.ports import SchedulerPorts
 from agentgram.runtime.storage.models import ChatSession, SessionSource, ToolCallStatus, TurnStatus
 from agentgram.runtime.turn.outcome import Failed, TurnOutcome
-
-if TYPE_CHECKING:
-    from agentgram.runtime.app import Runtime
 
 HEADLESS = (SessionSource.TIC.value, SessionSource.CRON.value)
 
 
 class HeadlessTurns:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, ports: SchedulerPorts) -> None:
+        self.ports = ports
         self._waiting: dict[int, asyncio.Future[TurnOutcome]] = {}
 
     async def run(
@@ -44,7 +41,7 @@ class HeadlessTurns:
         future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
         self._waiting[session.id] = future
         try:
-            await self.runtime.mailbox.accept(
+            await self.ports.mailbox.accept(
                 Envelope(
                     id=envelope_id,
                     session_id=session.id,
@@ -65,7 +62,7 @@ class HeadlessTurns:
             future.set_result(outcome)
 
 
-async def settle_headless_leftovers(rt: Runtime) -> None:
+async def settle_headless_leftovers(rt: SchedulerPorts) -> None:
     """Tic and cron turns a crash cut short end as failed; their unread mail is dropped."""
     for turn in await rt.sessions.open_turns():
         session = await rt.sessions.get(turn.session_id)

@@ -3,14 +3,24 @@
 They live as one JSON list in the key-value table, so a restart in the night
 still sends the digest in the morning. Reads and writes are whole-list: the
 list is short (one night's cron results) and only the scheduler touches it.
+Each item carries its result as structured content (the one codec,
+:data:`~runtime.events.REPORT_CONTENT`); an item held by an older release,
+stored already worded, is dropped and logged.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
+from pydantic import ValidationError
+
+from agentgram.runtime.events import REPORT_CONTENT, CronResult
+from agentgram.runtime.log import get_logger
 from agentgram.runtime.scheduler.plan import HeldReport
 from agentgram.runtime.storage.sessions import SessionStore
+
+log = get_logger("scheduler")
 
 KEY = "scheduler.held_reports"
 
@@ -32,16 +42,8 @@ class HeldReports:
             items = json.loads(raw)
         except json.JSONDecodeError:
             return []
-        return [
-            HeldReport(
-                chat_id=int(item["chat_id"]),
-                title=str(item["title"]),
-                text=str(item["text"]),
-                language=item.get("language"),
-            )
-            for item in items
-            if isinstance(item, dict) and {"chat_id", "title", "text"} <= item.keys()
-        ]
+        parsed = [_held(item) for item in items] if isinstance(items, list) else []
+        return [report for report in parsed if report is not None]
 
     async def take(self) -> list[HeldReport]:
         """Every held report, oldest first, and forget them."""
@@ -52,6 +54,22 @@ class HeldReports:
 
     async def _save(self, reports: list[HeldReport]) -> None:
         data = [
-            {"chat_id": r.chat_id, "title": r.title, "text": r.text, "language": r.language} for r in reports
+            {
+                "chat_id": r.chat_id,
+                "language": r.language,
+                "result": REPORT_CONTENT.dump_python(r.result, mode="json"),
+            }
+            for r in reports
         ]
         await self._store.set_value(KEY, json.dumps(data, ensure_ascii=False))
+
+
+def _held(item: Any) -> HeldReport | None:
+    try:
+        result = REPORT_CONTENT.validate_python(item["result"])
+        if not isinstance(result, CronResult):
+            raise ValueError("only cron results are held")
+        return HeldReport(chat_id=int(item["chat_id"]), result=result, language=item.get("language"))
+    except (KeyError, TypeError, ValueError, ValidationError):
+        log.warning("dropping a held result stored in an older shape")
+        return None

@@ -20,7 +20,6 @@ from agentgram.runtime.errors import ToolError
 from agentgram.runtime.scheduler.clock import Clock, as_utc
 from agentgram.runtime.scheduler.localtime import zone
 from agentgram.runtime.scheduler.misfire import MisfireDecision, Nothing, decide_misfire
-from agentgram.runtime.scheduler.models import JobApprovals, JobRun, JobRunStatus, ScheduledJob
 from agentgram.runtime.scheduler.schedule import (
     MIN_INTERVAL,
     OnceSchedule,
@@ -29,7 +28,15 @@ from agentgram.runtime.scheduler.schedule import (
     next_run,
     parse_schedule,
 )
+from agentgram.runtime.scheduler.values import Job, JobSpec
 from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.scheduler_rows import (
+    JobApprovals,
+    JobRun,
+    JobRunStatus,
+    ScheduledJob,
+    ScheduleKind,
+)
 
 INTERRUPTED = "interrupted by restart"
 
@@ -91,6 +98,26 @@ def job_misfire(job: ScheduledJob, now: datetime, grace: float | timedelta) -> M
     )
 
 
+def job_value(job: ScheduledJob, *, next_run: datetime | None, running: bool, now: datetime) -> Job:
+    """The row as the chat and the tools see it; ``next_run`` and ``running`` are the cron side's."""
+    assert job.id is not None
+    return Job(
+        id=job.id,
+        title=job.title,
+        schedule=job.schedule,
+        parsed=schedule_of(job),
+        zone=job_zone(job),
+        timezone=job.timezone,
+        prompt=job.prompt,
+        chat_id=job.chat_id,
+        enabled=job.enabled,
+        approvals=JobApprovals(job.approvals),
+        next_run=next_run,
+        running=running,
+        finished=job_finished(job, now),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class JobChanges:
     """Fields to change on a job; ``None`` leaves a field as it is."""
@@ -119,26 +146,17 @@ class JobStore:
 
     # --- jobs ------------------------------------------------------------------
 
-    async def add(
-        self,
-        *,
-        title: str,
-        schedule: str,
-        prompt: str,
-        chat_id: int,
-        timezone: str | None = None,
-        approvals: JobApprovals = JobApprovals.DENY,
-    ) -> ScheduledJob:
+    async def add(self, spec: JobSpec) -> ScheduledJob:
         """Validate and store a job; :class:`ScheduleError` for a bad schedule or zone."""
         now = self._clock.now()
         job = ScheduledJob(
-            title=title.strip() or prompt.strip()[:40],
-            schedule=" ".join(schedule.split()),
-            kind="",
-            timezone=timezone or self._default_timezone,
-            prompt=prompt,
-            chat_id=chat_id,
-            approvals=JobApprovals(approvals),
+            title=spec.title.strip() or spec.prompt.strip()[:40],
+            schedule=" ".join(spec.schedule.split()),
+            kind=ScheduleKind.ONCE,  # a placeholder: _set_schedule sets the parsed kind
+            timezone=spec.timezone or self._default_timezone,
+            prompt=spec.prompt,
+            chat_id=spec.chat_id,
+            approvals=JobApprovals(spec.approvals),
             anchor_at=now,
             created_at=now,
             updated_at=now,

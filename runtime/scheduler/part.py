@@ -3,30 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from agentgram.runtime.i18n import Translator
 from agentgram.runtime.scheduler.clock import Clock
 from agentgram.runtime.scheduler.engine import Engine
-
-if TYPE_CHECKING:
-    from agentgram.runtime.app import Runtime
+from agentgram.runtime.scheduler.ports import SchedulerPorts
 
 
 @dataclass(slots=True, frozen=True)
 class Shared:
-    runtime: Runtime
+    ports: SchedulerPorts
     engine: Engine
     clock: Clock
-    translator: Translator
 
 
 class Part:
     """A part of the scheduler (delivery, the cron side, the tic side)."""
 
     def __init__(self, shared: Shared) -> None:
-        self.runtime = shared.runtime
-        self.settings = shared.runtime.settings
+        self.ports = shared.ports
         self.engine = shared.engine
         self.clock = shared.clock
-        self.translator = shared.translator

@@ -1,25 +1,26 @@
 """The scheduler service's decisions, kept pure so they are tested with a fake clock.
 
 * :func:`tic_plan` — whether tics run and on which schedule: ``/tic`` overrides
-  (:class:`~runtime.scheduler.models.TicState`) over ``tic.*`` from the config;
+  (:class:`~runtime.storage.scheduler_rows.TicState`) over ``tic.*`` from the config;
 * :func:`plan_delivery` — a result sent now (silently during quiet hours) or
   held for the digest sent when quiet hours end (``quiet_hours.hold``);
 * :func:`run_result` — a finished turn's outcome as a ``job_runs`` status;
-* :func:`cron_event` / :func:`held_digest` — the lines a tic reads about
-  finished cron runs, and the one digest message for held results.
+* :func:`cron_event` — the lines a tic reads about finished cron runs.
+
+Nothing here words anything for the user: a result the chat sees is a
+:class:`~runtime.events.Report` the adapter renders.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Literal
 
 from agentgram.runtime.config import QuietHoursSettings, TicSettings
 from agentgram.runtime.errors import ConfigError
+from agentgram.runtime.events import CronResult
 from agentgram.runtime.scheduler.clock import as_utc
-from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicState
 from agentgram.runtime.scheduler.quiet import is_quiet, quiet_ends_at
 from agentgram.runtime.scheduler.schedule import (
     CronSchedule,
@@ -27,6 +28,7 @@ from agentgram.runtime.scheduler.schedule import (
     ScheduleError,
     parse_schedule,
 )
+from agentgram.runtime.storage.scheduler_rows import JobRun, JobRunStatus, TicState
 from agentgram.runtime.turn import texts
 from agentgram.runtime.turn.outcome import Cancelled, Exhausted, Failed, Final, Paused, TurnOutcome
 
@@ -142,14 +144,8 @@ def cron_event(run: JobRun, title: str, tz: tzinfo) -> str:
 
 @dataclass(frozen=True, slots=True)
 class HeldReport:
-    """A result kept during quiet hours (``quiet_hours.hold``)."""
+    """A result kept during quiet hours (``quiet_hours.hold``), for its chat's digest."""
 
     chat_id: int
-    title: str
-    text: str
+    result: CronResult
     language: str | None = None
-
-
-def held_digest(reports: Sequence[HeldReport]) -> str:
-    """The held results of one chat as one Markdown message, oldest first."""
-    return "\n\n".join(f"**{report.title}**\n{report.text}" for report in reports)

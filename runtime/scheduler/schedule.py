@@ -21,7 +21,6 @@ trigger's own ``get_next_fire_time`` — is exactly what the scheduler will do.
 
 from __future__ import annotations
 
-import enum
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, tzinfo
@@ -36,6 +35,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from agentgram.runtime.errors import ToolError
 from agentgram.runtime.scheduler.clock import as_utc
 from agentgram.runtime.scheduler.localtime import Fold, exists, resolve, wall
+from agentgram.runtime.storage.scheduler_rows import ScheduleKind
 
 MIN_INTERVAL = 60.0
 """Shortest ``every …`` a user may set, in seconds: each run is a model call."""
@@ -65,12 +65,6 @@ class ScheduleError(ToolError):
         super().__init__(message)
         self.key = f"schedule-error-{key}"
         self.params = params
-
-
-class ScheduleKind(enum.StrEnum):
-    CRON = "cron"
-    INTERVAL = "interval"
-    ONCE = "once"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,15 +14,13 @@ agent's tools hold. It composes the parts, each in its own module:
 * :mod:`.delivery` — results as reports, silent or held during quiet hours.
 
 The job methods here check that a job belongs to the asking chat before the
-cron side acts on it.
+cron side acts on it. The service is built from :class:`~.ports.SchedulerPorts`
+(never the runtime itself) and hands out values (:mod:`.values`), never rows.
+It renders nothing: what the chat sees is a :class:`~runtime.events.Report`.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import TYPE_CHECKING
-
-from agentgram.runtime.i18n import Translator
 from agentgram.runtime.scheduler.clock import Clock, SystemClock
 from agentgram.runtime.scheduler.cron_runner import ActiveRun, CronRunner
 from agentgram.runtime.scheduler.delivery import Delivery
@@ -30,32 +28,28 @@ from agentgram.runtime.scheduler.engine import Engine
 from agentgram.runtime.scheduler.headless import HeadlessTurns, settle_headless_leftovers
 from agentgram.runtime.scheduler.held import HeldReports
 from agentgram.runtime.scheduler.jobs import JobChanges, JobNotFound, JobStore
-from agentgram.runtime.scheduler.models import JobApprovals, ScheduledJob
 from agentgram.runtime.scheduler.part import Shared
 from agentgram.runtime.scheduler.plan import TicPlan
+from agentgram.runtime.scheduler.ports import SchedulerPorts
 from agentgram.runtime.scheduler.schedule import ScheduleError
 from agentgram.runtime.scheduler.tic import TicDecision
 from agentgram.runtime.scheduler.tic_runner import TicRunner, TicStatus
 from agentgram.runtime.scheduler.tic_store import TicStore
-from agentgram.runtime.storage.models import ChatSession
+from agentgram.runtime.scheduler.values import HomeChat, Job, JobSpec
+from agentgram.runtime.storage.scheduler_rows import ScheduledJob
 from agentgram.runtime.turn.outcome import TurnOutcome
-
-if TYPE_CHECKING:
-    from agentgram.runtime.app import Runtime
 
 
 class SchedulerService:
-    def __init__(self, runtime: Runtime, *, clock: Clock | None = None) -> None:
-        self.runtime = runtime
+    def __init__(self, ports: SchedulerPorts, *, clock: Clock | None = None) -> None:
+        self.ports = ports
         self.clock: Clock = clock or SystemClock()
-        self.settings = runtime.settings
-        self.jobs = JobStore(runtime.db, self.clock, default_timezone=runtime.timezone_name)
-        self.tics = TicStore(runtime.db, self.clock)
-        self.held = HeldReports(runtime.sessions)
-        self.translator = Translator(default=self.settings.locale.default)
+        self.jobs = JobStore(ports.db, self.clock, default_timezone=ports.timezone_name)
+        self.tics = TicStore(ports.db, self.clock)
+        self.held = HeldReports(ports.sessions)
         self.engine = Engine()
-        shared = Shared(runtime, self.engine, self.clock, self.translator)
-        self.turns = HeadlessTurns(runtime)
+        shared = Shared(ports, self.engine, self.clock)
+        self.turns = HeadlessTurns(ports)
         self.delivery = Delivery(shared, self.held)
         self.cron = CronRunner(shared, self.turns, self.delivery, self.jobs)
         self.ticker = TicRunner(shared, self.turns, self.tics)
@@ -63,7 +57,6 @@ class SchedulerService:
         """Told after every finished (or missed) cron run; tests wait on it."""
         self.tic_listeners = self.ticker.listeners
         """Told after every tic decision that ended (skipped, deferred, delivered, silent, failed)."""
-        runtime.hub.finish_listeners.append(self._on_turn_finished)
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -71,12 +64,15 @@ class SchedulerService:
         """Settle what a crash left, catch up on missed runs, then start firing.
 
         Called before the runtime resumes interrupted turns, so a tic or cron
-        turn a crash cut short is failed here instead of resumed there.
+        turn a crash cut short is failed here instead of resumed there. From
+        here until :meth:`stop` the service hears of every finished turn.
         """
-        await settle_headless_leftovers(self.runtime)
+        if self._on_turn_finished not in self.ports.turns.finish_listeners:
+            self.ports.turns.finish_listeners.append(self._on_turn_finished)
+        await settle_headless_leftovers(self.ports)
         interrupted = await self.cron.interrupted()
         await self.ticker.settle_open()
-        self.engine.start(self.runtime.timezone, self.settings.scheduler.misfire_grace)
+        self.engine.start(self.ports.timezone, self.ports.scheduler.misfire_grace)
         await self.cron.resume(interrupted)
         await self.ticker.reschedule()
         await self.delivery.schedule_flush(await self.delivery.held_until())
@@ -88,6 +84,8 @@ class SchedulerService:
         hub (so nothing new is posted), and :meth:`Runtime.close` again.
         """
         await self.engine.stop()
+        if self._on_turn_finished in self.ports.turns.finish_listeners:
+            self.ports.turns.finish_listeners.remove(self._on_turn_finished)
 
     def _on_turn_finished(self, session_id: int, turn_id: int, outcome: TurnOutcome) -> None:
         self.turns.resolve(session_id, outcome)
@@ -95,74 +93,57 @@ class SchedulerService:
 
     # --- cron: what the chat and the agent's tools call ---------------------------------
 
-    async def add_job(
-        self,
-        *,
-        title: str,
-        schedule: str,
-        prompt: str,
-        chat_id: int,
-        timezone: str | None = None,
-        approvals: JobApprovals = JobApprovals.DENY,
-    ) -> ScheduledJob:
+    async def add_job(self, spec: JobSpec) -> Job:
         """Store and schedule; :class:`ScheduleError` for a bad schedule or zone."""
-        job = await self.jobs.add(
-            title=title,
-            schedule=schedule,
-            prompt=prompt,
-            chat_id=chat_id,
-            timezone=timezone,
-            approvals=approvals,
-        )
-        self.cron.schedule(job)
-        return job
+        row = await self.jobs.add(spec)
+        self.cron.schedule(row)
+        return self.cron.job_value(row)
 
-    async def job(self, job_id: int, *, chat_id: int | None = None) -> ScheduledJob:
+    async def job(self, job_id: int, *, chat_id: int | None = None) -> Job:
         """The job, if it exists and (given ``chat_id``) belongs to that chat; else :class:`JobNotFound`."""
-        job = await self.jobs.get(job_id)
-        if job is None or (chat_id is not None and job.chat_id != chat_id):
-            raise JobNotFound(job_id)
-        return job
+        return self.cron.job_value(await self._row(job_id, chat_id=chat_id))
 
-    async def list_jobs(self, chat_id: int | None = None) -> list[ScheduledJob]:
-        return await self.jobs.list_jobs(chat_id=chat_id)
+    async def list_jobs(self, chat_id: int | None = None) -> list[Job]:
+        return [self.cron.job_value(row) for row in await self.jobs.list_jobs(chat_id=chat_id)]
 
-    async def update_job(
-        self, job_id: int, changes: JobChanges, *, chat_id: int | None = None
-    ) -> ScheduledJob:
-        await self.job(job_id, chat_id=chat_id)
-        job = await self.jobs.update(job_id, changes)
-        self.cron.schedule(job)
-        return job
+    async def update_job(self, job_id: int, changes: JobChanges, *, chat_id: int | None = None) -> Job:
+        await self._row(job_id, chat_id=chat_id)
+        row = await self.jobs.update(job_id, changes)
+        self.cron.schedule(row)
+        return self.cron.job_value(row)
 
-    async def set_enabled(self, job_id: int, enabled: bool, *, chat_id: int | None = None) -> ScheduledJob:
-        await self.job(job_id, chat_id=chat_id)
-        job = await self.jobs.set_enabled(job_id, enabled)
-        self.cron.schedule(job)
-        return job
+    async def set_enabled(self, job_id: int, enabled: bool, *, chat_id: int | None = None) -> Job:
+        await self._row(job_id, chat_id=chat_id)
+        row = await self.jobs.set_enabled(job_id, enabled)
+        self.cron.schedule(row)
+        return self.cron.job_value(row)
 
     async def delete_job(self, job_id: int, *, chat_id: int | None = None) -> None:
-        await self.job(job_id, chat_id=chat_id)
+        await self._row(job_id, chat_id=chat_id)
         await self.cron.kill(job_id)
         self.cron.unschedule(job_id)
         await self.jobs.delete(job_id)
 
-    def next_run(self, job: ScheduledJob) -> datetime | None:
-        return self.cron.next_run(job)
-
     def is_running(self, job_id: int) -> bool:
+        """Whether a run of the job is in flight now (a :class:`Job`'s ``running`` is as it was read)."""
         return self.cron.is_running(job_id)
 
     async def run_now(self, job_id: int, *, chat_id: int | None = None) -> bool:
         """Start a manual run (no fire time used up); ``False`` if one is already running."""
-        await self.job(job_id, chat_id=chat_id)
+        await self._row(job_id, chat_id=chat_id)
         return self.cron.launch(job_id, scheduled_for=None) is not None
 
     async def kill(self, job_id: int, *, chat_id: int | None = None) -> bool:
         """Cancel a running job's session at once (the /stop path); ``False`` if it isn't running."""
         if chat_id is not None:
-            await self.job(job_id, chat_id=chat_id)
+            await self._row(job_id, chat_id=chat_id)
         return await self.cron.kill(job_id)
+
+    async def _row(self, job_id: int, *, chat_id: int | None) -> ScheduledJob:
+        row = await self.jobs.get(job_id)
+        if row is None or (chat_id is not None and row.chat_id != chat_id):
+            raise JobNotFound(job_id)
+        return row
 
     # --- tics -------------------------------------------------------------------------
 
@@ -184,7 +165,7 @@ class SchedulerService:
     async def tic_status(self) -> TicStatus:
         return await self.ticker.status()
 
-    async def home_session(self) -> ChatSession:
+    async def home_session(self) -> HomeChat:
         return await self.ticker.home_session()
 
     async def pending_events(self) -> list[str]:

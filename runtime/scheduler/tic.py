@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 from agentgram.runtime.config import QuietHours
-from agentgram.runtime.scheduler.models import TicRunStatus
 from agentgram.runtime.scheduler.quiet import is_quiet, quiet_ends_at
+from agentgram.runtime.storage.scheduler_rows import TicRunStatus
 
 TIC_OK = "TIC_OK"
 TIC_FILE = "TIC.md"

@@ -19,18 +19,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlmodel import col, select
 
-from agentgram.runtime.events import Report
+from agentgram.runtime.errors import ConfigError
+from agentgram.runtime.events import ModelText, Report, TicResult
 from agentgram.runtime.log import get_logger
 from agentgram.runtime.mailbox import ScheduledTurnBody
 from agentgram.runtime.scheduler.delivery import address
 from agentgram.runtime.scheduler.headless import HeadlessTurns, failure
 from agentgram.runtime.scheduler.jobs import INTERRUPTED
-from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, ScheduledJob, TicRun, TicRunStatus
 from agentgram.runtime.scheduler.part import Part, Shared
 from agentgram.runtime.scheduler.plan import TicPlan, cron_event, run_result, tic_plan
 from agentgram.runtime.scheduler.schedule import MIN_INTERVAL, IntervalSchedule, parse_schedule, to_trigger
@@ -45,12 +45,11 @@ from agentgram.runtime.scheduler.tic import (
     tic_has_work,
 )
 from agentgram.runtime.scheduler.tic_store import TicStore
+from agentgram.runtime.scheduler.values import HomeChat, TicRecord
 from agentgram.runtime.storage.db import durable
-from agentgram.runtime.storage.models import ChatSession, SessionSource
+from agentgram.runtime.storage.models import SessionSource
+from agentgram.runtime.storage.scheduler_rows import JobRun, JobRunStatus, ScheduledJob, TicRun, TicRunStatus
 from agentgram.runtime.turn.outcome import Final, TurnOutcome
-
-if TYPE_CHECKING:
-    pass
 
 log = get_logger("scheduler")
 
@@ -61,7 +60,17 @@ TIC_JOB = "tic"
 class TicStatus:
     plan: TicPlan
     next_run: datetime | None
-    last: TicRun | None
+    last: TicRecord | None
+
+
+def tic_record(row: TicRun) -> TicRecord:
+    return TicRecord(
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        status=TicRunStatus(row.status),
+        delivered=row.delivered,
+        reason=row.reason,
+    )
 
 
 class TicRunner(Part):
@@ -78,7 +87,7 @@ class TicRunner(Part):
     # --- plan and APScheduler entry --------------------------------------------------------
 
     async def plan(self) -> TicPlan:
-        return tic_plan(self.settings.tic, await self.tics.state(), self.runtime.timezone, self.clock.now())
+        return tic_plan(self.ports.tic, await self.tics.state(), self.ports.timezone, self.clock.now())
 
     async def reschedule(self) -> TicPlan:
         plan = await self.plan()
@@ -88,9 +97,9 @@ class TicRunner(Part):
         self.engine.remove_job(TIC_JOB)
         if plan.enabled:
             if isinstance(plan.schedule, IntervalSchedule):
-                trigger: Any = IntervalTrigger(seconds=plan.schedule.seconds, timezone=self.runtime.timezone)
+                trigger: Any = IntervalTrigger(seconds=plan.schedule.seconds, timezone=self.ports.timezone)
             else:
-                trigger = to_trigger(plan.schedule, self.runtime.timezone)
+                trigger = to_trigger(plan.schedule, self.ports.timezone)
             aps.add_job(self._fire, trigger, id=TIC_JOB, name="tic", replace_existing=True)
         return plan
 
@@ -101,7 +110,7 @@ class TicRunner(Part):
     async def set_interval(self, text: str) -> TicPlan:
         """``/tic every 45m``: :class:`ScheduleError` unless it is an interval of at least a minute."""
         schedule = parse_schedule(
-            f"every {text}", self.runtime.timezone, self.clock.now(), min_interval=MIN_INTERVAL
+            f"every {text}", self.ports.timezone, self.clock.now(), min_interval=MIN_INTERVAL
         )
         assert isinstance(schedule, IntervalSchedule)
         await self.tics.set_state(interval_seconds=schedule.seconds, cron=None)
@@ -110,7 +119,10 @@ class TicRunner(Part):
     async def status(self) -> TicStatus:
         entry = self.engine.aps.get_job(TIC_JOB) if self.engine.aps is not None else None
         upcoming = entry.next_run_time if entry is not None else None
-        return TicStatus(plan=await self.plan(), next_run=upcoming, last=await self.tics.last())
+        last = await self.tics.last()
+        return TicStatus(
+            plan=await self.plan(), next_run=upcoming, last=tic_record(last) if last is not None else None
+        )
 
     async def _fire(self) -> None:
         await self.engine.await_quietly(self.engine.spawn(self._fired()))
@@ -122,38 +134,46 @@ class TicRunner(Part):
 
     # --- one tic ---------------------------------------------------------------------------
 
-    async def home_session(self) -> ChatSession:
-        """The chat tics report to: ``tic.chat_id``, else the first allowed user."""
-        allowed = self.settings.telegram.allowed_user_ids
-        chat_id = self.settings.tic.chat_id or allowed[0]
-        user_id = chat_id if chat_id in allowed else None
-        return await self.runtime.chat_session(chat_id, user_id=user_id, language=None)
+    async def home_session(self) -> HomeChat:
+        """The chat tics report to: ``tic.chat_id``, else the adapter's home chat.
+
+        The adapter's home chat is a user's own chat (Telegram: the first
+        allowed user), so its session is opened for that user.
+        """
+        home = self.ports.home_chat_id
+        chat_id = self.ports.tic.chat_id or home
+        if chat_id is None:
+            raise ConfigError("tic.chat_id", "tics have no chat to report to: set tic.chat_id")
+        session = await self.ports.chat_session(
+            chat_id, user_id=chat_id if chat_id == home else None, language=None
+        )
+        assert session.id is not None
+        return HomeChat(session_id=session.id, chat_id=chat_id, language=session.language_code)
 
     async def tic(self, *, manual: bool = False) -> TicDecision:
         """Decide one tic now and start it if it should run; the decision is recorded."""
         if self._running:
             return Run()  # the tic in flight answers this one too; nothing recorded
         home = await self.home_session()
-        assert home.id is not None
         now = self.clock.now()
-        tic_md = read_tic_md(self.runtime.workdir)
-        prompt = self.settings.tic.prompt
+        tic_md = read_tic_md(self.ports.workdir)
+        prompt = self.ports.tic.prompt
         events = await self.pending_events()
-        quiet = None if manual else self.settings.quiet_hours.range
+        quiet = None if manual else self.ports.quiet_hours.range
         decision = decide_tic(
             now,
             quiet,
-            self.runtime.timezone,
-            user_turn_running=self.runtime.hub.is_busy(home.id),
+            self.ports.timezone,
+            user_turn_running=self.ports.turns.is_busy(home.session_id),
             has_work=tic_has_work(tic_md, prompt, events),
         )
         if isinstance(decision, DeferBusy):
-            self._deferred_for = home.id  # set before any await: the turn may end meanwhile
+            self._deferred_for = home.session_id  # set before any await: the turn may end meanwhile
         if not isinstance(decision, Run):
             return await self._record(decision)
         self._running = True
         text = build_tic_input(
-            now, self.runtime.timezone, prompt=prompt, tic_md=tic_md, pending_events=events
+            now, self.ports.timezone, prompt=prompt, tic_md=tic_md, pending_events=events
         ).render()
         self._task = self.engine.spawn(self._run(home, text))
         return decision
@@ -169,9 +189,9 @@ class TicRunner(Part):
         self._notify(row)
         return decision
 
-    async def _run(self, home: ChatSession, text: str) -> None:
+    async def _run(self, home: HomeChat, text: str) -> None:
         try:
-            session = await self.runtime.sessions.create_headless(
+            session = await self.ports.sessions.create_headless(
                 SessionSource.TIC, home.chat_id, auto_deny=True
             )
             row = await self.tics.record(TicRunStatus.RAN, session_id=session.id)
@@ -200,7 +220,7 @@ class TicRunner(Part):
             self._running = False
         self._notify(finished)
 
-    async def _finish(self, home: ChatSession, tic_id: int, outcome: TurnOutcome) -> TicRun:
+    async def _finish(self, home: HomeChat, tic_id: int, outcome: TurnOutcome) -> TicRun:
         """Deliver the reply unless it is ``TIC_OK`` or empty, and close the tic's row."""
         reply = outcome.text.strip() if isinstance(outcome, Final) else ""
         failed = not isinstance(outcome, Final)
@@ -210,24 +230,19 @@ class TicRunner(Part):
         reason = run_result(outcome).error if failed else None
         return await self.tics.finish(tic_id, delivered=deliver, failed=failed, reason=reason)
 
-    async def _deliver(self, home: ChatSession, reply: str) -> None:
+    async def _deliver(self, home: HomeChat, reply: str) -> None:
         """Straight to the home chat (no quiet-hours hold: a tic never runs in them unless asked for)."""
-        assert home.id is not None and home.chat_id is not None
-        title = self.translator.t(home.language_code, "tic-report-title")
-        await self.runtime.publish(
-            Report(
-                to=address(home.id, SessionSource.TIC, home.chat_id, home.language_code),
-                title=title,
-                text=reply,
-            )
+        to = address(home.session_id, SessionSource.TIC, home.chat_id, home.language)
+        await self.ports.publish(Report(to=to, content=TicResult(body=ModelText(text=reply))))
+        await self.ports.history.append_assistant(
+            session_id=home.session_id, content=reply, is_synthetic=True
         )
-        await self.runtime.history.append_assistant(session_id=home.id, content=reply, is_synthetic=True)
 
     # --- records -------------------------------------------------------------------------
 
     async def pending_events(self) -> list[str]:
         """Finished cron runs since the last tic that called the model (all, before the first)."""
-        async with self.runtime.db.read() as tx:
+        async with self.ports.db.read() as tx:
             last = (
                 await tx.exec(
                     select(TicRun)
@@ -246,11 +261,11 @@ class TicRunner(Part):
             if last is not None:
                 query = query.where(col(JobRun.ended_at) > last.started_at)
             rows = (await tx.exec(query)).all()
-        return [cron_event(run, title, self.runtime.timezone) for run, title in rows]
+        return [cron_event(run, title, self.ports.timezone) for run, title in rows]
 
     async def settle_open(self) -> None:
         """Tics a crash cut short (ran, never ended) are closed as failed."""
-        async with self.runtime.db.read() as tx:
+        async with self.ports.db.read() as tx:
             rows = await tx.exec(
                 select(TicRun).where(TicRun.status == TicRunStatus.RAN, col(TicRun.ended_at).is_(None))
             )

@@ -1,7 +1,7 @@
 """Durable tic facts: one ``tic_runs`` row per decision, and the chat's overrides.
 
 ``/tic`` reads :meth:`TicStore.last` for "last result"; ``/tic on|off`` and
-``/tic every 45m`` write :class:`~runtime.scheduler.models.TicState`, which
+``/tic every 45m`` write :class:`~runtime.storage.scheduler_rows.TicState`, which
 wins over ``tic.*`` from the config until changed again.
 """
 
@@ -13,8 +13,8 @@ from typing import Literal
 from sqlmodel import col, select
 
 from agentgram.runtime.scheduler.clock import Clock
-from agentgram.runtime.scheduler.models import TicRun, TicRunStatus, TicState
 from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.scheduler_rows import TicRun, TicRunStatus, TicState
 
 
 class _Unset(enum.Enum):

@@ -9,6 +9,14 @@ the stop afterwards (before any queued message, which it drops and counts).
 A stop the turn meets at a boundary first ends it the same way. A paused
 turn continues on a resume anywhere in the queue.
 
+What a worker is doing is one :class:`~runtime.sessions.state.WorkerState`
+(new, idle, opening, running, waiting for approval, paused, stopping), moved
+only through ``SessionWorker._enter`` and the table in
+:mod:`runtime.sessions.state`. A new turn goes through the named steps of
+:mod:`runtime.turn.steps`; the turn's approval gate tells the worker while it
+waits (``TurnRunner.awaiting_approval``). "Is the session's latest turn
+paused" has one answer, :meth:`SessionHub.paused_turn`.
+
 Workers live only while they are needed (an in-memory map that only grows is
 a leak: every tic and cron run opens a fresh session). A worker that has
 nothing to do — no turn running or being opened, no turn to resume, no mail
@@ -22,30 +30,26 @@ restart too, and the next mail makes the session a new worker.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection
-
-from agentgram.runtime.events import Address, ApprovalResolved, OutcomeKind, TurnFinished, TurnStarted
+from agentgram.runtime.events import Address, OutcomeKind, TurnStarted
 from agentgram.runtime.log import get_logger
 from agentgram.runtime.mailbox import ControlAction, ControlBody, Envelope
-from agentgram.runtime.storage.models import ChatSession, SessionSource, ToolCallStatus, Turn, TurnStatus
-from agentgram.runtime.turn import texts
-from agentgram.runtime.turn.inject import control_action, fold_into_turn, mail_text, take_until_pause
-from agentgram.runtime.turn.loop import TurnRunner, TurnServices
-from agentgram.runtime.turn.outcome import Cancelled, Exhausted, Failed, Final, TurnOutcome
-from agentgram.runtime.turn.prefetch import Prefetch, provisional_messages
+from agentgram.runtime.sessions.state import BUSY, RESTING, WorkerState, may_enter
+from agentgram.runtime.storage.models import ChatSession, SessionSource, Turn, TurnStatus
+from agentgram.runtime.turn import steps
+from agentgram.runtime.turn.inject import control_action, mail_text, take_until_pause
+from agentgram.runtime.turn.loop import TurnRunner, TurnServices, settle_cancelled
+from agentgram.runtime.turn.outcome import Cancelled, Failed, TurnOutcome
+from agentgram.runtime.turn.prefetch import Prefetch
 
 log = get_logger("hub")
 
 FinishListener = Callable[[int, int, TurnOutcome], None]
 EvictListener = Callable[[int], None]
-
-PREFETCH_PATIENCE = 0.2
-"""How long a new turn's opening waits for its prefetched request to be under way."""
 
 CHAT_IDLE_TIMEOUT = 300.0
 """Seconds a chat session's idle worker is kept for the next message before it is evicted.
@@ -55,25 +59,20 @@ A headless session's worker goes as soon as its turn is over: its session gets n
 
 _HEADLESS = (SessionSource.TIC, SessionSource.CRON)
 
-_STATUS = {
-    OutcomeKind.FINAL: TurnStatus.FINAL,
-    OutcomeKind.CANCELLED: TurnStatus.CANCELLED,
-    OutcomeKind.EXHAUSTED: TurnStatus.EXHAUSTED,
-    OutcomeKind.FAILED: TurnStatus.FAILED,
-    OutcomeKind.PAUSED: TurnStatus.PAUSED,
-}
-
-
-def _naive_utc(moment: datetime) -> datetime:
-    """SQLite hands datetimes back without their zone; they were stored as UTC."""
-    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
-
 
 def address_of(session: ChatSession) -> Address:
     assert session.id is not None
     return Address(
         session_id=session.id, source=session.source, chat_id=session.chat_id, language=session.language_code
     )
+
+
+@dataclass(slots=True, frozen=True)
+class LiveTurn:
+    """A turn a worker runs: its runner (the cancel token) and its task."""
+
+    runner: TurnRunner
+    task: asyncio.Task[TurnOutcome]
 
 
 @dataclass(slots=True)
@@ -83,58 +82,84 @@ class HubOptions:
 
 
 class SessionWorker:
-    """The one consumer of a session's mailbox (the spec's ChatHub consumer)."""
+    """The one consumer of a session's mailbox (the spec's ChatHub consumer).
+
+    What it is doing is :attr:`state`, changed only by :meth:`_enter` (the moves are listed in
+    :mod:`runtime.sessions.state`). The rest is data: the turn it runs, the request of the turn
+    it opens, a turn to continue after a restart, and whether its last stop stopped anything.
+    """
 
     def __init__(self, hub: SessionHub, session_id: int) -> None:
         self.hub = hub
         self.session_id = session_id
+        self.state = WorkerState.NEW
         self.wake = asyncio.Event()
-        self.runner: TurnRunner | None = None
-        self.turn_task: asyncio.Task[TurnOutcome] | None = None
-        self.resume_turn_id: int | None = None
-        self.cancelled_something = False
-        self.not_paused = False  # True once this worker knows the session has no paused turn
-        self.opening = False  # a turn is being opened: busy already, its task not yet started
-        self.stopped_while_opening = False
-        self.prefetch: Prefetch | None = None  # the request of the turn being opened
+        self.turn: LiveTurn | None = None  # the turn it runs (running, waiting, stopping)
+        self.prefetch: Prefetch | None = None  # the first request of the turn it opens
+        self.resume_turn_id: int | None = None  # a turn a previous process left running
+        self.stopped_turn = False  # a /stop ended a turn here: the stop's report says "stopped"
         self.session: ChatSession | None = None
         self.task = asyncio.create_task(self._loop(), name=f"session-{session_id}")
 
+    def _enter(self, target: WorkerState) -> bool:
+        """Move to ``target`` if :mod:`runtime.sessions.state` lists the move; ``False`` if not."""
+        if not may_enter(self.state, target):
+            log.debug("session %s: %s -> %s refused", self.session_id, self.state, target)
+            return False
+        log.debug("session %s: %s -> %s", self.session_id, self.state, target)
+        self.state = target
+        return True
+
     @property
     def busy(self) -> bool:
-        return self.opening or self._running()
+        return self.state in BUSY
 
-    def _running(self) -> bool:
-        return self.turn_task is not None and not self.turn_task.done()
+    @property
+    def knows_not_paused(self) -> bool:
+        """The session has no paused turn, and the worker knows it without a query (only it
+        ends the session's turns)."""
+        return self.state not in (WorkerState.NEW, WorkerState.PAUSED)
+
+    def learned_no_turns(self) -> None:
+        """The session was created just now: it has no turn, paused or otherwise."""
+        self._enter(WorkerState.IDLE)
 
     def cancel_turn(self) -> bool:
-        """Cancel the running turn at once (sticky token + task cancel), once.
+        """Cancel the turn being opened or run, at once (sticky token + task cancel), once.
 
-        A turn still being opened starts cancelled instead.
+        A turn still being opened starts cancelled instead; a second /stop must not cut the
+        first one's clean-up short.
         """
-        if self.opening:
-            self.stopped_while_opening = self.cancelled_something = True
-            if self.prefetch is not None:
-                self.prefetch.cancel()
+        if self.state is WorkerState.STOPPING:
             return True
-        if self.runner is None or not self._running():
+        if not self._enter(WorkerState.STOPPING):
             return False
-        assert self.turn_task is not None
-        if not self.runner.token.cancelled:  # a second /stop must not cut the clean-up short
-            self.runner.token.cancel()
-            self.turn_task.cancel()
-        self.cancelled_something = True
+        self.stopped_turn = True
+        if self.prefetch is not None:
+            self.prefetch.cancel()
+        if self.turn is not None and not self.turn.runner.token.cancelled:
+            self.turn.runner.token.cancel()
+            self.turn.task.cancel()
         return True
+
+    @contextmanager
+    def _awaiting_approval(self) -> Iterator[None]:
+        """Around the wait of the turn's approval gate (``TurnRunner.awaiting_approval``)."""
+        self._enter(WorkerState.WAITING_APPROVAL)
+        try:
+            yield
+        finally:
+            self._enter(WorkerState.RUNNING)  # refused when the turn was stopped meanwhile
 
     @property
     def idle(self) -> bool:
         """Nothing to do that lives only in memory: the worker may go (see the module docstring).
 
-        The rest of its state is a copy of the database (the session row, "no paused turn")
-        or matters only until the stop mail that always follows it is consumed
-        (``cancelled_something``; a new worker tells from the turn's end instead, ``_ended_by``).
+        Its state then is a copy of the database (``new``, ``idle``, ``paused``), as is the
+        session row; ``stopped_turn`` matters only until the stop mail that always follows it is
+        consumed (a new worker tells from the turn's end instead, ``_ended_by``).
         """
-        return not self.busy and self.resume_turn_id is None and not self.wake.is_set()
+        return self.state in RESTING and self.resume_turn_id is None and not self.wake.is_set()
 
     async def _loop(self) -> None:
         while True:
@@ -149,6 +174,14 @@ class SessionWorker:
                 raise
             except Exception:  # one session's failure must not end its consumer
                 log.exception("session %s: consumer failed", self.session_id)
+                self._start_over()
+
+    def _start_over(self) -> None:
+        """After a failure the worker holds no live turn; it reads again what it knows."""
+        if self.prefetch is not None:
+            self.prefetch.cancel()
+        self.prefetch = self.turn = None
+        self._enter(WorkerState.NEW)
 
     def _idle_timeout(self) -> float:
         """How long to wait for mail once idle; a session not read yet counts as a chat."""
@@ -197,38 +230,29 @@ class SessionWorker:
         return True
 
     async def _start_turn(self, mail: list[Envelope], *, pause_queued: bool) -> None:
-        """Ask the model, open the turn with ``mail`` folded in, run it — in that order.
+        """A new turn's steps in order: prefetch → open → run → finish (:mod:`runtime.turn.steps`).
 
-        The worker is busy from the first step: a message meanwhile is "noted",
+        The worker is busy (``opening``) from the first step: a message meanwhile is "noted",
         and a /stop closes the request and starts the turn cancelled.
         """
-        self.opening = True
+        s = self.hub.services
+        self._enter(WorkerState.OPENING)
         try:
-            self.prefetch = None if pause_queued else await self._prefetch(mail)
-            if self.prefetch is not None:
-                await self.prefetch.under_way(PREFETCH_PATIENCE)
-            turn_id = await self._open_turn(mail)
+            if not pause_queued:  # a turn that pauses at once asks nothing first
+                self.prefetch = await steps.prefetch(s, self.session_id, mail)
+                await self.prefetch.under_way(steps.PREFETCH_PATIENCE)
+            turn_id = await steps.open_turn(s, self.session_id, mail)
         except BaseException:
-            self.opening = self.stopped_while_opening = False  # the stop mail still settles the stop
             if self.prefetch is not None:
                 self.prefetch.cancel()
             self.prefetch = None
+            self._enter(WorkerState.IDLE)  # a stop meanwhile: its mail still settles it
             raise
         prefetch, self.prefetch = self.prefetch, None
         # the turn's first receive point has nothing new to read unless a /pause is queued
         await self._run_turn(
             turn_id, restarted=False, first_mail=None if pause_queued else [], prefetch=prefetch
         )
-
-    async def _prefetch(self, mail: list[Envelope]) -> Prefetch:
-        """Send the new turn's first request now; it is opened meanwhile (see runtime/turn/prefetch.py).
-
-        The history comes from memory, or is read here instead of in the first round.
-        """
-        s = self.hub.services
-        entries = await s.history.entries(self.session_id, limit=s.context.max_history_messages)
-        now = s.clock()
-        return Prefetch(s.llm, provisional_messages(entries, mail, s.context, now), s.tools.specs(), now)
 
     async def _dispatch_paused(self, paused: Turn, unread: list[Envelope]) -> bool:
         """A paused turn continues on /resume (anywhere in the queue) or, if configured, any message."""
@@ -243,18 +267,6 @@ class SessionWorker:
             return True
         return False  # messages wait for /resume
 
-    async def _open_turn(self, mail: list[Envelope]) -> int:
-        """One transaction: settle orphans, open the turn, fold in the mail that starts it."""
-        s = self.hub.services
-
-        def open_turn(tx: Connection) -> int:
-            s.history.mark_orphans_failed(tx, self.session_id)
-            turn_id = s.sessions.open_turn(tx, self.session_id)
-            fold_into_turn(tx, s.mailbox, s.history, self.session_id, turn_id, mail)
-            return turn_id
-
-        return await s.db.write_sync(open_turn)
-
     async def _session(self) -> ChatSession:
         """The session row, read once; the runtime hands in changes (language) via the hub."""
         if self.session is None:
@@ -263,11 +275,9 @@ class SessionWorker:
         return self.session
 
     async def _paused_turn(self) -> Turn | None:
-        if self.not_paused:  # saves a query per message: only this worker ends turns of its session
-            return None
-        latest = await self.hub.services.sessions.latest_turn(self.session_id)
-        paused = latest if latest is not None and latest.status == TurnStatus.PAUSED else None
-        self.not_paused = paused is None
+        paused = await self.hub.paused_turn(self.session_id)
+        if self.state is WorkerState.NEW:
+            self._enter(WorkerState.IDLE if paused is None else WorkerState.PAUSED)
         return paused
 
     async def _run_turn(
@@ -279,12 +289,13 @@ class SessionWorker:
         first_mail: list[Envelope] | None = None,
         prefetch: Prefetch | None = None,
     ) -> None:
+        """Steps run and finish: the turn's task, then its end."""
         s = self.hub.services
         session = await self._session()
         if restarted or resumed:
             await s.sessions.set_turn_status(turn_id, TurnStatus.RUNNING)
         address = address_of(session)
-        self.runner = TurnRunner(
+        runner = TurnRunner(
             s,
             session,
             turn_id,
@@ -292,58 +303,45 @@ class SessionWorker:
             resumed=restarted or resumed,
             first_mail=first_mail,
             prefetch=prefetch,
+            awaiting_approval=self._awaiting_approval,
         )
-        if restarted and await self.runner.stored_answer() is None:  # else nothing is left to continue
+        if restarted and await runner.stored_answer() is None:  # else nothing is left to continue
             # the notice points at the prompt the resumed turn waits on
             shown = [r.message_id for r in await s.approvals.pending(self.session_id) if r.message_id]
             await s.notice(address, "restarted-continuing", {}, refers_to_message=next(iter(shown), None))
-        if self.stopped_while_opening:
-            self.stopped_while_opening = False
-            self.runner.token.cancel()
+        if self.state is WorkerState.STOPPING:  # stopped while it was opened: it starts cancelled
+            runner.token.cancel()
+        else:
+            self._enter(WorkerState.RUNNING)
         s.bus.emit(TurnStarted(to=address, turn_id=turn_id, resumed=restarted))
-        self.turn_task = asyncio.create_task(self.runner.run(), name=f"turn-{turn_id}")
-        self.opening = False
-        await self._finish(address, turn_id, await self._await_turn(turn_id))
-        self.runner = self.turn_task = None  # done and awaited: an idle worker holds no turn
+        self.turn = LiveTurn(runner, asyncio.create_task(runner.run(), name=f"turn-{turn_id}"))
+        outcome = await self._await_turn(self.turn)
+        self.turn = None  # done and awaited: an idle worker holds no turn
+        self._enter(WorkerState.PAUSED if outcome.kind == OutcomeKind.PAUSED else WorkerState.IDLE)
+        await self._finish(runner, outcome)
 
-    async def _await_turn(self, turn_id: int) -> TurnOutcome:
+    async def _await_turn(self, turn: LiveTurn) -> TurnOutcome:
         """The turn's outcome; only the worker's own cancellation (shutdown) propagates."""
-        assert self.turn_task is not None and self.runner is not None
         try:
-            return await self.turn_task
+            return await turn.task
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
-                self.turn_task.cancel()
+                turn.task.cancel()
                 raise
-            if self.runner.token.cancelled:  # stopped twice: the clean-up still landed
+            if turn.runner.token.cancelled:  # stopped twice: the clean-up still landed
                 return Cancelled()
             return Failed("the turn was cancelled unexpectedly")
         except Exception as exc:  # a bug in the loop ends the turn, not the worker
-            log.exception("turn %s crashed", turn_id)
+            log.exception("turn %s crashed", turn.runner.turn_id)
             return Failed(f"{type(exc).__name__}: {exc}")
 
-    async def _finish(self, address: Address, turn_id: int, outcome: TurnOutcome) -> None:
-        s = self.hub.services
-        error = None
-        if isinstance(outcome, Exhausted):
-            error = texts.exhausted(outcome.rounds)
-        elif isinstance(outcome, Failed):
-            error = outcome.error
-        elif isinstance(outcome, Cancelled):
-            self.cancelled_something = True
-        if not (isinstance(outcome, Final) and outcome.closed):
-            await s.sessions.finish_turn(turn_id, _STATUS[outcome.kind], error)
-        self.not_paused = outcome.kind != OutcomeKind.PAUSED
-        text = outcome.text if isinstance(outcome, Final) else ""
-        failure = outcome.failure if isinstance(outcome, Failed) else None
-        if self.runner is not None:
-            self.runner.log_finished(outcome)
-        s.bus.emit(
-            TurnFinished(to=address, turn_id=turn_id, outcome=outcome.kind, text=text, failure=failure)
-        )
+    async def _finish(self, runner: TurnRunner, outcome: TurnOutcome) -> None:
+        if isinstance(outcome, Cancelled):
+            self.stopped_turn = True
+        await steps.finish(runner, outcome)
         for listener in list(self.hub.finish_listeners):
-            listener(self.session_id, turn_id, outcome)
+            listener(self.session_id, runner.turn_id, outcome)
 
     async def _consume(self, mail: list[Envelope]) -> None:
         await self.hub.services.mailbox.consume(self.session_id, max(e.seq for e in mail))
@@ -358,7 +356,7 @@ class SessionWorker:
         settled = await self._settle_unfinished_turn(address) or await self._ended_by(stops[0])
         await self._consume(upto)
         s.approvals.bypasses.clear(self.session_id)
-        stopped, self.cancelled_something = self.cancelled_something or settled, False
+        stopped, self.stopped_turn = self.stopped_turn or settled, False
         quiet = all(isinstance(e.body, ControlBody) and e.body.quiet for e in stops)
         if not quiet:
             await self._report_stop(address, stopped=stopped, dropped=dropped)
@@ -369,7 +367,7 @@ class SessionWorker:
         latest = await self.hub.services.sessions.latest_turn(self.session_id)
         if latest is None or latest.status != TurnStatus.CANCELLED or latest.ended_at is None:
             return False
-        return _naive_utc(latest.ended_at) >= _naive_utc(stop.sent_at)
+        return latest.ended_at >= stop.sent_at
 
     async def _report_stop(self, address: Address, *, stopped: bool, dropped: int) -> None:
         notice = self.hub.services.notice
@@ -387,18 +385,8 @@ class SessionWorker:
         if latest is None or latest.status not in (TurnStatus.PAUSED, TurnStatus.RUNNING) or self.busy:
             return False
         self.resume_turn_id = None
-        await s.history.close_open_calls(self.session_id, ToolCallStatus.CANCELLED, texts.CANCELLED_BY_USER)
-        for request in await s.approvals.cancel_session(self.session_id):  # prompts read "⏹ Cancelled"
-            resolved = ApprovalResolved(
-                to=address,
-                request_id=request.id,
-                status=request.status,
-                reason=None,
-                message_id=request.message_id,
-            )
-            s.bus.emit(resolved)
-        await s.sessions.finish_turn(latest.id or 0, TurnStatus.CANCELLED)
-        self.not_paused = True
+        await settle_cancelled(s, address, latest.id or 0)
+        self._enter(WorkerState.IDLE)
         return True
 
 
@@ -463,15 +451,26 @@ class SessionHub:
         if created:
             self.services.mailbox.known_empty(session.id)
             self.services.history.known_empty(session.id)
-            self._worker(session.id).not_paused = True
+            self._worker(session.id).learned_no_turns()
         worker = self.workers.get(session.id)
         if worker is not None:
             worker.session = session
 
-    def known_not_paused(self, session_id: int) -> bool:
-        """The session's worker knows it has no paused turn (no query needed)."""
+    async def paused_turn(self, session_id: int) -> Turn | None:
+        """The session's latest turn if it is paused: the one place that asks.
+
+        The session's worker answers without a query when it knows; else the database does.
+        """
         worker = self.workers.get(session_id)
-        return worker is not None and worker.not_paused
+        if worker is not None and worker.knows_not_paused:
+            return None
+        latest = await self.services.sessions.latest_turn(session_id)
+        return latest if latest is not None and latest.status == TurnStatus.PAUSED else None
+
+    def state(self, session_id: int) -> WorkerState | None:
+        """What the session's worker is doing; ``None`` when it has none (nothing in memory)."""
+        worker = self.workers.get(session_id)
+        return worker.state if worker is not None else None
 
     def is_busy(self, session_id: int) -> bool:
         worker = self.workers.get(session_id)
@@ -494,9 +493,9 @@ class SessionHub:
         for worker in self.workers.values():
             worker.task.cancel()
             tasks.append(worker.task)
-            if worker.turn_task is not None and not worker.turn_task.done():
-                worker.turn_task.cancel()
-                tasks.append(worker.turn_task)
+            if worker.turn is not None and not worker.turn.task.done():
+                worker.turn.task.cancel()
+                tasks.append(worker.turn.task)
         await asyncio.gather(*tasks, return_exceptions=True)
         self.workers.clear()
 
@@ -506,6 +505,7 @@ __all__ = [
     "EvictListener",
     "FinishListener",
     "HubOptions",
+    "LiveTurn",
     "SessionHub",
     "SessionWorker",
 ]

@@ -11,12 +11,13 @@ describe the newest shape.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 
-from sqlalchemy import Connection, inspect, text
+from sqlalchemy import Connection, DateTime, inspect, text
 from sqlmodel import SQLModel
 
-import agentgram.runtime.scheduler.models
-import agentgram.runtime.storage.models  # noqa: F401  (registers the tables)
+import agentgram.runtime.storage.models
+import agentgram.runtime.storage.scheduler_rows  # noqa: F401  (registers the tables)
 from agentgram.runtime.log import get_logger
 from agentgram.runtime.storage.db import Database
 
@@ -31,10 +32,75 @@ def _answers_remember_delivery(conn: Connection) -> None:
     conn.execute(text("UPDATE chat_history SET delivered_at = created_at WHERE role = 'assistant'"))
 
 
-STEPS: dict[int, Step] = {2: _answers_remember_delivery}
+SOURCE_COLUMNS = (("sessions", "source"), ("outbox", "source"), ("approval_rules", "source"))
+"""Where a session source is stored: what v3 renames ``telegram`` to ``chat`` in."""
+
+SQLITE_DATETIME = "%Y-%m-%d %H:%M:%S.%f"
+"""How SQLAlchemy writes a datetime into SQLite: UTC, no offset, always the microseconds."""
+
+_SQLITE_DATETIME_GLOB = "????-??-?? ??:??:??.??????"
+
+
+def _chat_is_a_source_and_datetimes_are_utc(conn: Connection) -> None:
+    """v3: the interactive source is ``chat``, not ``telegram``; every datetime is stored as UTC.
+
+    Every datetime column now reads back aware UTC (:data:`~runtime.storage.types.UTCDateTime`).
+    """
+    tables = set(inspect(conn).get_table_names())
+    for table, column in SOURCE_COLUMNS:
+        if table in tables:
+            conn.execute(text(f"UPDATE {table} SET {column} = 'chat' WHERE {column} = 'telegram'"))
+    for table in sorted(tables):
+        for column in _datetime_columns(conn, table):
+            if conn.dialect.name == "sqlite":
+                _rewrite_sqlite_datetimes(conn, table, column)
+            elif conn.dialect.name == "postgresql":
+                conn.execute(
+                    text(
+                        f'ALTER TABLE "{table}" ALTER COLUMN "{column}" TYPE TIMESTAMP WITH TIME ZONE'
+                        f" USING \"{column}\" AT TIME ZONE 'UTC'"
+                    )
+                )
+
+
+def _datetime_columns(conn: Connection, table: str) -> list[str]:
+    """The table's datetime columns as the database has them (a PostgreSQL one only if naive)."""
+    return [
+        str(c["name"])
+        for c in inspect(conn).get_columns(table)
+        if isinstance(c["type"], DateTime) and not (conn.dialect.name == "postgresql" and c["type"].timezone)
+    ]
+
+
+def _rewrite_sqlite_datetimes(conn: Connection, table: str, column: str) -> None:
+    """Rewrite a value written with an offset (or a ``T``) as the same instant in :data:`SQLITE_DATETIME`.
+
+    Such values read back right, but SQL compares them as text with the rest;
+    a value without an offset was written as UTC and is kept as it is.
+    """
+    odd = conn.execute(
+        text(f'SELECT rowid, "{column}" FROM "{table}" WHERE "{column}" NOT GLOB :canonical'),
+        {"canonical": _SQLITE_DATETIME_GLOB},
+    ).all()
+    for rowid, value in odd:
+        try:
+            moment = datetime.fromisoformat(str(value))
+        except ValueError:
+            log.warning("%s.%s of row %s is not a datetime (%r): left as it is", table, column, rowid, value)
+            continue
+        if moment.utcoffset() is None and "T" not in str(value):
+            continue
+        utc = moment.replace(tzinfo=UTC) if moment.utcoffset() is None else moment.astimezone(UTC)
+        conn.execute(
+            text(f'UPDATE "{table}" SET "{column}" = :value WHERE rowid = :rowid'),
+            {"value": utc.strftime(SQLITE_DATETIME), "rowid": rowid},
+        )
+
+
+STEPS: dict[int, Step] = {2: _answers_remember_delivery, 3: _chat_is_a_source_and_datetimes_are_utc}
 """Upgrade steps by the version they produce; version 1 is the first release."""
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def _create_version_table(conn: Connection) -> None:

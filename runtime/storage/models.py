@@ -1,8 +1,12 @@
 """SQLModel tables: the durable shape of sessions, history, tool calls, mail.
 
 Stored formats carry :data:`SCHEMA_VERSION`; :mod:`runtime.storage.migrations`
-upgrades older databases in place. Statuses are ``StrEnum`` values stored as
-plain strings so a database stays readable by hand.
+upgrades older databases in place. Statuses and kinds are ``StrEnum`` columns
+(:class:`~runtime.storage.types.StrEnumType`): plain strings in the database, so
+it stays readable by hand, and enum members when read. Datetimes are UTC-aware
+both ways (:data:`~runtime.storage.types.UTCDateTime`, every ``datetime`` field's
+type). The mail vocabulary (sender, priority, kind) is defined here, under the
+mailbox that uses it, because its table stores it.
 """
 
 from __future__ import annotations
@@ -14,13 +18,16 @@ from typing import Any
 from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from agentgram.runtime.storage.types import StrEnumType
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
 class SessionSource(enum.StrEnum):
-    TELEGRAM = "telegram"
+    CHAT = "chat"
+    """An interactive chat, through whichever adapter (stored as ``telegram`` before schema v3)."""
     TIC = "tic"
     CRON = "cron"
     SUBAGENT = "subagent"
@@ -67,12 +74,40 @@ class ApprovalStatus(enum.StrEnum):
     EXPIRED = "expired"
 
 
+class SenderKind(enum.StrEnum):
+    USER = "user"
+    SESSION = "session"
+    TOOL_CALL = "tool_call"
+    SYSTEM = "system"
+
+
+class Priority(enum.StrEnum):
+    NORMAL = "normal"
+    INTERRUPT = "interrupt"
+
+
+class MailKind(enum.StrEnum):
+    USER_MESSAGE = "user_message"
+    AGENT_MESSAGE = "agent_message"
+    TOOL_CALL_FINISHED = "tool_call_finished"
+    CONTROL = "control"
+    APPROVAL_DECISION = "approval_decision"
+    SCHEDULED_TURN = "scheduled_turn"
+
+
+class OutboxKind(enum.StrEnum):
+    """Which durable output an outbox row holds (the event's ``kind``)."""
+
+    NOTICE = "notice"
+    REPORT = "report"
+
+
 class ChatSession(SQLModel, table=True):
     __tablename__ = "sessions"
     __table_args__ = (Index("ix_sessions_chat_active", "source", "chat_id", "active"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    source: str = Field(default=SessionSource.TELEGRAM)
+    source: SessionSource = Field(sa_type=StrEnumType(SessionSource))
     chat_id: int | None = None
     user_id: int | None = None
     agent_id: str = "main"
@@ -105,7 +140,7 @@ class Turn(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     session_id: int = Field(foreign_key="sessions.id", index=True)
-    status: str = Field(default=TurnStatus.RUNNING, index=True)
+    status: TurnStatus = Field(default=TurnStatus.RUNNING, index=True, sa_type=StrEnumType(TurnStatus))
     rounds: int = 0
     started_at: datetime = Field(default_factory=utcnow)
     ended_at: datetime | None = None
@@ -120,11 +155,11 @@ class HistoryRow(SQLModel, table=True):
     session_id: int = Field(foreign_key="sessions.id")
     stack_id: int | None = None
     turn_id: int | None = None
-    role: str
+    role: Role = Field(sa_type=StrEnumType(Role))
     content: str = ""
     reasoning: str | None = None
     is_synthetic: bool = False
-    status: str = RowStatus.OK
+    status: RowStatus = Field(default=RowStatus.OK, sa_type=StrEnumType(RowStatus))
     meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column("metadata", JSON, nullable=False))
     mail_seq: int | None = None
     model: str | None = None
@@ -146,7 +181,9 @@ class ToolCallRow(SQLModel, table=True):
     call_id: str
     name: str
     arguments: str = "{}"
-    status: str = Field(default=ToolCallStatus.PENDING, index=True)
+    status: ToolCallStatus = Field(
+        default=ToolCallStatus.PENDING, index=True, sa_type=StrEnumType(ToolCallStatus)
+    )
     result: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
@@ -161,11 +198,11 @@ class MailRow(SQLModel, table=True):
     envelope_id: str = Field(unique=True)
     session_id: int = Field(foreign_key="sessions.id")
     seq: int
-    sender_kind: str
+    sender_kind: SenderKind = Field(sa_type=StrEnumType(SenderKind))
     sender_ref: str | None = None
-    priority: str = "normal"
+    priority: Priority = Field(default=Priority.NORMAL, sa_type=StrEnumType(Priority))
     hops: int = 0
-    kind: str
+    kind: MailKind = Field(sa_type=StrEnumType(MailKind))
     body: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     sent_at: datetime = Field(default_factory=utcnow)
     accepted_at: datetime = Field(default_factory=utcnow)
@@ -177,7 +214,9 @@ class ApprovalRequestRow(SQLModel, table=True):
     id: str = Field(primary_key=True)
     session_id: int = Field(foreign_key="sessions.id", index=True)
     tool_call_id: int = Field(foreign_key="tool_calls.id", index=True)
-    status: str = Field(default=ApprovalStatus.PENDING, index=True)
+    status: ApprovalStatus = Field(
+        default=ApprovalStatus.PENDING, index=True, sa_type=StrEnumType(ApprovalStatus)
+    )
     reason: str | None = None
     chat_id: int | None = None
     message_id: int | None = None
@@ -209,10 +248,10 @@ class OutboxRow(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     session_id: int
-    source: str
+    source: SessionSource = Field(sa_type=StrEnumType(SessionSource))
     chat_id: int
     language: str | None = None
-    kind: str
+    kind: OutboxKind = Field(sa_type=StrEnumType(OutboxKind))
     payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     created_at: datetime = Field(default_factory=utcnow)
     delivered_at: datetime | None = None

@@ -14,12 +14,16 @@ import dataclasses
 from datetime import datetime
 
 import sqlalchemy as sa
+from pydantic import ValidationError
 from sqlalchemy import Connection
 from sqlmodel import Session, col, select
 
-from agentgram.runtime.events import Address, DurableOutput, Notice, Report
+from agentgram.runtime.events import REPORT_CONTENT, Address, DurableOutput, Notice, Report
+from agentgram.runtime.log import get_logger
 from agentgram.runtime.storage.db import Database
 from agentgram.runtime.storage.models import OutboxRow, utcnow
+
+log = get_logger("storage")
 
 _ROWS = OutboxRow.__table__  # type: ignore[attr-defined]
 
@@ -31,11 +35,22 @@ def _payload(event: DurableOutput) -> dict[str, object]:
     return fields
 
 
-def _event(row: OutboxRow) -> DurableOutput:
+def _event(row: OutboxRow) -> DurableOutput | None:
+    """The stored event; ``None`` for a report stored in the shape before structured content
+    (rendered title and text): it is dropped, logged, rather than shown half-understood."""
     to = Address(session_id=row.session_id, source=row.source, chat_id=row.chat_id, language=row.language)
     if row.kind == "report":
-        return Report(to=to, outbox_id=row.id, **row.payload)  # type: ignore[arg-type]
+        return _report(to, row)
     return Notice(to=to, outbox_id=row.id, **row.payload)  # type: ignore[arg-type]
+
+
+def _report(to: Address, row: OutboxRow) -> Report | None:
+    try:
+        content = REPORT_CONTENT.validate_python(row.payload["content"])
+    except (KeyError, TypeError, ValidationError):
+        log.warning("dropping the stored report %s: its shape is from an older release", row.id)
+        return None
+    return Report(to=to, content=content, silent=bool(row.payload.get("silent")), outbox_id=row.id)
 
 
 class OutboxStore:
@@ -80,4 +95,5 @@ class OutboxStore:
             )
             return list(tx.exec(query))
 
-        return [_event(row) for row in await self._db.read_sync(read)]
+        events = (_event(row) for row in await self._db.read_sync(read))
+        return [event for event in events if event is not None]

@@ -35,19 +35,19 @@ class SessionStore:
         return await self._db.read_sync(lambda tx: tx.get(ChatSession, session_id))
 
     async def find_or_open(
-        self, chat_id: int, *, user_id: int | None, language: str | None, source: str = SessionSource.TELEGRAM
+        self, chat_id: int, *, user_id: int | None, language: str | None
     ) -> tuple[ChatSession, bool]:
         """The chat's active session, created on first contact (language kept fresh), and whether
         it was created just now."""
-        found = await self._db.read_sync(lambda tx: tx.exec(_active_query(source, chat_id)).first())
+        found = await self._db.read_sync(lambda tx: tx.exec(_active_query(chat_id)).first())
         if found is not None and (language is None or found.language_code == language):
             return found, False
 
         def find_or_create(tx: Session) -> tuple[ChatSession, bool]:
-            found = tx.exec(_active_query(source, chat_id)).first()
+            found = tx.exec(_active_query(chat_id)).first()
             created = found is None
             if found is None:
-                found = _create(tx, ChatSession(source=source, chat_id=chat_id, user_id=user_id))
+                found = _create(tx, ChatSession(source=SessionSource.CHAT, chat_id=chat_id, user_id=user_id))
             found.language_code = language or found.language_code
             tx.add(found)
             return found, created
@@ -58,16 +58,19 @@ class SessionStore:
         """Close the chat's active session and open a fresh one (``/new``)."""
 
         def reopen(tx: Session) -> ChatSession:
-            for old in tx.exec(_active_query(SessionSource.TELEGRAM, chat_id)).all():
+            for old in tx.exec(_active_query(chat_id)).all():
                 old.active = False
                 old.closed_at = utcnow()
                 tx.add(old)
-            return _create(tx, ChatSession(chat_id=chat_id, user_id=user_id, language_code=language))
+            fresh = ChatSession(
+                source=SessionSource.CHAT, chat_id=chat_id, user_id=user_id, language_code=language
+            )
+            return _create(tx, fresh)
 
         return await self._db.write_orm(reopen)
 
     async def create_headless(
-        self, source: str, chat_id: int | None, *, auto_deny: bool = True
+        self, source: SessionSource, chat_id: int | None, *, auto_deny: bool = True
     ) -> ChatSession:
         session = ChatSession(
             source=source,
@@ -176,11 +179,14 @@ def upsert_value(tx: Connection, key: str, value: str) -> None:
         tx.execute(insert(_VALUES).values(key=key, value=value, updated_at=now))
 
 
-def _active_query(source: str, chat_id: int):  # type: ignore[no-untyped-def]
+def _active_query(chat_id: int):  # type: ignore[no-untyped-def]
+    """The chat's active session: only an interactive chat has one."""
     return (
         select(ChatSession)
         .where(
-            ChatSession.source == source, ChatSession.chat_id == chat_id, col(ChatSession.active).is_(True)
+            ChatSession.source == SessionSource.CHAT,
+            ChatSession.chat_id == chat_id,
+            col(ChatSession.active).is_(True),
         )
         .order_by(col(ChatSession.id).desc())
     )

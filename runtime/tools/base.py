@@ -97,7 +97,7 @@ class ToolContext:
 
     workdir: Path
     session_id: int = 0
-    source: str = "telegram"
+    source: str = "chat"  # SessionSource.CHAT: storage is a layer above tools
     chat_id: int | None = None
     processes: ProcessLedger | None = None
     protected: ProtectedPaths = field(default_factory=ProtectedPaths)
@@ -130,6 +130,12 @@ class Tool(ABC, Generic[ArgsT]):
     description: ClassVar[str]
     group: ClassVar[ToolGroup] = ToolGroup.OTHER
     Args: type[ArgsT]
+
+    @property
+    def runs_commands(self) -> bool:
+        """It runs the shell command its call names (the ``@shell`` group): an approval shows the
+        command and its workdir, a status line marks it as a command."""
+        return self.group is ToolGroup.SHELL
 
     @property
     def spec(self) -> ToolSpec:
@@ -202,3 +208,8 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def runs_commands(self, name: str) -> bool:
+        """Whether the tool called ``name`` runs shell commands (an unknown name does not)."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.runs_commands

@@ -2,13 +2,18 @@
 
 Live turns and resumed turns both call :func:`run_approval_gate`, so a call
 re-run after a restart is gated exactly like a fresh one (and a decision the
-user already made is honoured, not asked again).
+user already made is honoured, not asked again). While the gate waits for the
+user it is inside ``GateDeps.waiting``, which is how the session worker knows
+its turn waits for approval. :func:`approval_resolved` is the one way a
+decided request is told to the adapter.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +23,20 @@ from agentgram.runtime.approvals.trust import proposed_rule
 from agentgram.runtime.errors import ToolError
 from agentgram.runtime.events import Address, ApprovalDetails, ApprovalRequested, ApprovalResolved, EventBus
 from agentgram.runtime.storage.history import HistoryStore
-from agentgram.runtime.storage.models import ApprovalStatus, ChatSession, ToolCallRow, ToolCallStatus
+from agentgram.runtime.storage.models import (
+    ApprovalRequestRow,
+    ApprovalStatus,
+    ChatSession,
+    ToolCallRow,
+    ToolCallStatus,
+)
 from agentgram.runtime.tools.base import Tool, ToolArgs, ToolContext
 from agentgram.runtime.tools.preview import preview_change
 from agentgram.runtime.turn import texts
 from agentgram.runtime.turn.outcome import GateCancelled, GateOutcome, Proceed, Rejected
+
+WaitHook = Callable[[], AbstractContextManager[None]]
+"""Entered while the gate waits for the user's decision, left when the wait ends (however)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -30,6 +44,7 @@ class GateDeps:
     approvals: ApprovalManager
     history: HistoryStore
     bus: EventBus
+    waiting: WaitHook = field(default=nullcontext)
 
 
 async def run_approval_gate(
@@ -64,17 +79,21 @@ async def run_approval_gate(
         deps.bus.emit(
             ApprovalRequested(to=address, request_id=request.id, tool_call_id=call.id, details=details)
         )
-    decided = await deps.approvals.wait(request.id)
-    deps.bus.emit(
-        ApprovalResolved(
-            to=address,
-            request_id=decided.id,
-            status=decided.status,
-            reason=decided.reason,
-            message_id=decided.message_id,
-        )
-    )
+    with deps.waiting():
+        decided = await deps.approvals.wait(request.id)
+    deps.bus.emit(approval_resolved(address, decided))
     return await _apply_decision(deps, call, ApprovalStatus(decided.status), decided.reason)
+
+
+def approval_resolved(address: Address, request: ApprovalRequestRow) -> ApprovalResolved:
+    """The event that tells the adapter a request is settled (decided, expired or cancelled)."""
+    return ApprovalResolved(
+        to=address,
+        request_id=request.id,
+        status=request.status,
+        reason=request.reason,
+        message_id=request.message_id,
+    )
 
 
 async def _apply_decision(
@@ -110,18 +129,18 @@ def call_facts(tool: Tool[Any], args: ToolArgs, ctx: ToolContext) -> CallFacts:
 
 
 async def approval_details(call: ToolCallRow, ctx: ToolContext, tool: Tool[Any]) -> ApprovalDetails:
-    details = await _shown_details(call, ctx)
+    details = await _shown_details(call, ctx, tool)
     return replace(details, can_always=proposed_rule(call, tool, ctx.workdir) is not None)
 
 
-async def _shown_details(call: ToolCallRow, ctx: ToolContext) -> ApprovalDetails:
+async def _shown_details(call: ToolCallRow, ctx: ToolContext, tool: Tool[Any]) -> ApprovalDetails:
     try:
         raw = json.loads(call.arguments or "{}")
     except json.JSONDecodeError:
         raw = {"arguments": call.arguments}
     if not isinstance(raw, dict):
         raw = {"arguments": raw}
-    if call.name == "execute_cmd":
+    if tool.runs_commands:
         workdir = ctx.resolve(str(raw.get("workdir") or "."))
         return ApprovalDetails(
             tool_name=call.name, arguments=raw, command=str(raw.get("command", "")), workdir=str(workdir)

@@ -14,9 +14,13 @@ Each round reads like the spec's named steps (session-handler spec,
 
 A /stop cancels the turn's task. :meth:`TurnRunner.run` converts only its own
 cancellation (token set) into :class:`Cancelled`, after a durable clean-up:
-partial text kept, unfinished calls closed as "Cancelled by user.", pending
-approvals cancelled. Anything else (shutdown) propagates and leaves the turn
-``running`` so the next start resumes it.
+partial text kept, then :func:`settle_cancelled` — the one way a stopped turn
+ends, which the session worker uses too for a paused turn a /stop ends.
+Anything else (shutdown) propagates and leaves the turn ``running`` so the
+next start resumes it.
+
+The turn's steps around its rounds (prefetch, open, finish) are in
+:mod:`runtime.turn.steps`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -33,7 +38,6 @@ from agentgram.runtime.approvals.manager import ApprovalManager
 from agentgram.runtime.errors import LLMError, ToolError
 from agentgram.runtime.events import (
     Address,
-    ApprovalResolved,
     EventBus,
     Notify,
     RoundEnded,
@@ -75,7 +79,7 @@ from agentgram.runtime.tools.base import (
 )
 from agentgram.runtime.turn import texts
 from agentgram.runtime.turn.context import ContextSettings, build_messages
-from agentgram.runtime.turn.gate import GateDeps, run_approval_gate
+from agentgram.runtime.turn.gate import GateDeps, WaitHook, approval_resolved, run_approval_gate
 from agentgram.runtime.turn.inject import Injected, inject_mail
 from agentgram.runtime.turn.outcome import (
     Cancelled,
@@ -133,6 +137,7 @@ class TurnRunner:
     rounds: int = 0
     first_mail: list[Envelope] | None = None  # the unread mail that started the turn, already read
     prefetch: Prefetch | None = None  # the first round's request, sent while the turn was opened
+    awaiting_approval: WaitHook = nullcontext  # entered while its gate waits for the user
     tools_used: list[str] = field(default_factory=list)  # for the turn's log line, in call order
     tokens_in: int = 0
     tokens_out: int = 0
@@ -305,7 +310,7 @@ class TurnRunner:
     async def _gate(self, call: ToolCallRow, tool: Tool[Any], args: ToolArgs) -> GateOutcome:
         s = self.services
         return await run_approval_gate(
-            GateDeps(s.approvals, s.history, s.bus),
+            GateDeps(s.approvals, s.history, s.bus, waiting=self.awaiting_approval),
             session=self.session,
             address=self.address,
             call=call,
@@ -350,6 +355,7 @@ class TurnRunner:
                 name=call.name,
                 summary=summary,
                 phase=phase,
+                runs_command=self.services.tools.runs_commands(call.name),
             )
         )
 
@@ -392,7 +398,7 @@ class TurnRunner:
         )
 
     async def _record_cancellation(self) -> None:
-        """After /stop: keep what streamed, close every open call, cancel pending prompts."""
+        """After /stop: keep what streamed, then settle the turn (its status line marks each call)."""
         s = self.services
         if self.partial_text:
             await s.history.record_round(
@@ -401,22 +407,34 @@ class TurnRunner:
                 result=LLMRound(text=self.partial_text),
                 status=RowStatus.CANCELLED,
             )
-        for call in await s.history.close_open_calls(
-            self.session_id, ToolCallStatus.CANCELLED, texts.CANCELLED_BY_USER
-        ):
-            assert call.id is not None
-            self._activity(call, call_summary(call), ToolPhase.CANCELLED)
-        for request in await s.approvals.cancel_session(self.session_id):
-            s.bus.emit(
-                ApprovalResolved(
-                    to=self.address,
-                    request_id=request.id,
-                    status=request.status,
-                    reason=None,
-                    message_id=request.message_id,
-                )
-            )
-        await s.sessions.finish_turn(self.turn_id, TurnStatus.CANCELLED)
+        await settle_cancelled(
+            s,
+            self.address,
+            self.turn_id,
+            on_closed=lambda call: self._activity(call, call_summary(call), ToolPhase.CANCELLED),
+        )
+
+
+async def settle_cancelled(
+    services: TurnServices,
+    address: Address,
+    turn_id: int,
+    *,
+    on_closed: Callable[[ToolCallRow], None] | None = None,
+) -> None:
+    """End a stopped turn, whoever stops it: every open call closed as cancelled by the user
+    (``on_closed`` told of each), every pending approval cancelled (its prompt reads
+    "⏹ Cancelled"), the turn ended ``cancelled``."""
+    s = services
+    closed = await s.history.close_open_calls(
+        address.session_id, ToolCallStatus.CANCELLED, texts.CANCELLED_BY_USER
+    )
+    for call in closed:
+        if on_closed is not None:
+            on_closed(call)
+    for request in await s.approvals.cancel_session(address.session_id):
+        s.bus.emit(approval_resolved(address, request))
+    await s.sessions.finish_turn(turn_id, TurnStatus.CANCELLED)
 
 
 def call_summary(call: ToolCallRow, limit: int = 60) -> str:

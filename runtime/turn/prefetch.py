@@ -4,11 +4,11 @@ Opening a turn is a durable write (the turn row, the user's message as a
 history row, the mailbox cursor) — about a millisecond and a half on the hot
 path. The first request does not need it to have landed: asking the model has
 no effect anywhere, and nothing the model says is acted on (shown, stored,
-executed) before the turn runs, after the write committed. So the session
-worker builds the first round's context from the history it holds plus the
-mail it is about to fold in, sends that request at once, and opens the turn
-as soon as the endpoint has it (:meth:`Prefetch.under_way`), while the model
-thinks.
+executed) before the turn runs, after the write committed. So the turn's
+first step (``prefetch`` in :mod:`runtime.turn.steps`) builds the first
+round's context from the history in memory plus the mail about to be folded
+in and sends that request at once; the session worker opens the turn as soon
+as the endpoint has it (:meth:`Prefetch.under_way`), while the model thinks.
 
 The turn's first round then builds its context from what was stored, as
 always, and *adopts* the request only if the messages are exactly those the

@@ -71,7 +71,7 @@ async def test_a_healthy_setup_passes_every_check_and_exits_0(
         f"✓ llm models: {llm.base_url} lists main-model",
         "✓ llm completion: main-model streamed an answer with a tool defined",
         "– transcription: not configured",
-        f"✓ database: sqlite+aiosqlite:///{tmp_path / 'agentgram.db'} opens, schema version 2 (created)",
+        f"✓ database: sqlite+aiosqlite:///{tmp_path / 'agentgram.db'} opens, schema version 3 (created)",
         f"✓ workdir: {tmp_path / 'workspace'} is writable (created on start)",
         "all checks passed",
     ]

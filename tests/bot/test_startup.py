@@ -14,7 +14,7 @@ import pytest
 from telegram.error import BadRequest
 
 from agentgram.bot.cli import main
-from agentgram.bot.telegram.app import START_RETRY, TelegramBot
+from agentgram.bot.telegram.app import START_RETRY, compose
 from agentgram.bot.telegram.sender import Retry
 from tests.conftest import ALLOWED_USER, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Text
@@ -32,7 +32,7 @@ async def test_each_start_step_that_talks_to_telegram_retries_then_the_bot_answe
         tg.fail_next("deleteWebhook", status=500)
         tg.fail_next("setMyCommands", status=504)
         tg.fail_next("setMyCommands", invalid_json=True)  # a proxy's HTML page: not even a NetworkError
-        bot = TelegramBot(make_settings(tmp_path, llm.base_url, tg.root), start_retry=FAST)
+        bot = compose(make_settings(tmp_path, llm.base_url, tg.root), start_retry=FAST)
         await bot.start()
         try:
             assert [(f.method, f.status) for f in tg.injected] == [
@@ -59,7 +59,7 @@ async def test_a_bad_request_at_start_is_not_retried(tmp_path: Path) -> None:
     """BadRequest is a NetworkError subclass in python-telegram-bot: it must not count as transient."""
     async with FakeTelegram() as tg, FakeOpenAI(models=("main-model",)) as llm:
         tg.fail_next("deleteWebhook", status=400, description="Bad Request: something", times=5)
-        bot = TelegramBot(make_settings(tmp_path, llm.base_url, tg.root), start_retry=FAST)
+        bot = compose(make_settings(tmp_path, llm.base_url, tg.root), start_retry=FAST)
         try:
             with pytest.raises(BadRequest):
                 await bot.start()

@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from agentgram.bot.telegram.app import TelegramBot
-from agentgram.runtime.config import load_config
+from agentgram.bot.settings import load_bot_config
+from agentgram.bot.telegram.app import TelegramBot, compose
 from tests.conftest import config_mapping, make_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram, SentMessage
@@ -81,10 +81,10 @@ async def running_bot(
         if config_file:
             config = tmp_path / "config.yml"
             config.write_text(yaml.safe_dump(config_mapping(tmp_path, llm.base_url, tg.root, **sections)))
-            settings = load_config(config, environ={})
+            settings = load_bot_config(config, environ={})
         else:
             settings = make_settings(tmp_path, llm.base_url, tg.root, **sections)
-        bot = TelegramBot(settings)
+        bot = compose(settings)
         recorder = Recorder()
         bot.runtime.bus.subscribe(recorder)
         await bot.start()

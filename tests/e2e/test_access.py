@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgram.bot.telegram.app import TelegramBot
+from agentgram.bot.telegram.app import compose
 from tests.conftest import ALLOWED_USER, STRANGER, make_settings
 from tests.e2e.harness import Rig, running_bot
 from tests.fakes.openai_server import FakeOpenAI, Text
@@ -120,7 +120,7 @@ async def test_owner_approves_a_stranger_who_then_reaches_the_model_even_after_a
     # the restarted bot polls past the stored offset: this Telegram numbers its updates beyond it
     async with FakeTelegram(first_update_id=800_000_001) as tg, FakeOpenAI(models=("main-model",)) as llm:
         tg.add_chat(ALLOWED_USER)
-        bot = TelegramBot(make_settings(tmp_path, llm.base_url, tg.root, **PAIRING))
+        bot = compose(make_settings(tmp_path, llm.base_url, tg.root, **PAIRING))
         await bot.start()
         try:
             llm.script(Text("Welcome back."))

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import agentgram.bot.telegram.delivery as delivery_module
-from agentgram.runtime.events import Address, Report
+from agentgram.runtime.events import Address, CronResult, ModelText, Report
 from agentgram.runtime.storage.models import OutboxRow
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, running_bot
@@ -27,7 +27,7 @@ def says(needle: str):  # type: ignore[no-untyped-def]
 
 def home(rig: Rig, session_id: int = 0) -> Address:
     rig.tg.add_chat(ALLOWED_USER)
-    return Address(session_id=session_id, source="telegram", chat_id=ALLOWED_USER, language="en")
+    return Address(session_id=session_id, source="chat", chat_id=ALLOWED_USER, language="en")
 
 
 async def unshown(rig: Rig) -> list[OutboxRow]:
@@ -135,7 +135,8 @@ async def test_a_notice_a_restart_kept_from_the_chat_is_sent_on_start(tmp_path: 
 async def test_a_long_report_is_split_with_nothing_lost(tmp_path: Path) -> None:
     lines = [f"line {i}: " + "x" * 90 for i in range(120)]
     async with running_bot(tmp_path) as rig:
-        await rig.bot.runtime.publish(Report(to=home(rig), title="⏰ Nightly", text="\n\n".join(lines)))
+        nightly = CronResult(title="Nightly", body=ModelText(text="\n\n".join(lines)))
+        await rig.bot.runtime.publish(Report(to=home(rig), content=nightly))
         await rig.wait_text("line 119:")
         await rig.bot.delivery.idle()
         shown = "\n".join(rig.texts())

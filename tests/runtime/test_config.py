@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentgram.runtime.config import ConfigInvalid, load_config, masked, parse_duration, settings_from_mapping
+from agentgram.bot.settings import BotSettings
+from agentgram.bot.settings import bot_settings_from_mapping as settings_from_mapping
+from agentgram.bot.settings import load_bot_config as load_config
+from agentgram.runtime.config import ConfigInvalid, Settings, masked, parse_duration
+from agentgram.runtime.config import settings_from_mapping as core_settings_from_mapping
 from agentgram.runtime.config_check import RUNTIME_CHECKS, validate_config
 from agentgram.runtime.errors import ConfigError
 
@@ -74,6 +78,18 @@ def test_invalid_values_name_the_key(raw: dict, message: str) -> None:
         settings_from_mapping(raw, {})
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_the_core_settings_know_no_chat_platform() -> None:
+    """The runtime's model holds only its own sections; the adapter's extends it, same file."""
+    assert "telegram" not in Settings.model_fields
+    core = core_settings_from_mapping({"llm": {"model": "m"}}, {})
+    assert core.llm.model == "m" and not hasattr(core, "telegram")
+    with pytest.raises(ConfigInvalid, match="telegram: is not a known key"):
+        core_settings_from_mapping(BASE, {})
+    adapter = settings_from_mapping(BASE, {})
+    assert isinstance(adapter, Settings) and adapter.telegram.allowed_user_ids == [5]
+    assert next(iter(BotSettings.model_fields)) == "telegram", "the file's first section stays first"
 
 
 def test_durations() -> None:
@@ -211,7 +227,7 @@ def test_semantic_checks_list_every_problem(tmp_path: Path) -> None:
         "tic": {"cron": "0 25 * * *"},
     }
     with pytest.raises(ConfigInvalid) as info:
-        validate_config(_file(tmp_path, raw), RUNTIME_CHECKS, {})
+        validate_config(_file(tmp_path, raw), RUNTIME_CHECKS, {}, model=BotSettings)
     assert [line.split(": ", 2)[1] for line in _lines(info)] == [
         "tic.cron",
         "locale.default",
@@ -226,14 +242,14 @@ def test_semantic_checks_list_every_problem(tmp_path: Path) -> None:
 def test_semantic_checks_run_only_on_a_config_that_parsed(tmp_path: Path) -> None:
     raw = {**BASE, "llm": {"model": "m", "base_url": "nope"}, "locale": {"default": "de"}}
     with pytest.raises(ConfigInvalid) as info:
-        validate_config(_file(tmp_path, raw), RUNTIME_CHECKS, {})
+        validate_config(_file(tmp_path, raw), RUNTIME_CHECKS, {}, model=BotSettings)
     assert _lines(info) == ["config error: llm.base_url: 'nope' is not an http:// or https:// URL"]
 
 
 def test_a_check_problem_on_an_overridden_key_names_the_variable(tmp_path: Path) -> None:
     env = {"AGENTGRAM_AGENT__WORKDIR": "/proc/nope"}
     with pytest.raises(ConfigInvalid) as info:
-        validate_config(_file(tmp_path, BASE), RUNTIME_CHECKS, env)
+        validate_config(_file(tmp_path, BASE), RUNTIME_CHECKS, env, model=BotSettings)
     [line] = _lines(info)
     assert line.startswith("config error: agent.workdir: cannot create /proc/nope: ")
     assert line.endswith("(set by AGENTGRAM_AGENT__WORKDIR)")
@@ -249,7 +265,7 @@ def test_a_good_config_passes_every_check(tmp_path: Path) -> None:
         "locale": {"default": "ru"},
         "tic": {"cron": "0 9-18 * * 1-5"},
     }
-    settings = validate_config(_file(tmp_path, raw), RUNTIME_CHECKS, {})
+    settings = validate_config(_file(tmp_path, raw), RUNTIME_CHECKS, {}, model=BotSettings)
     assert settings.tic.cron == "0 9-18 * * 1-5"
     assert not (tmp_path / "a").exists() and not (tmp_path / "new").exists()  # checked, not created
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yml", "prompt.md"]  # no probe left

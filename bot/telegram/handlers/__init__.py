@@ -1,26 +1,37 @@
-"""Handler groups, joined in one place (aiogram's multi-file-bot layout).
+"""Handler files, joined in one place (aiogram's multi-file-bot layout).
 
-Group -1 is the access gate; group 0 holds the features. Within group 0 the
-order matters only in that the unknown-command fallback comes last. Every
-button press goes through the one dispatch in :mod:`.buttons`; the feature
-modules imported here register their buttons there.
+Each file exports a :class:`~bot.telegram.router.Router` and registers nothing
+when imported. :func:`join` is the one list of them, in the order PTB tries
+them: the access gate first (its own group, so it sees every update), the
+unknown-command fallback last. :func:`install` adds them to an application,
+with the one button dispatch that routes presses by the joined table.
 """
 
 from __future__ import annotations
 
 from telegram.ext import Application
 
+from agentgram.bot.telegram import router as routers
 from agentgram.bot.telegram.handlers import access, approvals, buttons, commands, messages, schedule
+from agentgram.bot.telegram.router import FEATURES, JoinedRouter
 
 
-def register(application: Application) -> None:  # type: ignore[type-arg]
-    application.add_handler(access.handler(), group=-1)
-    for handler in [
-        *commands.handlers(),
-        *buttons.handlers(),
-        *approvals.handlers(),
-        *schedule.handlers(),
-        *messages.handlers(),
-        commands.fallback(),
-    ]:
-        application.add_handler(handler)
+def join() -> JoinedRouter:
+    """Every handler file's router; an action claimed twice raises here, at start."""
+    return routers.join(
+        access.router,
+        commands.router,
+        approvals.router,
+        schedule.router,
+        messages.router,
+        commands.fallback,
+    )
+
+
+def install(application: Application, joined: JoinedRouter) -> None:  # type: ignore[type-arg]
+    """A callback query matches no other handler, so where its dispatch sits in the group is moot."""
+    application.add_handler(buttons.dispatch(joined.buttons), group=FEATURES)
+    joined.install(application)
+
+
+__all__ = ["install", "join"]

@@ -33,6 +33,7 @@ from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
 from agentgram.bot.telegram.context import BotContext, bot_context
 from agentgram.bot.telegram.handlers import buttons
 from agentgram.bot.telegram.render import escape
+from agentgram.bot.telegram.router import GATE, Router
 from agentgram.bot.telegram.sender import edit_html, send_html
 from agentgram.runtime.log import get_logger
 
@@ -72,9 +73,9 @@ async def _refuse(update: Update, ctx: BotContext) -> None:
 
 
 async def _once(ctx: BotContext, key: str, update: Update, message: str, **params: str) -> None:
-    if await ctx.runtime.sessions.get_value(key) is not None:
+    if await ctx.runtime.values.get_value(key) is not None:
         return
-    await ctx.runtime.sessions.set_value(key, "1")
+    await ctx.runtime.values.set_value(key, "1")
     chat = update.effective_chat
     if chat is not None:
         await send_html(update.get_bot(), chat.id, ctx.text(update, message, **params))
@@ -156,8 +157,9 @@ async def _decide(update: Update, ctx: BotContext, button: Button) -> None:
     await send_html(bot, request.user_id, ctx.translator.t(request.lang, told))
 
 
-buttons.register({ButtonAction.PAIR_APPROVE: _decide, ButtonAction.PAIR_DENY: _decide})
-
-
-def handler() -> TypeHandler[Update, ContextTypes.DEFAULT_TYPE, None]:
-    return TypeHandler(Update, gate)
+router = Router(
+    "access",
+    handlers=(TypeHandler(Update, gate),),
+    buttons={ButtonAction.PAIR_APPROVE: _decide, ButtonAction.PAIR_DENY: _decide},
+    group=GATE,
+)

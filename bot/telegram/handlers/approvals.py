@@ -2,8 +2,8 @@
 
 Every press of these buttons is answered with a short toast — decisions and
 stale requests alike — so no button keeps spinning; garbage data is answered
-by the dispatch in :mod:`bot.telegram.handlers.buttons`, where these buttons
-are registered. (A stranger's tap never gets here: the access gate answers it
+by the dispatch in :mod:`bot.telegram.handlers.buttons`, which routes these
+buttons here by this file's :data:`router`. (A stranger's tap never gets here: the access gate answers it
 with a refusal.) A decision is stored as mail and applied once; a second tap
 is told the request is no longer pending. The prompt itself is edited by
 delivery when the runtime reports the resolution, so a prompt reads the same
@@ -13,21 +13,18 @@ whichever way it was decided (button, reply, /stop, timeout).
 from __future__ import annotations
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
-from telegram.ext import BaseHandler, CommandHandler, ContextTypes
+from telegram.ext import CommandHandler, ContextTypes
 
 from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
 from agentgram.bot.telegram.context import BotContext, bot_context, envelope_id
 from agentgram.bot.telegram.handlers import buttons
 from agentgram.bot.telegram.handlers.buttons import callback_query
 from agentgram.bot.telegram.render import escape
+from agentgram.bot.telegram.router import Router
 from agentgram.bot.telegram.sender import edit_html, send_html
 from agentgram.bot.telegram.wording import local_time, scope_text
-from agentgram.runtime.approvals.bypass import Bypass
-from agentgram.runtime.approvals.manager import DecisionResult
-from agentgram.runtime.approvals.rules import Rule
+from agentgram.runtime.app import Bypass, DecisionResult, Rule
 from agentgram.runtime.approvals.trust import describe
-from agentgram.runtime.storage.models import utcnow
-from agentgram.runtime.turn.loop import call_summary
 
 # --- the prompt's buttons ------------------------------------------------------------
 
@@ -106,15 +103,13 @@ async def list_approvals(update: Update, context: ContextTypes.DEFAULT_TYPE) -> 
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
-    pending = await ctx.runtime.approvals.pending((await ctx.session(update)).id)
+    pending = await ctx.runtime.pending_approvals(await ctx.session(update), limit=APPROVALS_SHOWN)
     if not pending:
         await send_html(context.bot, chat.id, ctx.text(update, "approvals-none"))
         return
     await send_html(context.bot, chat.id, ctx.text(update, "approvals-list-header"))
-    for request in pending[:APPROVALS_SHOWN]:
-        call = await ctx.runtime.call_for_request(request.id)
-        name, summary = (call.name, call_summary(call)) if call is not None else ("?", "")
-        line = f"⏳ <code>{escape(name)}</code> {escape(summary)}"
+    for request in pending:
+        line = f"⏳ <code>{escape(request.tool)}</code> {escape(request.summary)}"
         await send_html(context.bot, chat.id, line, reply_to=request.message_id)
 
 
@@ -125,18 +120,16 @@ async def list_trust(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
-    session = await ctx.session(update)
-    bypasses = ctx.runtime.approvals.bypasses.active(session.id or 0, utcnow())
-    rules = [r for r in ctx.runtime.approvals.rules() if r.origin == "user"]
-    if not bypasses and not rules:
+    trust = ctx.runtime.trust_overview(await ctx.session(update))
+    if not trust.bypasses and not trust.rules:
         await send_html(context.bot, chat.id, ctx.text(update, "trust-none"))
         return
     await send_html(context.bot, chat.id, ctx.text(update, "trust-header"))
     revoke = ctx.text(update, "btn-revoke")
-    for bypass in bypasses:
+    for bypass in trust.bypasses:
         keyboard = _one(revoke, Button(ButtonAction.REVOKE_BYPASS, _scope_to_arg(bypass.scope)))
         await send_html(context.bot, chat.id, _bypass_line(ctx, update, bypass), reply_markup=keyboard)
-    for rule in rules:
+    for rule in trust.rules:
         keyboard = _one(revoke, Button(ButtonAction.REVOKE_RULE, str(rule.id)))
         await send_html(context.bot, chat.id, _rule_line(rule), reply_markup=keyboard)
 
@@ -153,13 +146,12 @@ def _rule_line(rule: Rule) -> str:
 
 
 async def _revoke_bypass(update: Update, ctx: BotContext, button: Button) -> None:
-    session = await ctx.session(update)
-    removed = ctx.runtime.approvals.bypasses.revoke(session.id or 0, _scope_from_arg(button.arg))
+    removed = ctx.runtime.revoke_bypass(await ctx.session(update), _scope_from_arg(button.arg))
     await _revoked(update, ctx, removed)
 
 
 async def _revoke_rule(update: Update, ctx: BotContext, button: Button) -> None:
-    removed = button.arg.isdigit() and await ctx.runtime.approvals.delete_rule(int(button.arg))
+    removed = button.arg.isdigit() and await ctx.runtime.revoke_rule(int(button.arg))
     await _revoked(update, ctx, removed)
 
 
@@ -194,8 +186,10 @@ def _one(label: str, button: Button) -> InlineKeyboardMarkup:
     return InlineKeyboardMarkup([[_button(label, button)]])
 
 
-buttons.register(
-    {
+router = Router(
+    "approvals",
+    handlers=(CommandHandler("approvals", list_approvals), CommandHandler("trust", list_trust)),
+    buttons={
         ButtonAction.APPROVE: _decide,
         ButtonAction.REJECT: _decide,
         ButtonAction.TRUST_15: _trust_15,
@@ -204,9 +198,5 @@ buttons.register(
         ButtonAction.ALWAYS_CANCEL: _always_cancel,
         ButtonAction.REVOKE_BYPASS: _revoke_bypass,
         ButtonAction.REVOKE_RULE: _revoke_rule,
-    }
+    },
 )
-
-
-def handlers() -> list[BaseHandler[Update, ContextTypes.DEFAULT_TYPE, None]]:
-    return [CommandHandler("approvals", list_approvals), CommandHandler("trust", list_trust)]

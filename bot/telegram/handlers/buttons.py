@@ -1,13 +1,14 @@
-"""Every inline-button press: one dispatch, and the registry features add their buttons to.
+"""Every inline-button press: one dispatch over the table the joined routers make.
 
 Button data is decoded once here (:mod:`bot.telegram.callback_data`) and routed
-by its action to the handler a feature module registered with :func:`register`
-— approvals and cron each own their buttons and neither needs the other. A
-press that decodes to nothing, or to an action nobody registered, is answered
-politely ("This button no longer works") so no button keeps spinning.
+by its action to the handler the feature's router names
+(:mod:`bot.telegram.router`) — approvals and cron each own their buttons and
+neither needs the other. A press that decodes to nothing, or to an action no
+router claimed, is answered politely ("This button no longer works") so no
+button keeps spinning.
 
-Registration happens when a feature module is imported; ``handlers/__init__``
-imports them all, so the registry is complete before the first update.
+Nothing registers here: the table is built by :func:`~bot.telegram.router.join`
+at start and handed to :func:`dispatch`.
 
 Every press is answered through :func:`answer`, and only after what the press
 does is stored: the answer (the toast, and the end of the spinner) is a
@@ -17,31 +18,19 @@ transient failure and otherwise given up — it never costs the decision.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 
 from telegram import CallbackQuery, Update
 from telegram.error import TelegramError
-from telegram.ext import BaseHandler, CallbackQueryHandler, ContextTypes
+from telegram.ext import CallbackQueryHandler, ContextTypes
 
-from agentgram.bot.telegram.callback_data import Button, ButtonAction, decode
-from agentgram.bot.telegram.context import BotContext, bot_context
+from agentgram.bot.telegram.callback_data import decode
+from agentgram.bot.telegram.context import bot_context
+from agentgram.bot.telegram.router import ButtonHandler, ButtonTable
 from agentgram.bot.telegram.sender import Retry, with_retry
 from agentgram.runtime.log import get_logger
 
 log = get_logger("telegram.buttons")
-
-ButtonHandler = Callable[[Update, BotContext, Button], Awaitable[None]]
-
-BUTTON_HANDLERS: dict[ButtonAction, ButtonHandler] = {}
-"""Action → handler; filled only through :func:`register`."""
-
-
-def register(buttons: Mapping[ButtonAction, ButtonHandler]) -> None:
-    """Add a feature's buttons. An action claimed twice is a developer mistake, refused at import."""
-    taken = sorted(BUTTON_HANDLERS.keys() & buttons.keys())
-    if taken:
-        raise ValueError(f"button actions registered twice: {', '.join(taken)}")
-    BUTTON_HANDLERS.update(buttons)
 
 
 def callback_query(update: Update) -> CallbackQuery:
@@ -70,15 +59,19 @@ async def answer(update: Update, text: str | None = None) -> None:
         log.warning("button answer given up: %s: %s", type(error).__name__, error)
 
 
-async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_button(table: ButtonTable, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     ctx = bot_context(context)
     button = decode(callback_query(update).data)
-    handler = BUTTON_HANDLERS.get(button.action) if button is not None else None
+    handler = table.get(button.action) if button is not None else None
     if button is None or handler is None:
         await answer(update, ctx.text(update, "approval-unknown-button"))
         return
     await handler(update, ctx, button)
 
 
-def handlers() -> list[BaseHandler[Update, ContextTypes.DEFAULT_TYPE, None]]:
-    return [CallbackQueryHandler(on_button)]
+def dispatch(table: ButtonTable) -> CallbackQueryHandler[ContextTypes.DEFAULT_TYPE, None]:
+    """The one handler of every callback query, routing by ``table`` (the joined routers')."""
+    return CallbackQueryHandler(partial(on_button, table))
+
+
+__all__ = ["ANSWER_RETRY", "ButtonHandler", "answer", "callback_query", "dispatch", "on_button"]

@@ -9,9 +9,10 @@ Unknown commands get the help text and never reach the model.
 from __future__ import annotations
 
 from telegram import BotCommand, Update
-from telegram.ext import BaseHandler, CommandHandler, ContextTypes, MessageHandler, filters
+from telegram.ext import CommandHandler, ContextTypes, MessageHandler, filters
 
 from agentgram.bot.telegram.context import bot_context, envelope_id
+from agentgram.bot.telegram.router import Router
 from agentgram.bot.telegram.sender import send_html
 from agentgram.runtime.i18n import Translator
 
@@ -97,17 +98,17 @@ async def unknown(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await send_html(context.bot, chat.id, text)
 
 
-def handlers() -> list[BaseHandler[Update, ContextTypes.DEFAULT_TYPE, None]]:
-    return [
+router = Router(
+    "commands",
+    handlers=(
         CommandHandler("start", start),
         CommandHandler("help", help_),
         CommandHandler("new", new),
         CommandHandler("stop", stop),
         CommandHandler("pause", pause),
         CommandHandler("resume", resume),
-    ]
+    ),
+)
 
-
-def fallback() -> MessageHandler[ContextTypes.DEFAULT_TYPE, None]:
-    """Registered last: any command no other handler took."""
-    return MessageHandler(filters.UpdateType.MESSAGE & filters.COMMAND, unknown)
+fallback = Router("fallback", handlers=(MessageHandler(filters.UpdateType.MESSAGE & filters.COMMAND, unknown),))
+"""Joined last: any command no other router took."""

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from telegram import Message, ReactionTypeEmoji, Update
 from telegram.error import TelegramError
-from telegram.ext import BaseHandler, ContextTypes, MessageHandler, filters
+from telegram.ext import ContextTypes, MessageHandler, filters
 
 from agentgram.bot.telegram.callback_data import ButtonAction, decode
 from agentgram.bot.telegram.context import BotContext, bot_context, envelope_id
+from agentgram.bot.telegram.ingest import checkpoint_stored, offered_checkpoint
 from agentgram.bot.telegram.render import escape
+from agentgram.bot.telegram.router import Router
 from agentgram.bot.telegram.sender import send_html
-from agentgram.runtime.app import PostResult
-from agentgram.runtime.approvals.manager import DecidedBy
-from agentgram.runtime.storage.models import ApprovalStatus, ChatSession
+from agentgram.runtime.app import ApprovalStatus, DecidedBy, PostResult, SessionRef
 
 _ACK = {
     PostResult.QUEUED: "noted-busy",
@@ -48,14 +48,17 @@ async def _post(update: Update, ctx: BotContext, text: str) -> None:
     message = update.message
     assert message is not None
     session = await ctx.session(update)
-    result = await ctx.runtime.post_user_message(
+    posted = await ctx.runtime.accept_user_message(
         session,
         text,
         envelope_id=envelope_id(update),
         chat_message_id=message.message_id,
         user_ref=str(update.effective_user.id) if update.effective_user else None,
-        checkpoint=ctx.checkpoint(update),
+        checkpoint=offered_checkpoint(),
     )
+    if posted.checkpoint_stored:
+        checkpoint_stored()
+    result = posted.result
     if result in _READ_AT_NEXT_STEP:
         try:
             await message.set_reaction(ReactionTypeEmoji("👀"))
@@ -71,7 +74,7 @@ async def _post(update: Update, ctx: BotContext, text: str) -> None:
     )
 
 
-async def _point_at_prompt(update: Update, ctx: BotContext, session: ChatSession) -> bool:
+async def _point_at_prompt(update: Update, ctx: BotContext, session: SessionRef) -> bool:
     """Say the next step waits for a decision and how to give it, quoting the prompt once the
     chat has it; ``False`` if the turn no longer waits (the plain note is true again)."""
     message = update.message
@@ -96,13 +99,13 @@ async def _reject_with_reason(update: Update, ctx: BotContext) -> bool:
     assert message is not None and message.reply_to_message is not None
     request_id = _prompt_request(message.reply_to_message, update.get_bot().id)
     if request_id is None:
-        request = await ctx.runtime.approvals.by_message(message.chat_id, message.reply_to_message.message_id)
+        request = await ctx.runtime.approval_for_message(message.chat_id, message.reply_to_message.message_id)
         if request is None:
             return False
         if request.status != ApprovalStatus.PENDING:
             await _say_stale(update, ctx)
             return True
-        request_id = request.id
+        request_id = request.request_id
     result = await ctx.runtime.decide(
         request_id, approved=False, reason=message.text, envelope_id=envelope_id(update), how=DecidedBy.REPLY
     )
@@ -161,8 +164,10 @@ def _unread_file(name: str) -> str:
     )
 
 
-def handlers() -> list[BaseHandler[Update, ContextTypes.DEFAULT_TYPE, None]]:
-    return [
+router = Router(
+    "messages",
+    handlers=(
         MessageHandler(filters.UpdateType.MESSAGE & filters.TEXT & ~filters.COMMAND, on_text),
         MessageHandler(filters.UpdateType.MESSAGE & ~filters.TEXT, on_unsupported),
-    ]
+    ),
+)

@@ -13,8 +13,9 @@ A card is edited in place: 🗑 turns it into the confirmation naming the task,
 ✅ Yes into "🗑 Deleted" with no buttons, ✖️ Cancel back into the card. A
 button on a card whose job is gone is answered and strips that card too, so
 no dead buttons stay. Times carry their zone and schedules are worded in the
-user's language (:mod:`bot.telegram.wording`). The buttons are registered
-with the one button dispatch in :mod:`bot.telegram.handlers.buttons`.
+user's language (:mod:`bot.telegram.wording`). The buttons are named in
+this file's :data:`router`, for the one button dispatch in
+:mod:`bot.telegram.handlers.buttons`.
 """
 
 from __future__ import annotations
@@ -24,20 +25,21 @@ import re
 from datetime import datetime, tzinfo
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
-from telegram.ext import BaseHandler, CommandHandler, ContextTypes
+from telegram.ext import CommandHandler, ContextTypes
 
 from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
 from agentgram.bot.telegram.context import BotContext, bot_context
 from agentgram.bot.telegram.handlers import buttons
 from agentgram.bot.telegram.render import escape
+from agentgram.bot.telegram.router import Router
 from agentgram.bot.telegram.sender import edit_html, send_html
 from agentgram.bot.telegram.wording import local_time, schedule_error, schedule_text
 from agentgram.runtime.scheduler.commands import split_schedule
-from agentgram.runtime.scheduler.jobs import JobFinished, JobNotFound, job_finished, job_zone, schedule_of
-from agentgram.runtime.scheduler.models import ScheduledJob, TicRun, TicRunStatus
+from agentgram.runtime.scheduler.jobs import JobFinished, JobNotFound
 from agentgram.runtime.scheduler.schedule import ScheduleError
 from agentgram.runtime.scheduler.service import SchedulerService
 from agentgram.runtime.scheduler.tic import DeferBusy, Run, SkipNothingToDo, SkipQuiet
+from agentgram.runtime.scheduler.values import Job, JobSpec, TicRecord, TicRunStatus
 
 _ADD = re.compile(r"^\s*/cron(?:@\w+)?\s+add\b(.*)$", re.DOTALL | re.IGNORECASE)
 TOAST_TITLE = 60
@@ -114,7 +116,7 @@ async def _tic_status(update: Update, ctx: BotContext, service: SchedulerService
     )
 
 
-def _tic_result(update: Update, ctx: BotContext, row: TicRun) -> str:
+def _tic_result(update: Update, ctx: BotContext, row: TicRecord) -> str:
     match row.status:
         case TicRunStatus.RAN if row.ended_at is None:
             return ctx.text(update, "tic-result-running")
@@ -156,7 +158,9 @@ async def _add(update: Update, ctx: BotContext, text: str) -> None:
     service = ctx.runtime.scheduler
     try:
         schedule, prompt = split_schedule(text, ctx.runtime.timezone, service.clock.now())
-        job = await service.add_job(title="", schedule=schedule, prompt=prompt, chat_id=_chat_id(update))
+        job = await service.add_job(
+            JobSpec(title="", schedule=schedule, prompt=prompt, chat_id=_chat_id(update))
+        )
     except ScheduleError as exc:
         await _say(
             update, ctx, "cron-bad-schedule", error=schedule_error(ctx.translator, ctx.lang(update), exc)
@@ -168,8 +172,8 @@ async def _add(update: Update, ctx: BotContext, text: str) -> None:
         "cron-added",
         title=escape(job.title),
         id=str(job.id),
-        schedule=schedule_text(ctx.translator, ctx.lang(update), schedule_of(job), job_zone(job)),
-        next=_when(update, ctx, service.next_run(job), job_zone(job)),
+        schedule=schedule_text(ctx.translator, ctx.lang(update), job.parsed, job.zone),
+        next=_when(update, ctx, job.next_run, job.zone),
     )
 
 
@@ -208,34 +212,30 @@ class CardState(enum.StrEnum):
     DONE = "✅"
 
 
-def _card_state(service: SchedulerService, job: ScheduledJob) -> CardState:
-    assert job.id is not None
-    if service.is_running(job.id):
+def _card_state(job: Job) -> CardState:
+    if job.running:
         return CardState.RUNNING
-    if job_finished(job, service.clock.now()):  # a one-shot that ran: done, not paused
+    if job.finished:  # a one-shot that ran: done, not paused
         return CardState.DONE
     return CardState.ACTIVE if job.enabled else CardState.PAUSED
 
 
-def _card(update: Update, ctx: BotContext, job: ScheduledJob) -> tuple[str, InlineKeyboardMarkup]:
+def _card(update: Update, ctx: BotContext, job: Job) -> tuple[str, InlineKeyboardMarkup]:
     """One job's card and its buttons, as listed and as re-drawn after a press."""
-    service = ctx.runtime.scheduler
-    state = _card_state(service, job)
+    state = _card_state(job)
     if state is CardState.DONE:
         when = ctx.text(update, "cron-when-done")
     elif state is CardState.PAUSED:
         when = ctx.text(update, "cron-when-paused")
     else:
-        when = ctx.text(
-            update, "cron-when-next", next=_when(update, ctx, service.next_run(job), job_zone(job))
-        )
+        when = ctx.text(update, "cron-when-next", next=_when(update, ctx, job.next_run, job.zone))
     html = ctx.text(
         update,
         "cron-item",
         state=state.value,
         title=escape(job.title),
         id=str(job.id),
-        schedule=schedule_text(ctx.translator, ctx.lang(update), schedule_of(job), job_zone(job)),
+        schedule=schedule_text(ctx.translator, ctx.lang(update), job.parsed, job.zone),
         when=when,
     )
     arg = str(job.id)
@@ -255,13 +255,13 @@ def _button(label: str, action: ButtonAction, arg: str) -> InlineKeyboardButton:
 # --- the buttons -----------------------------------------------------------------------
 
 
-def _toast_title(job: ScheduledJob) -> str:
+def _toast_title(job: Job) -> str:
     """A job's title for a toast: plain text (toasts are not HTML), kept short."""
     title = " ".join(job.title.split())
     return title if len(title) <= TOAST_TITLE else title[: TOAST_TITLE - 1] + "…"
 
 
-async def _pressed_job(update: Update, ctx: BotContext, button: Button) -> ScheduledJob | None:
+async def _pressed_job(update: Update, ctx: BotContext, button: Button) -> Job | None:
     """The card's job; ``None`` when it is gone — then the press is answered and the card stripped."""
     try:
         if not button.arg.isdigit():
@@ -287,14 +287,14 @@ async def _edit_card(update: Update, html: str, keyboard: InlineKeyboardMarkup |
         )
 
 
-async def _redraw(update: Update, ctx: BotContext, job: ScheduledJob) -> None:
+async def _redraw(update: Update, ctx: BotContext, job: Job) -> None:
     html, keyboard = _card(update, ctx, job)
     await _edit_card(update, html, keyboard)
 
 
 async def _run_now(update: Update, ctx: BotContext, button: Button) -> None:
     job = await _pressed_job(update, ctx, button)
-    if job is None or job.id is None:
+    if job is None:
         return
     try:
         started = await ctx.runtime.scheduler.run_now(job.id, chat_id=_chat_id(update))
@@ -307,7 +307,7 @@ async def _run_now(update: Update, ctx: BotContext, button: Button) -> None:
 
 async def _toggle(update: Update, ctx: BotContext, button: Button) -> None:
     job = await _pressed_job(update, ctx, button)
-    if job is None or job.id is None:
+    if job is None:
         return
     enable = button.action == ButtonAction.CRON_RESUME
     key = "cron-resumed" if enable else "cron-paused"
@@ -342,7 +342,7 @@ async def _delete(update: Update, ctx: BotContext, button: Button) -> None:
 
 async def _delete_confirm(update: Update, ctx: BotContext, button: Button) -> None:
     job = await _pressed_job(update, ctx, button)
-    if job is None or job.id is None:
+    if job is None:
         return
     try:
         await ctx.runtime.scheduler.delete_job(job.id, chat_id=_chat_id(update))
@@ -360,17 +360,15 @@ async def _delete_cancel(update: Update, ctx: BotContext, button: Button) -> Non
     await _redraw(update, ctx, job)
 
 
-buttons.register(
-    {
+router = Router(
+    "schedule",
+    handlers=(CommandHandler("tic", tic), CommandHandler("cron", cron)),
+    buttons={
         ButtonAction.CRON_RUN: _run_now,
         ButtonAction.CRON_PAUSE: _toggle,
         ButtonAction.CRON_RESUME: _toggle,
         ButtonAction.CRON_DELETE: _delete,
         ButtonAction.CRON_DELETE_CONFIRM: _delete_confirm,
         ButtonAction.CRON_DELETE_CANCEL: _delete_cancel,
-    }
+    },
 )
-
-
-def handlers() -> list[BaseHandler[Update, ContextTypes.DEFAULT_TYPE, None]]:
-    return [CommandHandler("tic", tic), CommandHandler("cron", cron)]

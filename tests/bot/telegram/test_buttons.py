@@ -13,16 +13,17 @@ from typing import Any
 import pytest
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError, TimedOut
 
-from agentgram.bot.telegram import (
-    handlers as handlers_package,  # imports every feature, which registers its buttons
-)
+from agentgram.bot.telegram import handlers as handlers_package
 from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
 from agentgram.bot.telegram.context import KEY, BotContext
 from agentgram.bot.telegram.handlers import approvals, buttons, schedule
-from agentgram.bot.telegram.handlers.buttons import BUTTON_HANDLERS, answer, on_button, register
+from agentgram.bot.telegram.handlers.buttons import answer, on_button
+from agentgram.bot.telegram.router import Router, join
 from agentgram.runtime.i18n import Translator
 
 HANDLERS_DIR = Path(handlers_package.__file__).parent
+BUTTON_HANDLERS = handlers_package.join().buttons
+"""The table every bot's dispatch reads: all handler files' routers, joined."""
 
 
 @dataclass
@@ -64,8 +65,9 @@ def test_an_action_registered_twice_is_refused_and_the_first_owner_kept() -> Non
         raise AssertionError("never routed")
 
     with pytest.raises(ValueError, match="registered twice: cr"):
-        register({ButtonAction.CRON_RUN: intruder})
+        join(approvals.router, schedule.router, Router("intruder", buttons={ButtonAction.CRON_RUN: intruder}))
     assert BUTTON_HANDLERS[ButtonAction.CRON_RUN] is owner
+    assert handlers_package.join().buttons[ButtonAction.CRON_RUN] is owner
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -86,24 +88,22 @@ def test_button_features_do_not_import_each_other(module: str, other: str) -> No
 
 
 @pytest.mark.parametrize("data", [None, "garbage", "ag1:zz:abc", encode(Button(ButtonAction.CRON_RUN, "7"))])
-async def test_a_press_nobody_handles_is_answered_politely(
-    monkeypatch: pytest.MonkeyPatch, data: str | None
-) -> None:
-    monkeypatch.delitem(BUTTON_HANDLERS, ButtonAction.CRON_RUN)  # a registered-but-unowned action
+async def test_a_press_nobody_handles_is_answered_politely(data: str | None) -> None:
+    table = {a: h for a, h in BUTTON_HANDLERS.items() if a != ButtonAction.CRON_RUN}  # an unowned action
     update, context, query = press(data)
-    await on_button(update, context)
+    await on_button(table, update, context)
     assert query.answers == ["This button no longer works."]
 
 
-async def test_a_press_reaches_its_registered_handler(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_press_reaches_its_registered_handler() -> None:
     seen: list[Button] = []
 
     async def handler(update: Any, ctx: BotContext, button: Button) -> None:
         seen.append(button)
 
-    monkeypatch.setitem(BUTTON_HANDLERS, ButtonAction.CRON_RUN, handler)
+    table = {**BUTTON_HANDLERS, ButtonAction.CRON_RUN: handler}
     update, context, query = press(encode(Button(ButtonAction.CRON_RUN, "7")))
-    await on_button(update, context)
+    await on_button(table, update, context)
     assert seen == [Button(ButtonAction.CRON_RUN, "7")] and query.answers == []
 
 
@@ -144,5 +144,5 @@ async def test_an_answer_that_cannot_be_given_is_given_up_without_raising(
 
 async def test_a_failing_answer_does_not_break_the_dispatch(no_pause: None) -> None:
     update, context, query = press("garbage", NetworkError("Bad Gateway"), NetworkError("Bad Gateway"))
-    await on_button(update, context)
+    await on_button(BUTTON_HANDLERS, update, context)
     assert query.attempts == 2

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agentgram.bot.telegram import render as render_module
 from agentgram.bot.telegram.render import escape, html_to_text, markdown_to_html
-from tests.fakes.telegram_html import parse_html, parse_html_entities
+from tests.fakes.telegram_html import parse_html, parse_html_entities, visible_length
 
 # Text an LLM might write: Markdown punctuation, HTML specials, newlines, emoji and astral characters.
 MARKDOWNISH = st.lists(
@@ -197,9 +197,12 @@ def test_table_extra_cells_are_kept_inside_quotes_and_lists() -> None:
     ],
 )
 def test_degenerate_inputs_render_valid_html(markdown: str, expected: str) -> None:
-    html = markdown_to_html(markdown)
-    assert parse_html(html, strict=True) == html_to_text(html)  # raises TelegramHTMLError if invalid
+    html = render(markdown)  # the fake server's strict validator, and no escaped-text fallback
     assert html == expected
+    visible, entities = parse_html_entities(html, strict=True)  # what the fake server would accept
+    assert visible == parse_html(html, strict=True) == html_to_text(html)
+    assert all(e.length > 0 and e.offset + e.length <= visible_length(html) for e in entities)
+    assert bool(visible.strip()) == bool(expected)  # empty only when there is nothing to send
 
 
 def test_too_deep_nesting_falls_back_to_escaped_text_instead_of_dropping_it() -> None:

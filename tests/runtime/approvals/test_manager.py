@@ -21,7 +21,7 @@ from agentgram.runtime.storage.models import ApprovalStatus, Turn, utcnow
 from agentgram.runtime.storage.sessions import SessionStore
 from agentgram.runtime.tools.base import ToolGroup
 
-SHELL = CallFacts(tool="execute_cmd", group=ToolGroup.SHELL, source="telegram", command="ls")
+SHELL = CallFacts(tool="execute_cmd", group=ToolGroup.SHELL, source="chat", command="ls")
 
 
 @dataclass
@@ -77,7 +77,7 @@ async def test_config_rules_apply_in_check(world: World) -> None:
     deny = ApprovalRuleSettings(tool="execute_cmd", path="rm *", action="deny", priority=5)
     manager = ApprovalManager(world.db, ApprovalSettings(rules=[deny]))
     await manager.load_rules()
-    rm = CallFacts(tool="execute_cmd", group=ToolGroup.SHELL, source="telegram", command="rm -rf x")
+    rm = CallFacts(tool="execute_cmd", group=ToolGroup.SHELL, source="chat", command="rm -rf x")
     assert manager.check(world.session_id, rm) == Action.DENY
     assert manager.check(world.session_id, SHELL) == Action.REQUIRE
 
@@ -96,7 +96,7 @@ async def test_only_saved_rules_can_be_deleted(world: World) -> None:
 async def test_a_bypass_turns_require_into_allow_but_never_deny(world: World) -> None:
     manager = world.manager(rules=[{"tool": "execute_cmd", "path": "rm *", "action": "deny"}])
     await manager.load_rules()
-    rm = CallFacts(tool="execute_cmd", group=ToolGroup.SHELL, source="telegram", command="rm -rf x")
+    rm = CallFacts(tool="execute_cmd", group=ToolGroup.SHELL, source="chat", command="rm -rf x")
     manager.grant_bypass(world.session_id, "all")
     assert manager.check(world.session_id, SHELL) == Action.ALLOW
     assert manager.check(world.session_id, rm) == Action.DENY

@@ -18,25 +18,27 @@ from agentgram.runtime.approvals.rules import (
     decide,
     matches,
 )
+from agentgram.runtime.config import ApprovalRuleSettings
+from agentgram.runtime.storage.models import SessionSource
 from agentgram.runtime.tools.base import ToolGroup
 
 WORKDIR = Path("/srv/agent/workspace")
 
 
 def file_call(
-    tool: str, path: str, *, group: ToolGroup = ToolGroup.FS_WRITE, source: str = "telegram"
+    tool: str, path: str, *, group: ToolGroup = ToolGroup.FS_WRITE, source: str = "chat"
 ) -> CallFacts:
     resolved = Path(path) if Path(path).is_absolute() else WORKDIR / path
     return CallFacts(tool=tool, group=group, source=source, path=resolved, workdir=WORKDIR)
 
 
-def shell_call(command: str, source: str = "telegram") -> CallFacts:
+def shell_call(command: str, source: str = "chat") -> CallFacts:
     return CallFacts(
         tool="execute_cmd", group=ToolGroup.SHELL, source=source, command=command, workdir=WORKDIR
     )
 
 
-def other_call(tool: str, source: str = "telegram") -> CallFacts:
+def other_call(tool: str, source: str = "chat") -> CallFacts:
     return CallFacts(tool=tool, group=ToolGroup.OTHER, source=source, workdir=WORKDIR)
 
 
@@ -92,7 +94,7 @@ def test_a_call_no_rule_matches_requires_approval() -> None:
     ],
 )
 def test_tool_names_globs_and_groups(pattern: str, tool: str, group: ToolGroup, hit: bool) -> None:
-    facts = CallFacts(tool=tool, group=group, source="telegram")
+    facts = CallFacts(tool=tool, group=group, source="chat")
     assert matches(Rule(tool=pattern, action=Action.ALLOW), facts) is hit
 
 
@@ -121,7 +123,7 @@ def test_a_path_rule_never_matches_a_call_without_a_target() -> None:
 
 
 def test_a_relative_path_rule_needs_a_workdir() -> None:
-    facts = CallFacts(tool="write_file", group=ToolGroup.FS_WRITE, source="telegram", path=Path("/srv/a.md"))
+    facts = CallFacts(tool="write_file", group=ToolGroup.FS_WRITE, source="chat", path=Path("/srv/a.md"))
     assert not matches(Rule(tool="write_file", path="*.md", action=Action.ALLOW), facts)
 
 
@@ -183,9 +185,25 @@ def test_a_shell_control_character_anywhere_makes_a_command_compound(head: str, 
 def test_source_limits_a_rule_to_one_kind_of_session() -> None:
     rule = Rule(tool="execute_cmd", action=Action.DENY, source="cron")
     assert matches(rule, shell_call("ls", source="cron"))
-    assert not matches(rule, shell_call("ls", source="telegram"))
+    assert not matches(rule, shell_call("ls", source="chat"))
     assert decide(seeded(rule), shell_call("ls", source="cron"))[0] == Action.DENY
-    assert decide(seeded(rule), shell_call("ls", source="telegram"))[0] == Action.REQUIRE
+    assert decide(seeded(rule), shell_call("ls", source="chat"))[0] == Action.REQUIRE
+
+
+@pytest.mark.parametrize("configured", ["telegram", "chat"])
+def test_source_telegram_and_source_chat_both_limit_a_rule_to_chat_sessions(configured: str) -> None:
+    """``telegram`` is config.yml's documented name for a chat; ``chat`` is the source's own name."""
+    setting = ApprovalRuleSettings.model_validate(
+        {"tool": "execute_cmd", "action": "deny", "source": configured}
+    )
+    assert setting.source == "chat"
+    for rule in (
+        Rule(tool="execute_cmd", action=Action.DENY, source=configured),
+        Rule(**setting.model_dump()),
+    ):
+        assert matches(rule, shell_call("ls", source=SessionSource.CHAT))
+        assert matches(rule, shell_call("ls", source="telegram")), "a session stored before v3"
+        assert not matches(rule, shell_call("ls", source=SessionSource.CRON))
 
 
 # --- precedence ----------------------------------------------------------------------------

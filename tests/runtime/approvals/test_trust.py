@@ -142,7 +142,7 @@ def test_the_proposed_file_rule_covers_that_file_and_no_other(tmp_path: Path) ->
         return CallFacts(
             tool="write_file",
             group=ToolGroup.FS_WRITE,
-            source="telegram",
+            source="chat",
             path=tmp_path / name,
             workdir=tmp_path,
         )

@@ -19,6 +19,7 @@ from agentgram.runtime.scheduler.jobs import JobFinished, JobStore, job_finished
 from agentgram.runtime.scheduler.models import JobApprovals, JobRunStatus, ScheduledJob
 from agentgram.runtime.scheduler.plan import Notice, run_result
 from agentgram.runtime.scheduler.schedule import ScheduleError, Span, parse_schedule
+from agentgram.runtime.scheduler.values import JobSpec
 from agentgram.runtime.storage.db import Database
 from agentgram.runtime.turn.outcome import Exhausted, Failed, Final
 from tests.runtime.scheduler.conftest import BERLIN
@@ -77,8 +78,8 @@ def test_a_manual_run_and_approvals_ask_are_said() -> None:
 async def test_a_one_shot_that_ran_is_finished_and_cannot_be_resumed(
     store: JobStore, clock: FakeClock
 ) -> None:
-    once = await store.add(title="Anna", schedule="in 20m", prompt="call Anna", chat_id=1)
-    hourly = await store.add(title="h", schedule="every 1h", prompt="p", chat_id=1)
+    once = await store.add(JobSpec(title="Anna", schedule="in 20m", prompt="call Anna", chat_id=1))
+    hourly = await store.add(JobSpec(title="h", schedule="every 1h", prompt="p", chat_id=1))
     assert once.id is not None and hourly.id is not None
     assert not job_finished(once, clock.now())
     run = await store.start_run(once.id)  # "Run now": a one-shot is used up by any run
@@ -98,7 +99,7 @@ async def test_a_one_shot_that_ran_is_finished_and_cannot_be_resumed(
 async def test_a_one_shot_whose_time_passed_while_paused_is_finished(
     store: JobStore, clock: FakeClock
 ) -> None:
-    once = await store.add(title="Anna", schedule="in 20m", prompt="call Anna", chat_id=1)
+    once = await store.add(JobSpec(title="Anna", schedule="in 20m", prompt="call Anna", chat_id=1))
     assert once.id is not None
     paused = await store.set_enabled(once.id, False)
     assert not job_finished(paused, clock.now())
@@ -169,5 +170,7 @@ def test_command_errors_have_keys_too() -> None:
 
 async def test_an_unknown_zone_has_its_key(store: JobStore) -> None:
     with pytest.raises(ScheduleError) as raised:
-        await store.add(title="x", schedule="every 1h", prompt="p", chat_id=1, timezone="Mars/Olympus")
+        await store.add(
+            JobSpec(title="x", schedule="every 1h", prompt="p", chat_id=1, timezone="Mars/Olympus")
+        )
     assert (raised.value.key, raised.value.params) == ("schedule-error-zone", {"zone": "Mars/Olympus"})

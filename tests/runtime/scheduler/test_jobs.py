@@ -1,3 +1,4 @@
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,6 +17,7 @@ from agentgram.runtime.scheduler.jobs import (
 from agentgram.runtime.scheduler.misfire import Nothing, RecordMissed, RunNow
 from agentgram.runtime.scheduler.models import JobApprovals, JobRunStatus
 from agentgram.runtime.scheduler.schedule import IntervalSchedule, OnceSchedule, ScheduleError, ScheduleKind
+from agentgram.runtime.scheduler.values import JobSpec
 from agentgram.runtime.storage.db import Database
 
 
@@ -29,7 +31,9 @@ def store(db: Database, clock: FakeClock) -> JobStore:
 
 
 async def test_add_get_list(store: JobStore, clock: FakeClock) -> None:
-    job = await store.add(title="Inbox", schedule="0 9 * * 1-5", prompt="summarise my inbox", chat_id=42)
+    job = await store.add(
+        JobSpec(title="Inbox", schedule="0 9 * * 1-5", prompt="summarise my inbox", chat_id=42)
+    )
     assert job.id is not None
     assert job.kind == ScheduleKind.CRON
     assert job.timezone == "Europe/Berlin"
@@ -45,7 +49,7 @@ async def test_add_get_list(store: JobStore, clock: FakeClock) -> None:
     assert loaded.created_at == clock.now()
 
     await store.add(
-        title="Anna", schedule="in 20m", prompt="remind me to call Anna", chat_id=7, timezone="UTC"
+        JobSpec(title="Anna", schedule="in 20m", prompt="remind me to call Anna", chat_id=7, timezone="UTC")
     )
     assert [j.title for j in await store.list_jobs()] == ["Inbox", "Anna"]
     assert [j.title for j in await store.list_jobs(chat_id=7)] == ["Anna"]
@@ -54,17 +58,19 @@ async def test_add_get_list(store: JobStore, clock: FakeClock) -> None:
 
 async def test_bad_schedule_or_zone_is_a_tool_error_and_stores_nothing(store: JobStore) -> None:
     with pytest.raises(ScheduleError, match="a crontab has 5 fields"):
-        await store.add(title="x", schedule="whenever", prompt="p", chat_id=1)
+        await store.add(JobSpec(title="x", schedule="whenever", prompt="p", chat_id=1))
     with pytest.raises(ScheduleError, match="unknown time zone 'Mars/Olympus'"):
-        await store.add(title="x", schedule="every 1h", prompt="p", chat_id=1, timezone="Mars/Olympus")
+        await store.add(
+            JobSpec(title="x", schedule="every 1h", prompt="p", chat_id=1, timezone="Mars/Olympus")
+        )
     with pytest.raises(ScheduleError, match="too frequent"):
-        await store.add(title="x", schedule="every 5s", prompt="p", chat_id=1)
+        await store.add(JobSpec(title="x", schedule="every 5s", prompt="p", chat_id=1))
     assert await store.list_jobs() == []
 
 
 async def test_relative_schedules_keep_their_meaning_after_reload(store: JobStore, clock: FakeClock) -> None:
-    job = await store.add(title="Anna", schedule="in 20m", prompt="call Anna", chat_id=1)
-    hourly = await store.add(title="h", schedule="every 1h", prompt="p", chat_id=1)
+    job = await store.add(JobSpec(title="Anna", schedule="in 20m", prompt="call Anna", chat_id=1))
+    hourly = await store.add(JobSpec(title="h", schedule="every 1h", prompt="p", chat_id=1))
     clock.advance(timedelta(minutes=50))
     assert job.id is not None and hourly.id is not None
     reloaded = await store.get(job.id)
@@ -77,7 +83,7 @@ async def test_relative_schedules_keep_their_meaning_after_reload(store: JobStor
 
 
 async def test_update_changes_fields_and_reschedules(store: JobStore, clock: FakeClock) -> None:
-    job = await store.add(title="Inbox", schedule="0 9 * * *", prompt="p", chat_id=1)
+    job = await store.add(JobSpec(title="Inbox", schedule="0 9 * * *", prompt="p", chat_id=1))
     assert job.id is not None
     clock.advance(60)
     updated = await store.update(
@@ -101,7 +107,7 @@ async def test_update_changes_fields_and_reschedules(store: JobStore, clock: Fak
 
 
 async def test_pause_and_resume(store: JobStore, clock: FakeClock) -> None:
-    job = await store.add(title="h", schedule="every 1h", prompt="p", chat_id=1)
+    job = await store.add(JobSpec(title="h", schedule="every 1h", prompt="p", chat_id=1))
     assert job.id is not None
     paused = await store.set_enabled(job.id, False)
     assert not paused.enabled and paused.next_run_at is None
@@ -113,7 +119,7 @@ async def test_pause_and_resume(store: JobStore, clock: FakeClock) -> None:
 
 
 async def test_delete_removes_job_and_its_runs(store: JobStore) -> None:
-    job = await store.add(title="h", schedule="every 1h", prompt="p", chat_id=1)
+    job = await store.add(JobSpec(title="h", schedule="every 1h", prompt="p", chat_id=1))
     assert job.id is not None
     await store.start_run(job.id)
     await store.delete(job.id)
@@ -124,15 +130,15 @@ async def test_delete_removes_job_and_its_runs(store: JobStore) -> None:
 
 
 async def test_due(store: JobStore, clock: FakeClock) -> None:
-    soon = await store.add(title="soon", schedule="in 10m", prompt="p", chat_id=1)
-    await store.add(title="later", schedule="in 2h", prompt="p", chat_id=1)
+    soon = await store.add(JobSpec(title="soon", schedule="in 10m", prompt="p", chat_id=1))
+    await store.add(JobSpec(title="later", schedule="in 2h", prompt="p", chat_id=1))
     assert await store.due() == []
     clock.advance(timedelta(minutes=10))
     assert [j.id for j in await store.due()] == [soon.id]
 
 
 async def test_run_lifecycle(store: JobStore, clock: FakeClock) -> None:
-    job = await store.add(title="h", schedule="every 1h", prompt="p", chat_id=1)
+    job = await store.add(JobSpec(title="h", schedule="every 1h", prompt="p", chat_id=1))
     assert job.id is not None
     clock.advance(timedelta(hours=1))
     run = await store.start_run(job.id, scheduled_for=clock.now())
@@ -164,7 +170,7 @@ async def test_run_lifecycle(store: JobStore, clock: FakeClock) -> None:
 
 
 async def test_one_shot_is_disabled_after_it_ran(store: JobStore, clock: FakeClock) -> None:
-    job = await store.add(title="Anna", schedule="in 20m", prompt="call Anna", chat_id=1)
+    job = await store.add(JobSpec(title="Anna", schedule="in 20m", prompt="call Anna", chat_id=1))
     assert job.id is not None
     clock.advance(timedelta(minutes=20))
     run = await store.start_run(job.id)
@@ -175,7 +181,7 @@ async def test_one_shot_is_disabled_after_it_ran(store: JobStore, clock: FakeClo
 
 
 async def test_record_missed(store: JobStore, clock: FakeClock) -> None:
-    daily = await store.add(title="d", schedule="0 9 * * *", prompt="p", chat_id=1)
+    daily = await store.add(JobSpec(title="d", schedule="0 9 * * *", prompt="p", chat_id=1))
     assert daily.id is not None
     clock.set(utc(2026, 3, 28, 12))
     missed = await store.record_missed(daily.id, utc(2026, 3, 28, 8))
@@ -183,7 +189,7 @@ async def test_record_missed(store: JobStore, clock: FakeClock) -> None:
     after = await store.get(daily.id)
     assert after is not None and after.next_run_at == utc(2026, 3, 29, 7)  # 09:00 CEST
 
-    once = await store.add(title="o", schedule="in 5m", prompt="p", chat_id=1)
+    once = await store.add(JobSpec(title="o", schedule="in 5m", prompt="p", chat_id=1))
     assert once.id is not None
     clock.advance(timedelta(hours=3))
     await store.record_missed(once.id, utc(2026, 3, 28, 12, 5))
@@ -194,9 +200,9 @@ async def test_record_missed(store: JobStore, clock: FakeClock) -> None:
 async def test_interrupted_runs_are_failed_and_their_jobs_returned_once(
     db: Database, store: JobStore, clock: FakeClock
 ) -> None:
-    a = await store.add(title="a", schedule="every 1h", prompt="p", chat_id=1)
-    b = await store.add(title="b", schedule="every 1h", prompt="p", chat_id=1)
-    c = await store.add(title="c", schedule="every 1h", prompt="p", chat_id=1)
+    a = await store.add(JobSpec(title="a", schedule="every 1h", prompt="p", chat_id=1))
+    b = await store.add(JobSpec(title="b", schedule="every 1h", prompt="p", chat_id=1))
+    c = await store.add(JobSpec(title="c", schedule="every 1h", prompt="p", chat_id=1))
     assert a.id is not None and b.id is not None and c.id is not None
     await store.start_run(a.id, session_id=5)
     await store.start_run(a.id, session_id=6)  # two stale rows of one job → one re-run
@@ -219,8 +225,8 @@ async def test_interrupted_runs_are_failed_and_their_jobs_returned_once(
 
 
 async def test_misfire_on_start_is_decided_once(store: JobStore, clock: FakeClock) -> None:
-    daily = await store.add(title="d", schedule="0 9 * * *", prompt="p", chat_id=1)  # 09:00 Berlin
-    hourly = await store.add(title="h", schedule="0 * * * *", prompt="p", chat_id=1)
+    daily = await store.add(JobSpec(title="d", schedule="0 9 * * *", prompt="p", chat_id=1))  # 09:00 Berlin
+    hourly = await store.add(JobSpec(title="h", schedule="0 * * * *", prompt="p", chat_id=1))
     assert daily.id is not None and hourly.id is not None
     clock.set(utc(2026, 3, 28, 11, 30))  # down since Friday 12:00Z
 
@@ -241,7 +247,7 @@ async def test_misfire_on_start_is_decided_once(store: JobStore, clock: FakeCloc
 
 
 async def test_manual_run_uses_up_no_fire_time(store: JobStore, clock: FakeClock) -> None:
-    job = await store.add(title="d", schedule="0 13 * * *", prompt="p", chat_id=1)  # 12:00Z in March
+    job = await store.add(JobSpec(title="d", schedule="0 13 * * *", prompt="p", chat_id=1))  # 12:00Z in March
     assert job.id is not None
     clock.set(utc(2026, 3, 28, 11, 55))
     await store.start_run(job.id)  # ▶️ run now, five minutes before the scheduled run
@@ -254,8 +260,34 @@ async def test_manual_run_uses_up_no_fire_time(store: JobStore, clock: FakeClock
 
 
 async def test_paused_job_has_no_misfire(store: JobStore, clock: FakeClock) -> None:
-    job = await store.add(title="h", schedule="every 1h", prompt="p", chat_id=1)
+    job = await store.add(JobSpec(title="h", schedule="every 1h", prompt="p", chat_id=1))
     assert job.id is not None
     paused = await store.set_enabled(job.id, False)
     clock.advance(timedelta(hours=5))
     assert job_misfire(paused, clock.now(), 3600) == Nothing()
+
+
+# --- JobSpec: one value for a new job's fields --------------------------------------
+
+
+def test_a_job_spec_is_frozen_and_denies_approvals_by_default() -> None:
+    spec = JobSpec(title="Inbox", schedule="every 2h", prompt="p", chat_id=1)
+    assert (spec.timezone, spec.approvals) == (None, JobApprovals.DENY)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.title = "other"  # type: ignore[misc]
+
+
+async def test_a_job_spec_is_stored_as_given_with_the_store_filling_the_gaps(store: JobStore) -> None:
+    spec = JobSpec(
+        title="  ", schedule="every   2h", prompt="check the inbox", chat_id=5, approvals=JobApprovals.ASK
+    )
+    job = await store.add(spec)
+    assert (job.title, job.schedule, job.timezone, job.chat_id, job.approvals) == (
+        "check the inbox",  # an empty title: the prompt's start
+        "every 2h",
+        "Europe/Berlin",  # no zone: the agent's
+        5,
+        JobApprovals.ASK,
+    )
+    zoned = await store.add(dataclasses.replace(spec, title="UTC one", timezone="UTC"))
+    assert (zoned.title, zoned.timezone) == ("UTC one", "UTC")

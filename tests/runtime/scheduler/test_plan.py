@@ -1,4 +1,7 @@
-"""The scheduler service's pure decisions: tic plan, delivery in quiet hours, run results, digests."""
+"""The scheduler service's pure decisions: tic plan, delivery in quiet hours, run results.
+
+The held results' digest is worded by the adapter: ``tests/bot/telegram/test_reports.py``.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +15,9 @@ from agentgram.runtime.errors import ConfigError
 from agentgram.runtime.scheduler.clock import FakeClock
 from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicState
 from agentgram.runtime.scheduler.plan import (
-    HeldReport,
     Hold,
     Send,
     cron_event,
-    held_digest,
     plan_delivery,
     run_result,
     short,
@@ -117,8 +118,3 @@ def test_cron_event_names_the_job_its_status_and_a_snippet() -> None:
 def test_short_keeps_one_line_within_the_limit() -> None:
     assert short("a\n\nb   c") == "a b c"
     assert short("abcdef", 4) == "abc…"
-
-
-def test_held_digest_lists_results_oldest_first() -> None:
-    reports = [HeldReport(1, "⏰ Inbox", "2 new"), HeldReport(1, "⏰ Backup", "ok")]
-    assert held_digest(reports) == "**⏰ Inbox**\n2 new\n\n**⏰ Backup**\nok"

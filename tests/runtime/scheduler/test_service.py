@@ -2,7 +2,8 @@
 
 APScheduler keeps real time; every fake instant here lies days in the real
 future, so nothing fires on its own and each step is driven by a call.
-Reports are read off the runtime's event bus; the model is the fake server.
+Reports are read off the runtime's event bus and worded as the Telegram
+adapter words them (:mod:`bot.telegram.reports`); the model is the fake server.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from agentgram.bot.telegram.reports import report_markdown, report_title
 from agentgram.runtime.app import Runtime
-from agentgram.runtime.events import Report
+from agentgram.runtime.events import CronResult, Digest, LocaleText, ModelText, Report
+from agentgram.runtime.i18n import Translator
 from agentgram.runtime.scheduler.clock import FakeClock
 from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
 from agentgram.runtime.scheduler.service import SchedulerService
 from agentgram.runtime.scheduler.tic import Run, SkipNothingToDo, SkipQuiet
+from agentgram.runtime.scheduler.values import JobSpec
 from tests.conftest import ALLOWED_USER, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Text
 from tests.runtime.turn.harness import Recorder
@@ -38,8 +42,10 @@ def berlin(days_ahead: int, at: time) -> datetime:
 async def runtime_at(
     tmp_path: Path, llm: FakeOpenAI, clock: FakeClock, **sections: Any
 ) -> AsyncIterator[tuple[Runtime, Recorder, list[JobRun], list[TicRun]]]:
-    runtime = Runtime(make_settings(tmp_path, llm.base_url, **sections), format_rules="")
-    runtime.scheduler = SchedulerService(runtime, clock=clock)
+    runtime = Runtime(
+        make_settings(tmp_path, llm.base_url, **sections), format_rules="", home_chat_id=ALLOWED_USER
+    )
+    runtime.scheduler = SchedulerService(runtime.scheduler.ports, clock=clock)
     recorder = Recorder()
     runs: list[JobRun] = []
     tics: list[TicRun] = []
@@ -63,6 +69,12 @@ def reports(recorder: Recorder) -> list[Report]:
     return [e for e in recorder.events if isinstance(e, Report)]
 
 
+def shown(report: Report) -> tuple[str, str]:
+    """The report's title and Markdown body as the chat is told them (English by default)."""
+    t, language = Translator(default="en"), report.to.language
+    return report_title(t, language, report.content), report_markdown(t, language, report.content)
+
+
 async def test_missed_runs_are_recorded_or_coalesced_into_one_on_start(
     tmp_path: Path, fake_llm: FakeOpenAI
 ) -> None:
@@ -70,7 +82,7 @@ async def test_missed_runs_are_recorded_or_coalesced_into_one_on_start(
     clock = FakeClock(start)
     async with runtime_at(tmp_path, fake_llm, clock) as (runtime, _, _, _):
         job = await runtime.scheduler.add_job(
-            title="Backup", schedule="every 3h", prompt="Check the backup.", chat_id=ALLOWED_USER
+            JobSpec(title="Backup", schedule="every 3h", prompt="Check the backup.", chat_id=ALLOWED_USER)
         )
     job_id = job.id or 0
     clock.set(start + timedelta(hours=5))  # the 15:00 run is 2 h late: past the 1 h grace
@@ -88,9 +100,12 @@ async def test_missed_runs_are_recorded_or_coalesced_into_one_on_start(
             (JobRunStatus.SUCCESS, start + timedelta(hours=9))
         ]
         assert fake_llm.calls == 1, "two missed fire times, one run"
-        assert [r.text for r in reports(recorder)] == ["Backup is fine."]
+        assert [r.content for r in reports(recorder)] == [
+            CronResult(title="Backup", body=ModelText(text="Backup is fine."))
+        ]
+        assert [shown(r)[1] for r in reports(recorder)] == ["Backup is fine."]
         job = await runtime.scheduler.job(job_id)
-        assert runtime.scheduler.next_run(job) == start + timedelta(hours=12)
+        assert job.next_run == start + timedelta(hours=12)
 
 
 async def test_results_are_held_in_quiet_hours_and_sent_as_one_digest(
@@ -101,9 +116,11 @@ async def test_results_are_held_in_quiet_hours_and_sent_as_one_digest(
     async with runtime_at(tmp_path, fake_llm, clock, quiet_hours=quiet) as (runtime, recorder, runs, _):
         scheduler = runtime.scheduler
         inbox = await scheduler.add_job(
-            title="Inbox", schedule="every 2h", prompt="inbox", chat_id=ALLOWED_USER
+            JobSpec(title="Inbox", schedule="every 2h", prompt="inbox", chat_id=ALLOWED_USER)
         )
-        news = await scheduler.add_job(title="News", schedule="every 2h", prompt="news", chat_id=ALLOWED_USER)
+        news = await scheduler.add_job(
+            JobSpec(title="News", schedule="every 2h", prompt="news", chat_id=ALLOWED_USER)
+        )
         fake_llm.script(Text("2 new mails."), Text("Nothing new."))
         assert await scheduler.run_now(inbox.id or 0)
         await recorder.wait_for(lambda: len(runs) == 1)
@@ -116,8 +133,10 @@ async def test_results_are_held_in_quiet_hours_and_sent_as_one_digest(
         clock.set(berlin(30, time(7, 0)))
         assert await scheduler.flush_held() == 2
         [digest] = reports(recorder)
-        assert digest.title == "🌙 While you were away (2)" and not digest.silent
-        assert digest.text == "**⏰ Inbox**\n2 new mails.\n\n**⏰ News**\nNothing new."
+        assert isinstance(digest.content, Digest) and len(digest.content.items) == 2
+        title, text = shown(digest)
+        assert title == "🌙 While you were away (2)" and not digest.silent
+        assert text == "**⏰ Inbox**\n2 new mails.\n\n**⏰ News**\nNothing new."
         assert await scheduler.held.all() == []
 
 
@@ -125,13 +144,14 @@ async def test_results_in_quiet_hours_without_hold_are_silent(tmp_path: Path, fa
     clock = FakeClock(berlin(30, time(23, 30)))
     async with runtime_at(tmp_path, fake_llm, clock, quiet_hours=NIGHT) as (runtime, recorder, _, _):
         job = await runtime.scheduler.add_job(
-            title="Inbox", schedule="every 2h", prompt="inbox", chat_id=ALLOWED_USER
+            JobSpec(title="Inbox", schedule="every 2h", prompt="inbox", chat_id=ALLOWED_USER)
         )
         fake_llm.script(Text(""))
         await runtime.scheduler.run_now(job.id or 0)
         await recorder.wait_for(lambda: bool(reports(recorder)))
         [report] = reports(recorder)
-        assert report.silent and report.title == "⏰ Inbox" and report.text == "(no output)"
+        assert report.content == CronResult(title="Inbox", body=LocaleText(key="cron-no-output"))
+        assert report.silent and shown(report) == ("⏰ Inbox", "(no output)")
 
 
 async def test_failed_run_is_reported_briefly(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
@@ -142,14 +162,15 @@ async def test_failed_run_is_reported_briefly(tmp_path: Path, fake_llm: FakeOpen
         _,
     ):
         job = await runtime.scheduler.add_job(
-            title="Inbox", schedule="every 2h", prompt="inbox", chat_id=ALLOWED_USER
+            JobSpec(title="Inbox", schedule="every 2h", prompt="inbox", chat_id=ALLOWED_USER)
         )
         await runtime.scheduler.run_now(job.id or 0)  # nothing scripted: the model endpoint fails
         await recorder.wait_for(lambda: bool(runs))
         assert runs[0].status == JobRunStatus.FAILED and runs[0].error
         [report] = reports(recorder)
-        assert report.title == "⏰ Inbox"  # the kind's text; the endpoint's words stay in the log
-        assert report.text == "⚠️ The model is not answering (HTTP 500) — send your message again in a moment."
+        title, text = shown(report)
+        assert title == "⏰ Inbox"  # the kind's text; the endpoint's words stay in the log
+        assert text == "⚠️ The model is not answering (HTTP 500) — send your message again in a moment."
 
 
 async def test_tic_never_runs_in_quiet_hours_but_tic_now_does(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
@@ -172,7 +193,9 @@ async def test_tic_reads_finished_cron_runs_once(tmp_path: Path, fake_llm: FakeO
     clock = FakeClock(berlin(30, time(12, 0)))
     async with runtime_at(tmp_path, fake_llm, clock) as (runtime, recorder, runs, tics):
         scheduler = runtime.scheduler
-        job = await scheduler.add_job(title="Invoices", schedule="every 2h", prompt="x", chat_id=ALLOWED_USER)
+        job = await scheduler.add_job(
+            JobSpec(title="Invoices", schedule="every 2h", prompt="x", chat_id=ALLOWED_USER)
+        )
         assert isinstance(await scheduler.tic(), SkipNothingToDo)
         fake_llm.script(Text("3 new invoices."), Text("TIC_OK"))
         await scheduler.run_now(job.id or 0)

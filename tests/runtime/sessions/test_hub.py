@@ -25,6 +25,7 @@ from agentgram.runtime.events import (
 )
 from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
 from agentgram.runtime.scheduler.tic import Run
+from agentgram.runtime.scheduler.values import JobSpec
 from agentgram.runtime.storage.models import ChatSession, TurnStatus
 from tests.conftest import ALLOWED_USER, make_settings
 from tests.fakes.openai_server import Call, FakeOpenAI, Text, ToolCalls
@@ -72,7 +73,9 @@ class Rig:
 async def hub_rig(
     tmp_path: Path, llm: FakeOpenAI, *, idle: float = IDLE, **sections: Any
 ) -> AsyncIterator[Rig]:
-    runtime = Runtime(make_settings(tmp_path, llm.base_url, **sections), format_rules="")
+    runtime = Runtime(
+        make_settings(tmp_path, llm.base_url, **sections), format_rules="", home_chat_id=ALLOWED_USER
+    )
     runtime.hub.options.idle_timeout = idle
     rig = Rig(runtime, Recorder())
     runtime.bus.subscribe(rig.rec)
@@ -97,7 +100,9 @@ async def test_headless_runs_leave_no_worker_behind(tmp_path: Path, fake_llm: Fa
     (tmp_path / "workspace" / "TIC.md").write_text("- anything urgent?\n")
     async with hub_rig(tmp_path, fake_llm, idle=3600) as rig:  # headless: at once, not after idling
         scheduler = rig.runtime.scheduler
-        job = await scheduler.add_job(title="Ping", schedule="every 24h", prompt="ping", chat_id=ALLOWED_USER)
+        job = await scheduler.add_job(
+            JobSpec(title="Ping", schedule="every 24h", prompt="ping", chat_id=ALLOWED_USER)
+        )
         for n in range(5):
             fake_llm.script(Text(f"pong {n}"), Text("TIC_OK"))
             runs, tics = len(rig.runs), len(rig.tics)
@@ -111,7 +116,7 @@ async def test_headless_runs_leave_no_worker_behind(tmp_path: Path, fake_llm: Fa
         assert len(headless) == 10 and None not in headless
         await rig.rec.wait_for(lambda: headless <= set(rig.evicted))
         home = await scheduler.home_session()
-        assert rig.workers <= {home.id}, "only the home chat's worker may remain (it idles for an hour)"
+        assert rig.workers <= {home.session_id}, "only the home chat's worker may remain (it idles for an hour)"
         assert not any(rig.held_in_memory(s) for s in headless if s is not None)
 
 

@@ -15,7 +15,7 @@ from sqlalchemy import Connection, insert, text
 from agentgram.runtime.storage import migrations
 from agentgram.runtime.storage.db import Database, Synchronous, after_commit, durable
 from agentgram.runtime.storage.migrations import migrate
-from agentgram.runtime.storage.models import ChatSession, KeyValue, utcnow
+from agentgram.runtime.storage.models import ChatSession, KeyValue, SessionSource, utcnow
 
 
 def _url(path: Path) -> str:
@@ -36,7 +36,7 @@ async def _database_with_a_session(path: Path) -> None:
     db = Database(_url(path))
     await migrate(db)
     async with db.write() as tx:
-        tx.add(ChatSession(chat_id=42))
+        tx.add(ChatSession(source=SessionSource.CHAT, chat_id=42))
     await db.close()
 
 

@@ -12,8 +12,9 @@ import pytest
 
 from agentgram.runtime.events import OutcomeKind, TurnFinished
 from agentgram.runtime.llm.types import SystemMessage, UserMessage
-from agentgram.runtime.sessions.hub import SessionWorker, address_of
+from agentgram.runtime.sessions.hub import address_of
 from agentgram.runtime.storage.models import Role
+from agentgram.runtime.turn import steps
 from agentgram.runtime.turn.loop import TurnRunner
 from agentgram.runtime.turn.prefetch import Prefetch
 from tests.conftest import make_settings
@@ -83,7 +84,9 @@ async def test_a_request_that_asked_something_else_is_cancelled_and_asked_again(
     fake_llm.script(Hang(first_text="stale", seconds=30), Text("fresh"))
     runtime, _ = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
+        ref = await runtime.chat_session(1001, user_id=1001, language="en")
+        session = await runtime.sessions.get(ref.id)
+        assert session is not None
         services = runtime.hub.services
         runner = TurnRunner(services, session, turn_id=0, address=address_of(session))
         asked = [SystemMessage("s"), UserMessage("what the history said a moment ago")]
@@ -106,14 +109,14 @@ async def test_a_stop_while_the_turn_is_opened_starts_it_cancelled(
     await runtime.post_user_message(session, "warm up", envelope_id="u0")
     await rec.wait_kind("turn_finished")
     opening, go_on = asyncio.Event(), asyncio.Event()
-    open_turn = SessionWorker._open_turn
+    open_turn = steps.open_turn
 
-    async def slow_open(self: SessionWorker, mail: Any) -> int:
+    async def slow_open(services: Any, session_id: int, mail: Any) -> int:
         opening.set()
         await go_on.wait()  # the stop arrives in this window
-        return await open_turn(self, mail)
+        return await open_turn(services, session_id, mail)
 
-    monkeypatch.setattr(SessionWorker, "_open_turn", slow_open)
+    monkeypatch.setattr(steps, "open_turn", slow_open)
     try:
         await runtime.post_user_message(session, "start", envelope_id="u1")
         await opening.wait()

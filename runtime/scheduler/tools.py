@@ -1,5 +1,8 @@
 """Agent tools for scheduled jobs: ``schedule_job``, ``list_jobs``, ``update_job``, ``delete_job``.
 
+They live with the scheduler, above :mod:`runtime.tools` (whose base classes
+they use), so the tools package never imports the scheduler.
+
 So "remind me in 20 minutes" just works: the model schedules a job whose
 prompt runs later in its own headless session and whose result is sent to
 this chat. The tools act through the scheduler service (database and
@@ -17,15 +20,15 @@ tic/cron session it is therefore refused).
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from pydantic import Field
 
 from agentgram.runtime.errors import ToolError
-from agentgram.runtime.scheduler.jobs import JobChanges, job_zone, schedule_of
-from agentgram.runtime.scheduler.models import JobApprovals, ScheduledJob
+from agentgram.runtime.scheduler.jobs import JobChanges
 from agentgram.runtime.scheduler.schedule import describe
+from agentgram.runtime.scheduler.values import Job, JobSpec
+from agentgram.runtime.storage.scheduler_rows import JobApprovals
 from agentgram.runtime.tools.base import ArgsT, Tool, ToolArgs, ToolContext, ToolGroup
 
 SCHEDULE_HELP = (
@@ -43,30 +46,15 @@ APPROVALS_HELP = (
 class JobControl(Protocol):
     """What the tools need from the scheduler service."""
 
-    async def add_job(
-        self,
-        *,
-        title: str,
-        schedule: str,
-        prompt: str,
-        chat_id: int,
-        timezone: str | None = None,
-        approvals: JobApprovals = JobApprovals.DENY,
-    ) -> ScheduledJob: ...
+    async def add_job(self, spec: JobSpec) -> Job: ...
 
-    async def list_jobs(self, chat_id: int | None = None) -> list[ScheduledJob]: ...
+    async def list_jobs(self, chat_id: int | None = None) -> list[Job]: ...
 
-    async def update_job(
-        self, job_id: int, changes: JobChanges, *, chat_id: int | None = None
-    ) -> ScheduledJob: ...
+    async def update_job(self, job_id: int, changes: JobChanges, *, chat_id: int | None = None) -> Job: ...
 
-    async def set_enabled(
-        self, job_id: int, enabled: bool, *, chat_id: int | None = None
-    ) -> ScheduledJob: ...
+    async def set_enabled(self, job_id: int, enabled: bool, *, chat_id: int | None = None) -> Job: ...
 
     async def delete_job(self, job_id: int, *, chat_id: int | None = None) -> None: ...
-
-    def next_run(self, job: ScheduledJob) -> datetime | None: ...
 
 
 def _chat(ctx: ToolContext) -> int:
@@ -75,13 +63,13 @@ def _chat(ctx: ToolContext) -> int:
     return ctx.chat_id
 
 
-def job_line(job: ScheduledJob, upcoming: datetime | None) -> str:
+def job_line(job: Job) -> str:
     """``#3 “Inbox” — cron 0 9 * * 1-5 (Europe/Berlin); next 2026-03-30 09:00 CEST; enabled``."""
-    zone = job_zone(job)
-    when = f"next {upcoming.astimezone(zone):%Y-%m-%d %H:%M %Z}" if upcoming else "no next run"
+    upcoming = job.next_run
+    when = f"next {upcoming.astimezone(job.zone):%Y-%m-%d %H:%M %Z}" if upcoming else "no next run"
     state = "enabled" if job.enabled else "paused"
     return (
-        f"#{job.id} “{job.title}” — {describe(schedule_of(job), zone)} ({job.timezone}); "
+        f"#{job.id} “{job.title}” — {describe(job.parsed, job.zone)} ({job.timezone}); "
         f"{when}; {state}; approvals: {job.approvals}"
     )
 
@@ -112,7 +100,7 @@ class ScheduleJob(_ScheduleTool[ScheduleJobArgs]):
     Args = ScheduleJobArgs
 
     async def execute(self, args: ScheduleJobArgs, ctx: ToolContext) -> str:
-        job = await self.control.add_job(
+        spec = JobSpec(
             title=args.title,
             schedule=args.schedule,
             prompt=args.prompt,
@@ -120,7 +108,7 @@ class ScheduleJob(_ScheduleTool[ScheduleJobArgs]):
             timezone=args.timezone,
             approvals=JobApprovals(args.approvals),
         )
-        return "Scheduled " + job_line(job, self.control.next_run(job))
+        return "Scheduled " + job_line(await self.control.add_job(spec))
 
 
 class ListJobsArgs(ToolArgs):
@@ -136,7 +124,7 @@ class ListJobs(_ScheduleTool[ListJobsArgs]):
         jobs = await self.control.list_jobs(_chat(ctx))
         if not jobs:
             return "No scheduled jobs."
-        return "\n".join(job_line(job, self.control.next_run(job)) for job in jobs)
+        return "\n".join(job_line(job) for job in jobs)
 
 
 class UpdateJobArgs(ToolArgs):
@@ -166,7 +154,7 @@ class UpdateJob(_ScheduleTool[UpdateJobArgs]):
         job = await self.control.update_job(args.id, changes, chat_id=chat_id)
         if args.enabled is not None and args.enabled != job.enabled:
             job = await self.control.set_enabled(args.id, args.enabled, chat_id=chat_id)
-        return "Updated " + job_line(job, self.control.next_run(job))
+        return "Updated " + job_line(job)
 
 
 class DeleteJobArgs(ToolArgs):

@@ -1,0 +1,60 @@
+"""The Telegram adapter's settings: the core's sections plus ``telegram``.
+
+The core (:mod:`runtime.config`) knows no chat platform; this model extends it
+with the one section only the adapter reads, so ``config.yml`` keeps one
+format and is validated once, here, with every error naming its key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr
+
+from agentgram.runtime.config import HttpUrl, Section, Settings, load_config, settings_from_mapping
+
+
+class TelegramSettings(Section):
+    token: SecretStr
+    api_base_url: HttpUrl = "https://api.telegram.org"
+    allowed_user_ids: list[int] = Field(min_length=1)
+    stream_edit_interval: float = Field(default=1.0, ge=0.05)
+    stream_first_delay: float = Field(default=0.5, ge=0, le=10)
+    poll_timeout: int = Field(default=30, ge=0, le=50)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    messages_per_second: float = Field(default=30.0, gt=0)
+    pairing: bool = False
+
+    @property
+    def bot_base_url(self) -> str:
+        return f"{self.api_base_url}/bot"
+
+    @property
+    def file_base_url(self) -> str:
+        return f"{self.api_base_url}/file/bot"
+
+    @property
+    def owner(self) -> int:
+        """The first allowed user: the one who decides pairing requests, and tics' home chat."""
+        return self.allowed_user_ids[0]
+
+
+class _TelegramSection(Section):
+    telegram: TelegramSettings
+
+
+class BotSettings(Settings, _TelegramSection):
+    """The whole ``config.yml``. ``telegram`` comes in through a base listed after
+    :class:`Settings`, so pydantic sees it first: it keeps its place at the top of
+    ``check-config``'s output and of the error list, as in the file."""
+
+
+def load_bot_config(path: Path, environ: Mapping[str, str] | None = None) -> BotSettings:
+    """``config.yml`` as the Telegram adapter reads it (see :func:`runtime.config.load_config`)."""
+    return load_config(path, environ, model=BotSettings)
+
+
+def bot_settings_from_mapping(raw: dict[str, Any], env: Mapping[str, str]) -> BotSettings:
+    return settings_from_mapping(raw, env, model=BotSettings)

@@ -1,0 +1,194 @@
+"""Telegram ``Delivery`` on its own: runtime events in, what the chat sees out.
+
+A real python-telegram-bot ``Bot`` talks to the fake Bot API server; a real
+``Runtime`` on a tmp SQLite gives delivery the records, outbox and approvals it
+reads and writes. Events are fed to delivery directly, as the event bus would:
+no LLM call, no turn loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from telegram import Bot
+
+from agentgram.bot.telegram import delivery as delivery_module
+from agentgram.bot.telegram.delivery import Delivery
+from agentgram.runtime.app import Runtime
+from agentgram.runtime.events import (
+    Address,
+    ApprovalDetails,
+    ApprovalRequested,
+    ApprovalResolved,
+    DurableOutput,
+    ModelText,
+    Notice,
+    OutcomeKind,
+    Report,
+    RoundEnded,
+    RuntimeEvent,
+    TextDelta,
+    TicResult,
+    TurnFinished,
+    TurnStarted,
+)
+from agentgram.runtime.i18n import Translator
+from agentgram.runtime.llm.types import LLMRound, ToolCallRequest
+from agentgram.runtime.storage.models import ApprovalStatus, Turn, utcnow
+from tests.conftest import ALLOWED_USER, make_settings
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.telegram_html import visible_length
+from tests.fakes.telegram_server import FakeTelegram, SentMessage
+
+CHAT = ALLOWED_USER
+TURN = 1
+
+
+@dataclass
+class Rig:
+    tg: FakeTelegram
+    runtime: Runtime
+    delivery: Delivery
+    to: Address
+
+    def chat(self) -> list[SentMessage]:
+        return self.tg.messages(CHAT)
+
+    def feed(self, *events: RuntimeEvent) -> None:
+        for event in events:
+            self.delivery(event)  # as the event bus calls it
+
+    async def delivered(self) -> None:
+        await self.delivery.idle()
+
+
+@pytest.fixture
+async def rig(tmp_path: Path, fake_llm: FakeOpenAI) -> AsyncIterator[Rig]:
+    async with FakeTelegram() as tg:
+        tg.add_chat(CHAT)
+        settings = make_settings(tmp_path, fake_llm.base_url, tg.root)
+        bot = Bot(tg.token, base_url=f"{tg.root}/bot")
+        runtime = Runtime(settings, format_rules="")
+        delivery = Delivery(bot, runtime, Translator(), edit_interval=0.05)
+        runtime.subscribe(delivery)  # as the adapter is wired (bot.telegram.app.compose)
+        runtime.on_close(delivery.close)
+        async with bot, runtime:
+            session, _ = await runtime.sessions.find_or_open(CHAT, user_id=CHAT, language="en")
+            assert session.id is not None
+            to = Address(session_id=session.id, source=session.source, chat_id=CHAT, language="en")
+            yield Rig(tg, runtime, delivery, to)
+
+
+async def test_streamed_text_is_one_message_then_edits(rig: Rig) -> None:
+    rig.feed(TurnStarted(to=rig.to, turn_id=TURN), TextDelta(to=rig.to, turn_id=TURN, text="Hello"))
+    await rig.tg.wait_for(lambda: len(rig.chat()) == 1)
+    rig.feed(
+        TextDelta(to=rig.to, turn_id=TURN, text=", world"),
+        RoundEnded(to=rig.to, turn_id=TURN, text="Hello, world", has_tool_calls=False),
+        TurnFinished(to=rig.to, turn_id=TURN, outcome=OutcomeKind.FINAL),
+    )
+    await rig.delivered()
+    [message] = rig.chat()
+    assert message.visible_text == "Hello, world"
+    assert message.edits == ["Hello"]  # sent once, then edited in place
+
+
+async def test_a_final_answer_over_4096_is_split(rig: Rig) -> None:
+    words = " ".join(f"word{i}" for i in range(1500))  # ~12 000 characters
+    rig.feed(
+        TurnStarted(to=rig.to, turn_id=TURN),
+        RoundEnded(to=rig.to, turn_id=TURN, text=words, has_tool_calls=False),
+        TurnFinished(to=rig.to, turn_id=TURN, outcome=OutcomeKind.FINAL),
+    )
+    await rig.delivered()
+    parts = rig.chat()
+    assert len(parts) >= 3
+    assert all(visible_length(m.text or "") <= 4096 for m in parts)
+    assert " ".join(m.visible_text.strip() for m in parts).split() == words.split()
+
+
+async def _unshown(runtime: Runtime) -> list[object]:
+    return list(await runtime.outbox.unshown(since=utcnow() - timedelta(hours=1)))
+
+
+async def _recorded(runtime: Runtime, event: DurableOutput) -> DurableOutput:
+    """Recorded as ``Runtime.publish`` does before it emits: until shown, a restart sends it."""
+    recorded = await runtime.outbox.record(event)
+    assert recorded.outbox_id is not None and len(await _unshown(runtime)) == 1
+    return recorded
+
+
+async def test_a_notice_is_sent_and_reported_shown(rig: Rig) -> None:
+    notice = Notice(to=rig.to, key="approval-not-shown", params={"tool": "<x>"})
+    rig.feed(await _recorded(rig.runtime, notice))
+    await rig.delivered()
+    assert [m.visible_text.count("<x>") for m in rig.chat()] == [1]  # the parameter escaped, shown as is
+    assert await _unshown(rig.runtime) == []  # output_shown: a restart does not send it again
+
+
+async def test_a_report_is_sent_and_reported_shown(rig: Rig) -> None:
+    report = Report(to=rig.to, content=TicResult(body=ModelText(text="All **quiet**.")))
+    rig.feed(await _recorded(rig.runtime, report))
+    await rig.delivered()
+    [message] = rig.chat()
+    assert "All quiet." in message.visible_text and "<b>quiet</b>" in (message.text or "")
+    assert await _unshown(rig.runtime) == []
+
+
+async def _request(runtime: Runtime, session_id: int) -> tuple[str, int]:
+    """A pending approval request for a stored tool call, as the turn's gate opens one."""
+    async with runtime.db.write() as tx:
+        turn = Turn(session_id=session_id)
+        tx.add(turn)
+        await tx.flush()
+        turn_id = turn.id or 0
+    call = ToolCallRequest(id="c1", name="execute_cmd", arguments='{"command": "ls"}')
+    entry = await runtime.history.record_round(
+        session_id=session_id, turn_id=turn_id, result=LLMRound(tool_calls=[call])
+    )
+    call_id = entry.calls[0].id or 0
+    request, _ = await runtime.approvals.request_for_call(session_id, call_id, CHAT)
+    return request.id, call_id
+
+
+def _asked(rig: Rig, request_id: str, call_id: int) -> ApprovalRequested:
+    details = ApprovalDetails(tool_name="execute_cmd", arguments={"command": "ls"}, command="ls")
+    return ApprovalRequested(to=rig.to, request_id=request_id, tool_call_id=call_id, details=details)
+
+
+async def test_an_approval_prompt_that_cannot_be_sent_expires_its_request(rig: Rig) -> None:
+    request_id, call_id = await _request(rig.runtime, rig.to.session_id)
+    rig.tg.fail_next("sendMessage", status=400, description="Bad Request: chat is gone for a moment")
+    rig.feed(_asked(rig, request_id, call_id))
+    await rig.delivered()
+    request = await rig.runtime.approvals.get(request_id)
+    assert request is not None and request.status == ApprovalStatus.EXPIRED
+    [told] = rig.chat()  # not the prompt: the chat is told it could not be shown
+    assert "execute_cmd" in told.visible_text and not told.buttons
+
+
+async def test_no_typing_while_the_turn_waits_for_a_decision(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delivery_module, "TYPING_AFTER", 0.0)
+    monkeypatch.setattr(delivery_module, "TYPING_EVERY", 0.02)
+    request_id, call_id = await _request(rig.runtime, rig.to.session_id)
+    rig.feed(TurnStarted(to=rig.to, turn_id=TURN))
+    await rig.tg.wait_for(lambda: len(rig.tg.chat_actions) >= 1)
+    rig.feed(_asked(rig, request_id, call_id))
+    await rig.tg.wait_for(lambda: any(m.buttons for m in rig.chat()))
+    await rig.delivered()
+    typed = len(rig.tg.chat_actions)
+    await asyncio.sleep(0.2)  # ten typing periods: none may be sent while the prompt waits
+    assert len(rig.tg.chat_actions) == typed
+    rig.feed(
+        ApprovalResolved(
+            to=rig.to, request_id=request_id, status=ApprovalStatus.APPROVED, reason=None, message_id=None
+        )
+    )
+    await rig.tg.wait_for(lambda: len(rig.tg.chat_actions) > typed)  # the turn goes on: typing again
