@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
 import json
 import os
@@ -30,6 +29,7 @@ from agentgram.runtime.app import AlreadyRunning, InstanceLock, fingerprint
 from agentgram.runtime.config import masked
 from agentgram.runtime.errors import ConfigError
 from agentgram.runtime.log import configure, get_logger
+from agentgram.runtime.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from agentgram.bot.telegram.app import TelegramBot
@@ -136,13 +136,11 @@ async def _start(bot: TelegramBot, stop: asyncio.Event) -> bool:
     try:
         await asyncio.wait({starting, waiter}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        waiter.cancel()
+        await cancel_and_wait(waiter)
     if starting.done():
         starting.result()  # its error, if any
         return True
-    starting.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):  # stopping anyway: nothing to report
-        await starting
+    await cancel_and_wait(starting)  # stopping anyway: its error is nothing to report
     return False
 
 
@@ -154,11 +152,9 @@ async def _serve(bot: TelegramBot, stop: asyncio.Event) -> int:
     done, _ = await asyncio.wait({waiter, polling}, return_when=asyncio.FIRST_COMPLETED)
     log.info("shutting down")
     await bot.stop()
-    waiter.cancel()
+    await cancel_and_wait(waiter)
     if polling not in done:  # stopped by a signal: polling ended because we stopped it
-        polling.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await polling
+        await cancel_and_wait(polling)
         return 0
     error = polling.exception()
     if isinstance(error, InvalidToken):

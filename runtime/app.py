@@ -70,6 +70,7 @@ from agentgram.runtime.storage.models import (
 )
 from agentgram.runtime.storage.outbox import OutboxStore
 from agentgram.runtime.storage.sessions import SessionStore
+from agentgram.runtime.tasks import cancel_and_wait
 from agentgram.runtime.tools.base import ToolRegistry
 from agentgram.runtime.tools.builtin import default_registry
 from agentgram.runtime.tools.files import secret_paths
@@ -381,16 +382,17 @@ class Runtime:
         self._closed = True
         try:
             if self._llm_check is not None:
-                self._llm_check.cancel()
-                await asyncio.gather(self._llm_check, return_exceptions=True)
+                await cancel_and_wait(self._llm_check)
             await self.scheduler.stop()
             await self.hub.shutdown()
+            await self.services.requests.close()  # prefetched requests no turn adopted
             for hook in self.close_hooks:
                 await hook()
         finally:
             closer = getattr(self.llm, "aclose", None)
             if closer is not None:
                 await closer()
+            await self.mailbox.close()
             await self.db.close()
 
     @property

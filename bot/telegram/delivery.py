@@ -46,7 +46,6 @@ from agentgram.bot.telegram.sender import (
     send_html,
 )
 from agentgram.bot.telegram.split import split_html
-from agentgram.bot.telegram.tasks import TaskSet
 from agentgram.runtime.app import ApprovalStatus, ToolCallStatus
 from agentgram.runtime.events import (
     ApprovalRequested,
@@ -65,6 +64,7 @@ from agentgram.runtime.events import (
 )
 from agentgram.runtime.i18n import Translator
 from agentgram.runtime.log import get_logger
+from agentgram.runtime.tasks import TaskSet
 
 log = get_logger("telegram.delivery")
 

@@ -24,6 +24,9 @@ errors), a 403 (the user blocked the bot: logged, the send is dropped), a
   delivered or refused, however long Telegram is down. A later message to the
   chat waits behind it, so it is never overtaken.
 
+**Drafts** (:func:`send_draft`, ``sendMessageDraft``) are previews: tried once,
+a transient failure skipped, a refusal reported so the caller streams by edits.
+
 **Outcome unknown.** A request that hangs and ends in a timeout or a 504 may
 or may not have been delivered; Telegram gives no way to ask. agentgram sends
 it again: a message may then appear twice, but it is never lost
@@ -260,6 +263,56 @@ async def edit_html(
     except TelegramError as error:
         _refused(what, error)
         return Edit.FAILED
+
+
+class Draft(enum.StrEnum):
+    SHOWN = "shown"  # the chat shows the draft
+    SKIPPED = "skipped"  # not this time (5xx, timeout, 429, blocked): a later draft or the final text shows it
+    REFUSED = "refused"  # this server or chat has no drafts (400, 404): stream by edits instead
+
+
+DRAFT_TIMEOUT = 2.0
+"""Seconds a draft may take: it holds up the chat's outbox, and a newer draft or the final text
+makes up for one that took longer."""
+
+
+@dataclass(slots=True, frozen=True)
+class DraftSent:
+    outcome: Draft
+    wait: float = 0.0
+    """Seconds a 429 asks to wait before the chat's next draft."""
+
+
+async def send_draft(bot, chat_id: int, draft_id: int, html: str) -> DraftSent:  # type: ignore[no-untyped-def]
+    """Show ``html`` (≤ 4096 characters) as the chat's draft ``draft_id``: one try, never a retry.
+
+    A draft is a preview that the next one replaces, so a transient failure is
+    skipped rather than retried. Refused HTML entities are sent again as plain
+    text, as for messages. A 400 other than that, or a 404 (PTB's
+    ``InvalidToken``: an older Bot API server without the method), is a refusal.
+    """
+
+    async def draft(text: str, parse_mode: str | None) -> None:
+        await bot.send_message_draft(
+            chat_id, draft_id, text, parse_mode=parse_mode, read_timeout=DRAFT_TIMEOUT
+        )
+
+    try:
+        try:
+            await draft(html, ParseMode.HTML)
+        except BadRequest as error:
+            if not _is_entity_error(error):
+                raise
+            await draft(html_to_text(html) or "…", None)
+    except (BadRequest, InvalidToken) as error:
+        log.info("chat %s refused a draft (%s): streaming by edits", chat_id, error.message)
+        return DraftSent(Draft.REFUSED)
+    except RetryAfter as error:
+        return DraftSent(Draft.SKIPPED, retry_after_seconds(error))
+    except TelegramError as error:
+        log.debug("draft to chat %s skipped: %s: %s", chat_id, type(error).__name__, error)
+        return DraftSent(Draft.SKIPPED)
+    return DraftSent(Draft.SHOWN)
 
 
 @dataclass(slots=True)

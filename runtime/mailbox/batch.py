@@ -43,6 +43,11 @@ class Batcher(Generic[T, R]):
             self._flusher = asyncio.create_task(self._run(), name="group-commit")
         return await future
 
+    async def drain(self) -> None:
+        """Wait for the writes under way (the owner's close: they land before the database closes)."""
+        while (flusher := self._flusher) is not None:
+            await asyncio.wait({flusher})
+
     async def _run(self) -> None:
         try:
             while self._queue:

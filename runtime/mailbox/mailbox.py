@@ -125,6 +125,10 @@ class SqlMailbox(_Listeners):
     async def accept(self, envelope: Envelope, checkpoint: Checkpoint | None = None) -> Receipt:
         return await self._batcher.submit(_Accept(envelope, checkpoint))
 
+    async def close(self) -> None:
+        """The accepts under way land (the runtime closes the database after this)."""
+        await self._batcher.drain()
+
     async def _store(self, batch: list[_Accept]) -> list[Receipt | Exception]:
         """Decide and insert a batch in one transaction; one outcome per envelope."""
         outcomes, fresh = await self._db.write_sync(lambda conn: self._store_in(conn, batch))

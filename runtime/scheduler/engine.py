@@ -19,16 +19,14 @@ from zoneinfo import ZoneInfo
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from agentgram.runtime.log import get_logger
-
-log = get_logger("scheduler")
+from agentgram.runtime.tasks import TaskSet
 
 
 class Engine:
     def __init__(self) -> None:
         self.aps: AsyncIOScheduler | None = None
         """``None`` while stopped: nothing may be (re)scheduled then."""
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet("scheduler")
 
     def start(self, timezone: ZoneInfo, misfire_grace: float) -> None:
         self.aps = AsyncIOScheduler(
@@ -46,10 +44,8 @@ class Engine:
         if self.aps is not None and self.aps.running:
             self.aps.shutdown(wait=False)
         self.aps = None
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        tasks, self._tasks = self._tasks, TaskSet("scheduler")  # a later start runs new work
+        await tasks.close()
         await asyncio.sleep(0)  # let APScheduler's deferred shutdown run on this loop
 
     def remove_job(self, job_id: str) -> None:
@@ -58,15 +54,8 @@ class Engine:
             self.aps.remove_job(job_id)
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-        return task
-
-    def _done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("scheduled work failed", exc_info=task.exception())
+        """Run scheduled work as a task :meth:`stop` cancels and awaits (a failure is logged)."""
+        return self._tasks.spawn(coro, name="scheduled work")
 
     @staticmethod
     async def await_quietly(task: asyncio.Task[Any]) -> None:

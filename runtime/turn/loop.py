@@ -69,6 +69,7 @@ from agentgram.runtime.storage.models import (
     TurnStatus,
 )
 from agentgram.runtime.storage.sessions import SessionStore
+from agentgram.runtime.tasks import TaskSet
 from agentgram.runtime.tools.base import (
     ProcessLedger,
     ProtectedPaths,
@@ -121,6 +122,9 @@ class TurnServices:
     notice: Notify
     processes: ProcessLedger | None = None
     protected: ProtectedPaths = field(default_factory=ProtectedPaths)  # no file tool touches these
+    requests: TaskSet = field(default_factory=lambda: TaskSet("prefetched requests"))
+    """Owns the requests sent before their turn opened (:mod:`runtime.turn.steps`); closed by the
+    runtime after the hub, so none outlives the LLM client."""
 
 
 @dataclass(slots=True)

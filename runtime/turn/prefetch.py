@@ -35,6 +35,7 @@ from agentgram.runtime.llm.types import (
 from agentgram.runtime.mailbox import Envelope
 from agentgram.runtime.storage.history_tail import HistoryEntry, without_orphans
 from agentgram.runtime.storage.models import HistoryRow, Role
+from agentgram.runtime.tasks import TaskSet, cancel_and_wait
 from agentgram.runtime.turn.context import ContextSettings, build_messages
 from agentgram.runtime.turn.inject import mail_text
 
@@ -46,15 +47,26 @@ class Prefetch:
     """One streamed request in flight, its events held until a round adopts it."""
 
     def __init__(
-        self, llm: LLMClient, messages: list[ChatMessage], tools: Sequence[ToolSpec], now: datetime
+        self,
+        llm: LLMClient,
+        messages: list[ChatMessage],
+        tools: Sequence[ToolSpec],
+        now: datetime,
+        *,
+        tasks: TaskSet | None = None,
     ) -> None:
+        """``tasks`` owns the request (the turn services' set, closed on shutdown); without it
+        the request is a task of its own, for tests that build a prefetch by hand."""
         self.messages = messages
         self.now = now  # the clock reading the context was built with
         self._started = asyncio.Event()
         self._held: list[StreamEvent] = []
         self._sink: StreamSink | None = None
-        self._task = asyncio.get_running_loop().create_task(
-            llm.stream_round(messages, tools, self._forward), name="llm-prefetch"
+        request = llm.stream_round(messages, tools, self._forward)
+        self._task: asyncio.Task[LLMRound] = (
+            asyncio.get_running_loop().create_task(request, name="llm-prefetch")
+            if tasks is None
+            else tasks.spawn(request, name="llm-prefetch", report=False)  # the round reports it
         )
 
     async def _forward(self, event: StreamEvent) -> None:
@@ -76,7 +88,7 @@ class Prefetch:
         try:
             await asyncio.wait({started, self._task}, timeout=patience, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            started.cancel()
+            await cancel_and_wait(started)
 
     async def adopt(self, sink: StreamSink) -> LLMRound:
         """The round's result, its events (those so far first) going to ``sink``; a cancel closes it."""

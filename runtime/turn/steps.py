@@ -47,7 +47,8 @@ async def prefetch(services: TurnServices, session_id: int, mail: list[Envelope]
     s = services
     entries = await s.history.entries(session_id, limit=s.context.max_history_messages)
     now = s.clock()
-    return Prefetch(s.llm, provisional_messages(entries, mail, s.context, now), s.tools.specs(), now)
+    messages = provisional_messages(entries, mail, s.context, now)
+    return Prefetch(s.llm, messages, s.tools.specs(), now, tasks=s.requests)
 
 
 async def open_turn(services: TurnServices, session_id: int, mail: list[Envelope]) -> int:

@@ -15,7 +15,7 @@ from agentgram.bot.telegram.app import compose
 from agentgram.bot.telegram.callback_data import Button, ButtonAction
 from agentgram.bot.telegram.handlers import access, approvals, commands, schedule
 from agentgram.bot.telegram.router import FEATURES, GATE, Router, join
-from agentgram.bot.telegram.tasks import TaskSet
+from agentgram.runtime.tasks import TaskSet
 from tests.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI
 
