@@ -80,8 +80,8 @@ class SchedulerService:
     async def stop(self) -> None:
         """Stop firing; runs in flight stay ``running`` and are re-run after the restart.
 
-        Idempotent: the Telegram adapter stops the scheduler before the session
-        hub (so nothing new is posted), and :meth:`Runtime.close` again.
+        :meth:`Runtime.close` stops it first, before the session hub, so nothing new is
+        posted while the consumers stop. Idempotent.
         """
         await self.engine.stop()
         if self._on_turn_finished in self.ports.turns.finish_listeners:

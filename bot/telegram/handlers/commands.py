@@ -16,9 +16,6 @@ from agentgram.bot.telegram.router import Router
 from agentgram.bot.telegram.sender import send_html
 from agentgram.runtime.i18n import Translator
 
-COMMANDS = ("start", "help", "new", "stop", "pause", "resume", "approvals", "trust", "tic", "cron")
-
-
 MENU = ("new", "stop", "pause", "resume", "approvals", "trust", "tic", "cron", "help")
 """The commands in the menu, in order; each one's description is ``menu-<name>`` in the locales."""
 
