@@ -19,6 +19,7 @@ from agentgram.runtime.events import (
     TextDelta,
     ToolActivity,
     ToolPhase,
+    TurnFinished,
 )
 from agentgram.runtime.llm.scripted import Call, Round, ScriptedLLM
 from agentgram.runtime.llm.types import ChatMessage, ToolSpec
@@ -28,6 +29,16 @@ from agentgram.runtime.turn import steps
 from tests.runtime.turn.scripted import IDLE, Hold, events_of, hub_rig, users
 
 S = WorkerState
+
+
+async def pause_a_long_job(rig: Any, session: Any) -> list[TurnFinished]:
+    """A turn held in its tool call, paused meanwhile: it ends paused once the call returns."""
+    await rig.say(session, "long job")
+    await rig.hold.running.wait()
+    await rig.pause(session)
+    rig.hold.release.set()
+    finished: list[TurnFinished] = await rig.turns_finished()
+    return finished
 
 
 async def test_a_message_starts_a_turn_that_opens_runs_and_ends_idle(
@@ -168,11 +179,7 @@ async def test_a_paused_turn_waits_for_resume_and_continues_with_what_came_meanw
     async with hub_rig(tmp_path, llm, monkeypatch) as rig:
         session = await rig.chat()
         sid = session.id or 0
-        await rig.say(session, "long job")
-        await rig.hold.running.wait()
-        await rig.pause(session)
-        rig.hold.release.set()
-        [paused] = await rig.turns_finished()
+        [paused] = await pause_a_long_job(rig, session)
         assert paused.outcome == OutcomeKind.PAUSED and rig.state(session) is S.PAUSED
         assert not rig.hub.is_busy(sid) and await rig.hub.paused_turn(sid) is not None
 
@@ -196,11 +203,7 @@ async def test_a_stop_settles_a_paused_turn_and_the_worker_goes_idle(
     llm = ScriptedLLM.script(Round(calls=[Call("hold")]))
     async with hub_rig(tmp_path, llm, monkeypatch) as rig:
         session = await rig.chat()
-        await rig.say(session, "long job")
-        await rig.hold.running.wait()
-        await rig.pause(session)
-        rig.hold.release.set()
-        await rig.turns_finished()
+        await pause_a_long_job(rig, session)
         assert not await rig.stop(session), "a paused turn is not running"
         await rig.rec.wait_for(lambda: "stopped" in rig.notices())
         latest = await rig.services.sessions.latest_turn(session.id or 0)
@@ -215,11 +218,7 @@ async def test_an_evicted_paused_session_is_read_again_by_its_next_worker(
     async with hub_rig(tmp_path, llm, monkeypatch) as rig:
         session = await rig.chat()
         sid = session.id or 0
-        await rig.say(session, "long job")
-        await rig.hold.running.wait()
-        await rig.pause(session)
-        rig.hold.release.set()
-        await rig.turns_finished()
+        await pause_a_long_job(rig, session)
         await rig.rec.wait_for(lambda: sid in rig.evicted)
         assert rig.state(session) is None, "nothing of it is left in memory"
 
