@@ -8,10 +8,13 @@ happens when a translation is missing:
 2. else the key in the default language;
 3. else the key itself, with one logged warning per key.
 
-Messages may hold Telegram HTML (``<b>``, ``<code>``). Parameters are inserted
-verbatim: the caller escapes anything that came from outside. Bundles are built
-with ``use_isolating=False`` because Unicode isolation marks around
-placeables would show up as junk in Telegram (and break ``<code>`` copying).
+The runtime words nothing itself (it publishes events and notice keys); the
+chat adapters look strings up here, so every adapter shares one set. Messages
+may hold the small HTML subset chat clients render (``<b>``, ``<code>``).
+Parameters are inserted verbatim: the caller escapes anything that came from
+outside. Bundles are built with ``use_isolating=False`` because Unicode
+isolation marks around placeables would show up as junk in a chat (and break
+``<code>`` copying).
 
 A malformed ``.ftl`` file fails loudly at start-up with a :class:`ConfigError`
 instead of silently dropping the broken messages, as Fluent itself would.
