@@ -5,12 +5,15 @@ starts this one per bot, so the bot's peak RSS and CPU time are the bot's
 alone and the fakes do not compete for the bot's event loop. Protocol, one
 JSON object per stdout line: ``{"event": "ready", ...}`` once started; each
 ``stats`` line on stdin answers ``{"event": "stats", ...}``; ``stop`` stops
-the bot and answers ``{"event": "done", ...}``. Kinds: ``baseline``
+the bot and answers ``{"event": "done", ...}`` (with :class:`Stalls`' figures from the
+first ``stats`` on, i.e. over the measured load). Kinds: ``baseline``
 (:mod:`bench.baseline_bot`), ``agentgram`` (``TelegramBot`` as shipped) and
 ``agentgram-nolimit``, a diagnostic: the same bot with python-telegram-bot's
 ``AIORateLimiter`` (30 requests/s overall) taken out, to separate the cost of
-that deliberate cap from the runtime's own. Stats are this process's RSS,
-peak RSS (``ru_maxrss``) and CPU seconds (user + system).
+that deliberate cap from the runtime's own; ``agentgram-oldsession``, a
+diagnostic: a new chat's session opened as before issue 12
+(:func:`old_session_path`), to measure that change in one run. Stats are this process's RSS,
+peak RSS (``VmHWM``, :func:`peak_rss_kb`) and CPU seconds (user + system).
 
 ``--profile FILE`` writes a pyinstrument profile (HTML if FILE ends in
 ``.html``, text otherwise) of everything between ``ready`` and ``stop``
@@ -21,11 +24,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import os
 import resource
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +39,7 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 from bench.common import MODEL, TOKEN, agentgram_settings
 
-KINDS = ("baseline", "agentgram", "agentgram-nolimit")
+KINDS = ("baseline", "agentgram", "agentgram-nolimit", "agentgram-oldsession")
 
 
 def stats() -> dict[str, Any]:
@@ -43,9 +48,78 @@ def stats() -> dict[str, Any]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "rss_kb": psutil.Process().memory_info().rss // 1024,
-        "peak_rss_kb": usage.ru_maxrss,  # kilobytes on Linux
+        "peak_rss_kb": peak_rss_kb() or usage.ru_maxrss,
         "cpu_s": usage.ru_utime + usage.ru_stime,
     }
+
+
+def peak_rss_kb() -> int | None:
+    """This process's peak RSS (``VmHWM``, kB). Not ``ru_maxrss``: Linux keeps that across
+    ``execve``, so a bot started by a driver that has grown would report the driver's size."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return None
+
+
+class Stalls:
+    """What holds the bot's event loop up: its lag (a 10 ms tick's overshoot) and the
+    garbage collector's pauses, to tell a latency tail's cause."""
+
+    TICK = 0.01
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+        self.gc_pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._gc_started = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """From the first call on (the driver's first ``stats`` marks the measured load's start)."""
+        if self._task is not None:
+            return
+        gc.callbacks.append(self._on_gc)
+        self._task = asyncio.create_task(self._tick())
+
+    def stop(self) -> dict[str, Any]:
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+        if self._task is not None:
+            self._task.cancel()
+        lags = sorted(self.lags)
+        return {
+            "loop_lag_ms": {
+                "p50": _ms(lags, 0.5), "p99": _ms(lags, 0.99), "p999": _ms(lags, 0.999),
+                "max": round(lags[-1] * 1000, 1) if lags else 0.0,
+                "over_50ms": sum(1 for lag in lags if lag > 0.05),
+            },
+            "gc_tracked_objects": len(gc.get_objects()),  # what a full collection walks (not frozen)
+            "gc": {
+                str(gen): {"count": len(ps), "max_ms": round(max(ps, default=0) * 1000, 1),
+                           "total_ms": round(sum(ps) * 1000, 1)}
+                for gen, ps in self.gc_pauses.items()
+            },
+        }  # fmt: skip
+
+    async def _tick(self) -> None:
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(self.TICK)
+            self.lags.append(max(0.0, time.perf_counter() - before - self.TICK))
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            self.gc_pauses[int(info["generation"])].append(time.perf_counter() - self._gc_started)
+
+
+def _ms(ordered: list[float], q: float) -> float:
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2) if ordered else 0.0
 
 
 def say(event: str, **fields: Any) -> None:
@@ -71,9 +145,44 @@ async def start_bot(args: argparse.Namespace) -> Callable[[], Awaitable[None]]:
     bot = compose(settings)
     if args.kind == "agentgram-nolimit":  # diagnostic: without the 30 requests/s AIORateLimiter
         bot.application.bot._rate_limiter = None
+    if args.kind == "agentgram-oldsession":  # diagnostic: a chat's session opened as before issue 12
+        old_session_path(bot.runtime.sessions)
     await bot.start()
     freeze_startup_heap()  # as `agentgram run` does
     return bot.stop
+
+
+def old_session_path(sessions: Any) -> None:
+    """A new chat's session as issue 12 found it: a read, then an ORM write (select again, insert,
+    flush, the root frame), whatever the runtime's cache knows — to compare in one run."""
+    from sqlmodel import Session
+
+    from agentgram.runtime.storage import sessions as module
+    from agentgram.runtime.storage.models import ChatSession, SessionSource
+
+    db = sessions._db
+
+    async def find_or_open(
+        chat_id: int, *, user_id: int | None, language: str | None, look_first: bool = True
+    ) -> tuple[ChatSession, bool]:
+        found = await db.read_sync(lambda tx: tx.exec(module._active_query(chat_id)).first())
+        if found is not None and (language is None or found.language_code == language):
+            return found, False
+
+        def find_or_create(tx: Session) -> tuple[ChatSession, bool]:
+            found = tx.exec(module._active_query(chat_id)).first()
+            created = found is None
+            if found is None:
+                fresh = ChatSession(source=SessionSource.CHAT, chat_id=chat_id, user_id=user_id)
+                found = module._create(tx, fresh)
+            found.language_code = language or found.language_code
+            tx.add(found)
+            return found, created
+
+        created: tuple[ChatSession, bool] = await db.write_orm(find_or_create)
+        return created
+
+    sessions.find_or_open = find_or_open
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -87,12 +196,15 @@ async def serve(args: argparse.Namespace) -> None:
 
         profiler = Profiler(async_mode="disabled")
         profiler.start()
+    stalls = Stalls()
     say("ready", pid=os.getpid(), **stats())
     while line := (await reader.readline()).decode().strip():
         if line == "stats":
+            stalls.start()
             say("stats", **stats())
         elif line == "stop":
             break
+    stalled = stalls.stop()
     if profiler is not None:
         profiler.stop()
         show_all = os.environ.get("BENCH_PROFILE_ALL") == "1"  # library frames too
@@ -100,7 +212,7 @@ async def serve(args: argparse.Namespace) -> None:
         text = profiler.output_html() if out.suffix == ".html" else profiler.output_text(show_all=show_all)
         out.write_text(text)  # noqa: ASYNC240  (once, at the end, outside the measurement)
     await asyncio.wait_for(stop(), 30)
-    say("done", **stats())
+    say("done", **stats(), stalls=stalled)
 
 
 def main(argv: list[str] | None = None) -> None:

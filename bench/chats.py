@@ -13,7 +13,10 @@ Per turn: **end-to-end** = update injected into FakeTelegram → the chat first
 shows the complete reply text (timed by the fake when it accepts the
 ``sendMessage``/``editMessageText``); **LLM** = the fake LLM's request read →
 its last byte written; **overhead** = end-to-end − LLM: polling, handlers,
-database, context building, HTTP to both services, rendering, delivery.
+database, context building, HTTP to both services, rendering, delivery;
+**first visible text** = the fake LLM wrote the reply's first token → the
+fake Telegram accepted the first request that shows any of the reply (a
+``sendMessageDraft`` with text, a ``sendMessage`` or an ``editMessageText``).
 
 Usage: ``python -m bench.chats --chats 100 --messages 5``.
 """
@@ -58,6 +61,9 @@ class Options:
     bots: tuple[str, ...] = ("baseline", "agentgram")
     profile: Path | None = None
     seed: int = 1
+    together: bool = (
+        False  # the bots at the same time, each with its own fakes: they share the machine's noise
+    )
 
 
 @dataclass(slots=True, frozen=True)
@@ -68,6 +74,7 @@ class TurnSample:
     llm: float
     before_llm: float  # injected → the LLM request read
     after_llm: float  # the LLM's last byte → the reply visible
+    first_text: float  # the LLM's first token → the first request showing any of the reply
 
     @property
     def overhead(self) -> float:
@@ -88,6 +95,16 @@ def reply_text(chat: int, index: int) -> str:
     return f"Reply to c{chat} m{index}: {_FILLER}"
 
 
+def part_of(expected: str) -> Callable[[str], bool]:
+    """Accepts a text that shows the start of ``expected`` (a draft or the first streamed piece)."""
+
+    def shows(text: str) -> bool:
+        shown = text.strip()
+        return bool(shown) and expected.startswith(shown[:5])
+
+    return shows
+
+
 def key_of(body: dict[str, Any]) -> tuple[int, int] | None:
     found = _KEY.findall(last_user_text(body))
     return (int(found[-1][0]), int(found[-1][1])) if found else None
@@ -105,13 +122,16 @@ def replier(opts: Options) -> Callable[[Any], Reply]:
 async def one_turn(tg: TimedTelegram, llm: TimedOpenAI, chat: int, index: int, timeout: float) -> TurnSample:
     expected = reply_text(chat, index)
     shown = tg.expect(chat, lambda text: text.strip() == expected)
+    begun = tg.expect(chat, part_of(expected), drafts=True)
     injected = time.perf_counter()
     tg.send_text(chat, user_text(chat, index))
     visible = await asyncio.wait_for(shown, timeout)
+    first_shown = begun.result() if begun.done() else visible
     spans = llm.spans.get((chat, index)) or [(visible, visible)]
+    first_token = llm.first_token.get((chat, index), spans[0][0])
     return TurnSample(
         chat, index, visible - injected, llm.llm_seconds((chat, index)),
-        spans[0][0] - injected, visible - spans[-1][1],
+        spans[0][0] - injected, visible - spans[-1][1], first_shown - first_token,
     )  # fmt: skip
 
 
@@ -142,7 +162,7 @@ async def measure(kind: str, opts: Options, workdir: Path) -> dict[str, Any]:
         TimedOpenAI(key_of, replier(opts), models=(MODEL,)) as llm,
         BotProcess(
             kind, tg_root=tg.root, llm_url=llm.base_url, workdir=workdir / kind, users=[WARM_USER, *users],
-            edit_interval=opts.edit_interval, profile=opts.profile if kind.startswith("agentgram") else None,
+            edit_interval=opts.edit_interval, profile=opts.profile if kind == "agentgram" else None,
         ) as bot,
     ):  # fmt: skip
         for index in range(WARM_TURNS):
@@ -167,6 +187,8 @@ async def measure(kind: str, opts: Options, workdir: Path) -> dict[str, Any]:
         # a chat's first message also meets a cold session: its row, worker, mailbox and history
         "overhead_first_message_ms": summary_ms([s.overhead for s in load.samples if s.index == 0]),
         "overhead_later_messages_ms": summary_ms([s.overhead for s in load.samples if s.index > 0]),
+        "end_to_end_first_message_ms": summary_ms([s.e2e for s in load.samples if s.index == 0]),
+        "first_text_ms": summary_ms([s.first_text for s in load.samples]),
         "before_llm_ms": summary_ms([s.before_llm for s in load.samples]),
         "after_llm_ms": summary_ms([s.after_llm for s in load.samples]),
         "bot_rss_ready_mb": round(bot.ready["rss_kb"] / 1024, 1),
@@ -175,15 +197,37 @@ async def measure(kind: str, opts: Options, workdir: Path) -> dict[str, Any]:
         "bot_cpu_utilisation": round((after["cpu_s"] - before["cpu_s"]) / wall, 2) if wall else 0.0,
         "driver_cpu_utilisation": round(driver_cpu / wall, 2) if wall else 0.0,
         "telegram_requests_per_turn": round(requests / max(turns, 1), 2),
+        "bot_stalls": done.get("stalls", {}),
+        "slowest": slowest(load.samples),
     }
+
+
+def slowest(samples: Sequence[TurnSample], count: int = 12) -> list[dict[str, float | int]]:
+    """The slowest turns with their parts (ms), to tell what a tail is made of."""
+    worst = sorted(samples, key=lambda s: s.e2e, reverse=True)[:count]
+    return [_parts(s) for s in worst]
+
+
+def _parts(s: TurnSample) -> dict[str, float | int]:
+    ms = {
+        "e2e": s.e2e, "llm": s.llm, "before_llm": s.before_llm, "after_llm": s.after_llm,
+        "first_text": s.first_text,
+    }  # fmt: skip
+    return {"chat": s.chat, "index": s.index, **{k: round(v * 1000, 1) for k, v in ms.items()}}
+
+
+async def measure_all(opts: Options, workdir: Path) -> dict[str, Any]:
+    """Every bot of ``opts``, one after the other or (``together``) at the same time."""
+    if opts.together:
+        measured = await asyncio.gather(*(measure(kind, opts, workdir) for kind in opts.bots))
+        return dict(zip(opts.bots, measured, strict=True))
+    return {kind: await measure(kind, opts, workdir) for kind in opts.bots}
 
 
 async def run(opts: Options) -> dict[str, Any]:
     facts = machine()
-    results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="agentgram-bench-") as tmp:
-        for kind in opts.bots:
-            results[kind] = await measure(kind, opts, Path(tmp))
+        results = await measure_all(opts, Path(tmp))
     payload: dict[str, Any] = {
         "benchmark": "chats",
         "machine": facts,
@@ -217,6 +261,9 @@ def table(payload: dict[str, Any]) -> str:
         ("  1st message p99 ms", ("overhead_first_message_ms", "p99")),
         ("  later messages p50 ms", ("overhead_later_messages_ms", "p50")),
         ("  later messages p99 ms", ("overhead_later_messages_ms", "p99")),
+        ("e2e 1st message p99 ms", ("end_to_end_first_message_ms", "p99")),
+        ("1st token→text p50 ms", ("first_text_ms", "p50")),
+        ("1st token→text p99 ms", ("first_text_ms", "p99")),
         ("  update→LLM p50 ms", ("before_llm_ms", "p50")),
         ("  LLM→visible p50 ms", ("after_llm_ms", "p50")),
         ("turns (failed)", None),
@@ -226,6 +273,9 @@ def table(payload: dict[str, Any]) -> str:
         ("bot CPU utilisation", ("bot_cpu_utilisation",)),
         ("driver CPU utilisation", ("driver_cpu_utilisation",)),
         ("Telegram requests/turn", ("telegram_requests_per_turn",)),
+        ("bot loop lag p99 ms", ("bot_stalls", "loop_lag_ms", "p99")),
+        ("bot loop lag max ms", ("bot_stalls", "loop_lag_ms", "max")),
+        ("bot GC gen2 max ms", ("bot_stalls", "gc", "2", "max_ms")),
     ):
         cells: list[object] = []
         for kind in kinds:
@@ -256,6 +306,7 @@ def parse(argv: Sequence[str] | None = None) -> tuple[Options, Path | None]:
     parser.add_argument("--think-ms", type=float, default=0.0, help="mean pause before each next message")
     parser.add_argument("--turn-timeout", type=float, default=60.0)
     parser.add_argument("--bots", default="baseline,agentgram")
+    parser.add_argument("--together", action="store_true", help="run the bots at the same time, not in turn")
     parser.add_argument(
         "--profile", type=Path, default=None, help="pyinstrument profile of the agentgram bot (.html or text)"
     )
@@ -266,6 +317,7 @@ def parse(argv: Sequence[str] | None = None) -> tuple[Options, Path | None]:
         edit_interval=args.edit_interval, spread_ms=args.spread_ms, think_ms=args.think_ms,
         turn_timeout=args.turn_timeout,
         bots=tuple(b.strip() for b in args.bots.split(",") if b.strip()), profile=args.profile,
+        together=args.together,
     )  # fmt: skip
     return opts, args.out
 

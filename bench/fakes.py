@@ -1,11 +1,13 @@
 """The test fakes with timestamps taken where the event happens, on the fake's side.
 
 :class:`TimedOpenAI` records, per chat-completion request, when the request
-arrived and when its reply was completely written (the LLM's time as the bot
-experiences it, minus the network), and when a client closed a stream.
-:class:`TimedTelegram` resolves a future the moment a bot message in a chat
-first shows a wanted text (``sendMessage`` or ``editMessageText``), so "the
-reply is visible" is timed by the server, not by a polling driver.
+arrived, when it wrote the reply's first token and when its reply was
+completely written (the LLM's time as the bot experiences it, minus the
+network), and when a client closed a stream. :class:`TimedTelegram` resolves a
+future the moment a bot message in a chat first shows a wanted text
+(``sendMessage`` or ``editMessageText``; a ``sendMessageDraft`` too when the
+watch asks for drafts), so "the reply is visible" is timed by the server, not
+by a polling driver.
 All clocks are :func:`time.perf_counter` in the one process that runs both fakes.
 """
 
@@ -48,6 +50,8 @@ class TimedOpenAI(FakeOpenAI):
         self.spans: dict[Any, list[tuple[float, float]]] = defaultdict(list)
         self.started: dict[Any, asyncio.Future[float]] = {}
         self.closed_at: list[float] = []
+        self.first_token: dict[Any, float] = {}
+        """When the first request keyed so had written its first piece of text."""
 
     def on_start(self, key: Any) -> asyncio.Future[float]:
         """A future resolved when the first request keyed ``key`` has been read and validated."""
@@ -73,6 +77,21 @@ class TimedOpenAI(FakeOpenAI):
             if key is not None:
                 self.spans[key].append((arrived, time.perf_counter()))
 
+    async def _play(self, out: Any, reply: Reply) -> None:
+        task = asyncio.current_task()
+        key = self._task_keys.get(task) if task is not None else None
+        if key is None or key in self.first_token:
+            return await super()._play(out, reply)
+        write = out.delta
+
+        async def timed(delta: dict[str, Any], delay: float = 0.0) -> None:
+            await write(delta, delay)
+            if delta.get("content"):
+                self.first_token.setdefault(key, time.perf_counter())
+
+        out.delta = timed
+        return await super()._play(out, reply)
+
     async def _client_closed(self) -> None:
         self.closed_at.append(time.perf_counter())
         await super()._client_closed()
@@ -84,6 +103,7 @@ class TimedOpenAI(FakeOpenAI):
 @dataclass(slots=True)
 class _Watch:
     wanted: Callable[[str], bool]
+    drafts: bool
     future: asyncio.Future[float] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -94,13 +114,16 @@ class TimedTelegram(FakeTelegram):
         super().__init__(**kwargs)
         self._watches: dict[int, list[_Watch]] = defaultdict(list)
 
-    def expect(self, chat_id: int, wanted: Callable[[str], bool]) -> asyncio.Future[float]:
-        """Resolved with the time a bot message in ``chat_id`` first shows text ``wanted`` accepts."""
-        watch = _Watch(wanted)
+    def expect(
+        self, chat_id: int, wanted: Callable[[str], bool], *, drafts: bool = False
+    ) -> asyncio.Future[float]:
+        """Resolved with the time a bot message in ``chat_id`` first shows text ``wanted`` accepts
+        (or, with ``drafts``, a draft does)."""
+        watch = _Watch(wanted, drafts)
         self._watches[chat_id].append(watch)
         return watch.future
 
-    def _seen(self, message: dict[str, Any]) -> None:
+    def _seen(self, message: dict[str, Any], *, draft: bool = False) -> None:
         chat_id = message.get("chat", {}).get("id")
         watches = self._watches.get(chat_id)
         if not watches:
@@ -110,7 +133,7 @@ class TimedTelegram(FakeTelegram):
         for watch in list(watches):
             if watch.future.done():
                 watches.remove(watch)
-            elif watch.wanted(text):
+            elif (watch.drafts or not draft) and watch.wanted(text):
                 watch.future.set_result(now)
                 watches.remove(watch)
 
@@ -123,3 +146,11 @@ class TimedTelegram(FakeTelegram):
         message = await super()._m_editMessageText(params)
         self._seen(message)
         return message
+
+    async def _m_sendMessageDraft(self, params: dict[str, Any]) -> bool:
+        accepted = await super()._m_sendMessageDraft(params)
+        text = str(params.get("text") or "")
+        parse_mode = str(params.get("parse_mode") or "") or None
+        visible, _ = self._parse_text(text, parse_mode)
+        self._seen({"chat": {"id": self._chat_id(params)}, "text": visible}, draft=True)
+        return accepted

@@ -68,7 +68,7 @@ def replier(opts: Options) -> Callable[[Any], Reply]:
 
 
 async def trial(tg: TimedTelegram, llm: TimedOpenAI, n: int, timeout: float, out: Trials) -> None:
-    streaming = tg.expect(STOP_USER, lambda text: FIRST_TEXT in text)
+    streaming = tg.expect(STOP_USER, lambda text: FIRST_TEXT in text, drafts=True)  # as a draft or a message
     tg.send_text(STOP_USER, f"s{n}: go")
     await asyncio.wait_for(streaming, timeout)
     closed_before = len(llm.closed_at)

@@ -22,6 +22,8 @@ class TelegramSettings(Section):
     allowed_user_ids: list[int] = Field(min_length=1)
     stream_edit_interval: float = Field(default=1.0, ge=0.05)
     stream_first_delay: float = Field(default=0.5, ge=0, le=10)
+    drafts: bool = True
+    draft_interval: float = Field(default=0.3, ge=0.05, le=10)
     poll_timeout: int = Field(default=30, ge=0, le=50)
     max_retries: int = Field(default=3, ge=0, le=10)
     messages_per_second: float = Field(default=30.0, gt=0)

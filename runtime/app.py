@@ -19,20 +19,31 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol, Self
 from zoneinfo import ZoneInfo
 
+from agentgram.runtime.agents import AGENTS_DIR, load_agents
 from agentgram.runtime.approvals.bypass import Bypass
 from agentgram.runtime.approvals.manager import ApprovalManager, DecidedBy, DecisionResult
 from agentgram.runtime.approvals.rules import Rule
 from agentgram.runtime.approvals.trust import bypass_scope, proposed_rule
-from agentgram.runtime.config import Settings
+from agentgram.runtime.config import DEFAULT_MODEL_NAME, Settings
 from agentgram.runtime.errors import MailboxFull
-from agentgram.runtime.events import Address, DurableOutput, EventBus, Notice, RoundEnded, Subscriber
+from agentgram.runtime.events import (
+    Address,
+    DurableOutput,
+    EventBus,
+    Notice,
+    QuestionStatus,
+    RoundEnded,
+    Subscriber,
+    TodoItem,
+    TodoStatus,
+)
+from agentgram.runtime.llm.models import ModelInfo, ModelRegistry, SessionCost, session_cost
 from agentgram.runtime.llm.types import LLMClient
 from agentgram.runtime.log import get_logger, register_secret
 from agentgram.runtime.mailbox import (
@@ -49,7 +60,9 @@ from agentgram.runtime.mailbox import (
     SqlMailbox,
     UserMessageBody,
 )
-from agentgram.runtime.prompt import build_static_prompt
+from agentgram.runtime.mailbox.envelope import QuestionAnswerBody
+from agentgram.runtime.prompt import MEMORY_DIR, MemoryPrompt, build_static_prompt
+from agentgram.runtime.questions import AskUserClarification, QuestionManager
 from agentgram.runtime.scheduler.ports import SchedulerPorts
 from agentgram.runtime.scheduler.service import SchedulerService
 from agentgram.runtime.scheduler.tools import schedule_tools
@@ -69,14 +82,22 @@ from agentgram.runtime.storage.models import (
     utcnow,
 )
 from agentgram.runtime.storage.outbox import OutboxStore
-from agentgram.runtime.storage.sessions import SessionStore
+from agentgram.runtime.storage.search import MARK_END, MARK_START, Exchange, SearchHit, history_search
+from agentgram.runtime.storage.sessions import ChatSessionCache, SessionStore
+from agentgram.runtime.storage.summary_rows import Summary, SummaryStore
+from agentgram.runtime.storage.usage_rows import SessionModels, UsageStore
 from agentgram.runtime.tasks import cancel_and_wait
 from agentgram.runtime.tools.base import ToolRegistry
 from agentgram.runtime.tools.builtin import default_registry
 from agentgram.runtime.tools.files import secret_paths
+from agentgram.runtime.tools.history_search import SearchHistory
+from agentgram.runtime.tools.memory import memory_tools
+from agentgram.runtime.tools.notes import NoteStore, note_tools
 from agentgram.runtime.tools.processes import SqlProcessLedger
+from agentgram.runtime.turn.compaction import CompactionOutcome, CompactionReport, Compactor, ContextUsage
 from agentgram.runtime.turn.context import ContextSettings
 from agentgram.runtime.turn.loop import TurnServices, call_summary
+from agentgram.runtime.turn.subagents import EXECUTE_TASK, AgentBook, ExecuteTask
 
 log = get_logger("runtime")
 
@@ -168,6 +189,15 @@ class PendingApproval:
 
 
 @dataclass(slots=True, frozen=True)
+class AnswerResult:
+    """What an answer to a clarifying question achieved: ``applied`` once; else where it stands."""
+
+    applied: bool
+    status: QuestionStatus
+    answer: str | None
+
+
+@dataclass(slots=True, frozen=True)
 class TrustOverview:
     """What a session does not ask about: its live bypasses and the user's saved allow rules."""
 
@@ -235,6 +265,10 @@ class Runtime:
         self.history = HistoryStore(self.db)
         self.mailbox = SqlMailbox(self.db, settings.mailbox.max_unread)
         self.approvals = ApprovalManager(self.db, settings.approval)
+        self.questions = QuestionManager(self.db)
+        self.notes = NoteStore(self.db)
+        self.summaries = SummaryStore(self.db)
+        self.search = history_search(self.db)
         self.workdir = settings.agent.workdir.expanduser().resolve()
         self.timezone, self.timezone_name = local_zone(settings)
         if llm is None:
@@ -242,9 +276,12 @@ class Runtime:
 
             llm = OpenAIClient(settings.llm)
         self.llm = llm
+        self.models = ModelRegistry(settings.llm, llm)  # llm is the default's client
+        self.usage = UsageStore(self.db)
         self.tools = tools or default_registry()
+        self.agents = load_agents(settings.agent.agents_dir or self.workdir / AGENTS_DIR)
         self.processes = SqlProcessLedger(self.sessions)
-        self._chat_sessions: OrderedDict[int, ChatSession] = OrderedDict()
+        self._chat_sessions = ChatSessionCache(CHAT_SESSIONS_KEPT)
         self._llm_check: asyncio.Task[None] | None = None
         self._closed = False
         self.close_hooks: list[RestartHook] = []
@@ -263,7 +300,9 @@ class Runtime:
             approvals=self.approvals,
             bus=self.bus,
             context=ContextSettings(
-                static_system=build_static_prompt(settings.agent.system_prompt_file, format_rules),
+                static_system=build_static_prompt(
+                    settings.agent.system_prompt_file, format_rules, agent_prompt=self.agents.main.prompt
+                ),
                 workdir=self.workdir,
                 timezone=self.timezone,
                 timezone_name=self.timezone_name,
@@ -271,10 +310,21 @@ class Runtime:
                 max_tool_result_chars=settings.llm.max_tool_result_chars,
             ),
             max_rounds=settings.llm.max_tool_rounds,
+            agents=AgentBook(
+                self.agents, prompt=lambda spec: build_static_prompt(None, "", agent_prompt=spec.prompt)
+            ),
+            max_parallel_subagents=settings.llm.max_parallel_subagents,
             clock=utcnow,
             notice=self.notice,
             processes=self.processes,
             protected=secret_paths(settings.config_file, self.db.file),
+            compaction=Compactor(settings.llm.compaction, self.history, self.summaries),
+            notes=self.notes,
+            questions=self.questions,
+            models=SessionModels(self.models, self.usage),
+            memory=MemoryPrompt(
+                self.workdir / MEMORY_DIR, settings.agent.inject_memory, settings.agent.memory_max_chars
+            ),
         )
         self.hub = SessionHub(self.services, HubOptions(resume_on_message=settings.mailbox.resume_on_message))
         self.scheduler = SchedulerService(
@@ -296,9 +346,21 @@ class Runtime:
                 home_chat_id=home_chat_id,
             )
         )
+        if self.tools.get(SearchHistory.name) is None:
+            self.tools.register(SearchHistory(self.search, self.timezone))
         for tool in schedule_tools(self.scheduler):
             if self.tools.get(tool.name) is None:
                 self.tools.register(tool)
+        for tool in [AskUserClarification(self.questions, self.bus), *note_tools(self.notes, self.bus)]:
+            if self.tools.get(tool.name) is None:
+                self.tools.register(tool)
+        for tool in memory_tools(settings.agent):
+            if self.tools.get(tool.name) is None:
+                self.tools.register(tool)
+        if self.tools.get(EXECUTE_TASK) is None:
+            self.tools.register(ExecuteTask(self.agents))
+        if self.agents.main.tools is not None:  # the main agent's allowlist (agents/main)
+            self.services.tools = self.tools.only(self.agents.main.tools)
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -307,8 +369,10 @@ class Runtime:
         log.info("SQLite %s; database %s", Database.sqlite_version(), self.db.engine.url.render_as_string())
         await migrate(self.db)
         await self.approvals.load_rules()
+        await self.questions.load()
         self._llm_check = asyncio.create_task(self._check_llm(), name="llm-check")
         await self.processes.reap_orphans()  # before any interrupted command is re-run
+        self._chat_sessions.fill(await self.sessions.active_chats(CHAT_SESSIONS_KEPT))
         await self.scheduler.start()  # before recover: it settles tic/cron turns a crash cut short
         await self.recover()
 
@@ -326,6 +390,8 @@ class Runtime:
             for envelope in await self.mailbox.unread(session_id):
                 if isinstance(envelope.body, ApprovalDecisionBody):
                     await self._apply_decision(envelope.body, DecidedBy.REPLAYED)
+                elif isinstance(envelope.body, QuestionAnswerBody):  # stored, never applied: apply it now
+                    await self.questions.answer(envelope.body.question_id, envelope.body.answer)
             self.hub.wake(session_id)
 
     async def _resend_undelivered(self) -> None:
@@ -392,6 +458,7 @@ class Runtime:
             closer = getattr(self.llm, "aclose", None)
             if closer is not None:
                 await closer()
+            await self.models.aclose()
             await self.mailbox.close()
             await self.db.close()
 
@@ -464,21 +531,17 @@ class Runtime:
         return SessionRef.of(await self._chat_session(chat_id, user_id=user_id, language=language))
 
     async def _chat_session(self, chat_id: int, *, user_id: int | None, language: str | None) -> ChatSession:
-        """Kept in memory (only this process opens chat sessions)."""
-        cached = self._chat_sessions.get(chat_id)
-        if cached is not None and (language is None or cached.language_code == language):
-            self._chat_sessions.move_to_end(chat_id)
+        """Kept in memory (filled at start); a chat the cache does not know, when it knows them
+        all, is new: one write opens its session, with no read before it."""
+        cached = self._chat_sessions.get(chat_id, language)
+        if cached is not None:
             return cached
-        session, created = await self.sessions.find_or_open(chat_id, user_id=user_id, language=language)
-        self._keep_chat_session(chat_id, session)
+        session, created = await self.sessions.find_or_open(
+            chat_id, user_id=user_id, language=language, look_first=not self._chat_sessions.complete
+        )
+        self._chat_sessions.keep(session)
         self.hub.session_changed(session, created=created)
         return session
-
-    def _keep_chat_session(self, chat_id: int, session: ChatSession) -> None:
-        self._chat_sessions[chat_id] = session
-        self._chat_sessions.move_to_end(chat_id)
-        while len(self._chat_sessions) > CHAT_SESSIONS_KEPT:
-            self._chat_sessions.popitem(last=False)
 
     async def new_session(
         self, chat_id: int, *, user_id: int | None, language: str | None, envelope_id: str
@@ -488,9 +551,40 @@ class Runtime:
         await self.stop(current, envelope_id, quiet=True)
         self.approvals.bypasses.clear(current.id)
         fresh = await self.sessions.open_new(chat_id, user_id=user_id, language=language)
-        self._keep_chat_session(chat_id, fresh)
+        await self._carry_model(current.id, fresh)
+        self._chat_sessions.keep(fresh)
         self.hub.session_changed(fresh, created=True)
         return SessionRef.of(fresh)
+
+    # --- models and usage ---------------------------------------------------------
+
+    @property
+    def model_choices(self) -> tuple[ModelInfo, ...]:
+        """The models ``/model`` offers: ``llm.model`` as ``default`` first, then ``llm.models``."""
+        return self.models.infos
+
+    async def session_model(self, session: SessionRef) -> ModelInfo:
+        """The model the session's turns run on."""
+        return self.models.info(await self.usage.chosen(session.id))
+
+    async def choose_model(self, session: SessionRef, name: str) -> ModelInfo | None:
+        """Switch the session to the named model from its next request on; ``None`` for a name
+        not configured (nothing changes)."""
+        if not self.models.knows(name):
+            return None
+        await self.usage.choose(session.id, None if name == DEFAULT_MODEL_NAME else name)
+        return self.models.info(name)
+
+    async def session_cost(self, session: SessionRef) -> SessionCost:
+        """The session's tokens per model (its rounds and its sub-agents'), priced where prices are set."""
+        usage, chosen = await self.usage.usage(session.id), await self.usage.chosen(session.id)
+        return session_cost(self.models, usage, chosen)
+
+    async def _carry_model(self, old_session_id: int, fresh: ChatSession) -> None:
+        """``/new`` keeps the chat on the model it chose (its usage starts again at zero)."""
+        chosen = await self.usage.chosen(old_session_id)
+        if chosen is not None and fresh.id is not None:
+            await self.usage.choose(fresh.id, chosen)
 
     # --- mail in -----------------------------------------------------------------
 
@@ -613,6 +707,76 @@ class Runtime:
     ) -> DecisionResult:
         return await self.approvals.decide(body.request_id, body.approved, body.reason, how=how)
 
+    # --- clarifying questions and the session's notes --------------------------------
+
+    async def answer_question(
+        self, question_id: str, *, envelope_id: str, option: int | None = None, text: str | None = None
+    ) -> AnswerResult:
+        """A tapped option (its index) or the user's own words: stored as mail first, then
+        applied once; a question settled already (answered, superseded, stopped) stays so."""
+        row = await self.questions.get(question_id)
+        if row is None or row.status != QuestionStatus.PENDING:
+            return AnswerResult(False, QuestionStatus(row.status) if row else QuestionStatus.CANCELLED, None)
+        if option is not None:
+            text = row.options[option] if 0 <= option < len(row.options) else None
+        if text is None:
+            return AnswerResult(False, QuestionStatus.PENDING, None)
+        body = QuestionAnswerBody(question_id=question_id, answer=text)
+        envelope = Envelope(
+            id=envelope_id,
+            session_id=row.session_id,
+            sender=Sender(kind=SenderKind.USER),
+            priority=Priority.INTERRUPT,
+            body=body,
+        )
+        await self.mailbox.accept(envelope)
+        settled = await self.questions.answer(question_id, text)
+        status = QuestionStatus(settled.row.status) if settled.row else QuestionStatus.CANCELLED
+        return AnswerResult(settled.applied, status, text if settled.applied else None)
+
+    async def answer_pending_question(self, session: SessionRef, text: str, *, envelope_id: str) -> bool:
+        """The session's pending question, if it has one, takes ``text`` as its answer (then it is
+        no new message); ``False`` (no read) when none is pending."""
+        question_id = self.questions.pending_in(session.id)
+        if question_id is None:
+            return False
+        return (await self.answer_question(question_id, envelope_id=envelope_id, text=text)).applied
+
+    async def question_shown(self, question_id: str, chat_id: int, message_id: int) -> None:
+        """The question is this chat message: a later process edits it when it is settled."""
+        await self.questions.attach_message(question_id, chat_id, message_id)
+
+    async def todos(self, session: SessionRef) -> tuple[TodoItem, ...]:
+        """The session's todo list (``/todos``), in the model's order."""
+        return await self.notes.todos(session.id)
+
+    # --- context compaction and search -------------------------------------------------
+
+    async def compact(self, session: SessionRef) -> CompactionReport:
+        """``/compact``: summarise the session's older history now (not while a turn runs: it
+        compacts by itself when it must)."""
+        compactor = self.services.compaction
+        if compactor is None or not compactor.settings.enabled:
+            return CompactionReport(CompactionOutcome.OFF)
+        if self.hub.is_busy(session.id):
+            return CompactionReport(CompactionOutcome.BUSY)
+        return await compactor.compact(session.id, await self.services.llm_for(session.id))
+
+    async def context_usage(self, session: SessionRef) -> ContextUsage:
+        """``/context``: how big the next request is, the threshold, what the summary covers."""
+        compactor = self.services.compaction
+        assert compactor is not None
+        static = len(self.services.context_for(session.id).static_system)
+        return compactor.usage(await compactor.view(session.id), static)
+
+    async def search_history(self, chat_id: int, query: str, limit: int = 10) -> list[SearchHit]:
+        """``/search``: the chat's past messages (ended sessions too) that match ``query``."""
+        return await self.search.search(chat_id, query, limit)
+
+    async def exchange(self, chat_id: int, row_id: int) -> Exchange | None:
+        """The user's message and the answer a search hit belongs to (``None``: not this chat's)."""
+        return await self.search.exchange(chat_id, row_id)
+
     # --- trust -----------------------------------------------------------------
 
     async def _request_call(self, request_id: str) -> tuple[ApprovalRequestRow, ToolCallRow] | None:
@@ -669,7 +833,7 @@ class Runtime:
     def waits_for_decision(self, session_id: int) -> bool:
         """The session's turn is blocked on a decision (also on a prompt a previous process sent,
         which a resumed turn waits on without a new ``ApprovalRequested``)."""
-        return self.approvals.awaited(session_id) is not None
+        return self.approvals.awaited(session_id) is not None or self.questions.awaited(session_id)
 
     async def approval_for_message(self, chat_id: int, message_id: int) -> PromptedApproval | None:
         """The request whose prompt is this chat message, once its send returned."""
@@ -721,14 +885,21 @@ class Runtime:
 
 
 __all__ = [
+    "MARK_END",
+    "MARK_START",
     "AlreadyRunning",
+    "AnswerResult",
     "ApprovalStatus",
     "AwaitedApproval",
     "Bypass",
     "CallState",
     "Checkpoint",
+    "CompactionOutcome",
+    "CompactionReport",
+    "ContextUsage",
     "DecidedBy",
     "DecisionResult",
+    "Exchange",
     "InstanceLock",
     "KeyValueStore",
     "MailKind",
@@ -736,11 +907,16 @@ __all__ = [
     "PostResult",
     "Posted",
     "PromptedApproval",
+    "QuestionStatus",
     "RestartHook",
     "Rule",
     "Runtime",
+    "SearchHit",
     "SessionRef",
     "StopResult",
+    "Summary",
+    "TodoItem",
+    "TodoStatus",
     "ToolCallStatus",
     "TrustOverview",
     "fingerprint",

@@ -85,6 +85,59 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class PriceSettings(Section):
+    """What a model costs per million tokens, in whatever currency the provider bills (``/cost``)."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+DEFAULT_MODEL_NAME = "default"
+"""The name ``/model`` shows for ``llm.model`` itself (the model every session starts with)."""
+
+
+class ModelSettings(Section):
+    """One more model ``/model`` offers (``llm.models``): its own endpoint and key, or the ``llm``
+    section's when left out. ``name`` is what the user picks; ``capabilities`` are labels shown
+    beside it (``tools``, ``vision``, …)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_\-]{1,32}$")
+    model: str = Field(min_length=1)
+    base_url: HttpUrl | None = None
+    api_key: SecretStr | None = None
+    capabilities: list[str] = Field(default_factory=list)
+    prices: PriceSettings | None = None
+
+
+def _distinct_names(models: list[ModelSettings]) -> list[ModelSettings]:
+    names = [m.name for m in models]
+    if DEFAULT_MODEL_NAME in names:
+        raise ValueError(f"{DEFAULT_MODEL_NAME!r} is llm.model's own name; give the entry another name")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"model names must be distinct: {', '.join(twice)} given twice")
+    return models
+
+
+class CompactionSettings(Section):
+    """Context compaction (``llm.compaction``, :mod:`runtime.turn.compaction`).
+
+    Off while ``threshold_tokens`` is unset: the right budget depends on the
+    model's context window, which agentgram cannot know. About half the
+    window is a good value (64000 for a 128k model): the summary call itself
+    must fit, and the answer and the tools need room too.
+    """
+
+    threshold_tokens: int | None = Field(default=None, ge=1000)
+    """Compact once a request's input passes this many tokens (``None``: never)."""
+    keep_recent: int = Field(default=6, ge=2, le=200)
+    """Messages kept verbatim after the summary (a tool call and its results count as one block)."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.threshold_tokens is not None
+
+
 class LLMSettings(Section):
     base_url: HttpUrl = "https://api.openai.com/v1"
     api_key: SecretStr = SecretStr("")
@@ -95,15 +148,39 @@ class LLMSettings(Section):
     max_tool_result_chars: int | None = Field(default=4000, ge=100)
     request_timeout: Duration = 120.0
     max_retries: int = Field(default=1, ge=0, le=10)
+    compaction: CompactionSettings = CompactionSettings()
+    prices: PriceSettings | None = None
+    """``llm.model``'s prices; ``/cost`` shows a cost only for models with prices."""
+    models: Annotated[list[ModelSettings], AfterValidator(_distinct_names)] = Field(default_factory=list)
+    """More models ``/model`` switches a session to; ``llm.model`` is always there, as ``default``."""
+    max_parallel_subagents: int = Field(default=4, ge=1, le=32)
+    """Sub-agents of one parallel batch (``execute_task`` calls) that run at once; 1 runs them in turn."""
 
 
 class StorageSettings(Section):
     url: str = "sqlite+aiosqlite:///./data/agentgram.db"
 
 
+def memory_file(value: str) -> str:
+    """A path inside ``memory/``: relative, without ``..``."""
+    parts = Path(value).parts
+    if not value.strip() or Path(value).is_absolute() or ".." in parts:
+        raise ValueError(f"{value!r} is not a path inside memory/ (relative, without '..')")
+    return Path(value).as_posix()
+
+
+MemoryFile = Annotated[str, AfterValidator(memory_file)]
+
+
 class AgentSettings(Section):
     workdir: UserPath = Path("./workspace")
     system_prompt_file: UserPath | None = None
+    inject_memory: list[MemoryFile] = Field(default_factory=lambda: ["MEMORY.md"])
+    """Files under ``memory/`` (in the workdir) added to the static system prompt; see runtime.tools.memory."""
+    memory_max_chars: int = Field(default=8000, ge=0)
+    """At most this much of the injected memory goes into the prompt (0: none)."""
+    agents_dir: UserPath | None = None
+    """Where ``<name>/AGENT.md`` agent definitions live; ``agents/`` under the workdir when unset."""
     timezone: str | None = None
 
     @field_validator("timezone")

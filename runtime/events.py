@@ -103,6 +103,32 @@ class ToolActivity:
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
+class SubAgentStarted:
+    """An agent handed a task to a sub-agent (``execute_task``): ``parent`` → ``agent``."""
+
+    to: Address
+    turn_id: int
+    tool_call_id: int
+    parent: str
+    agent: str
+    depth: int
+    kind: Literal["subagent_started"] = "subagent_started"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class SubAgentFinished:
+    """A sub-agent's turn ended; ``preview`` is the start of its answer (or of why it failed)."""
+
+    to: Address
+    turn_id: int
+    tool_call_id: int
+    agent: str
+    ok: bool
+    preview: str
+    kind: Literal["subagent_finished"] = "subagent_finished"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
 class ApprovalDetails:
     """What the user is asked to approve, prepared for display."""
 
@@ -134,6 +160,60 @@ class ApprovalResolved:
     reason: str | None
     message_id: int | None
     kind: Literal["approval_resolved"] = "approval_resolved"
+
+
+class QuestionStatus(enum.StrEnum):
+    """Where a clarifying question stands (``ask_user_clarification``)."""
+
+    PENDING = "pending"
+    ANSWERED = "answered"
+    SUPERSEDED = "superseded"  # a newer question of the session replaced it unanswered
+    CANCELLED = "cancelled"  # /stop (or /new) ended its turn
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class QuestionAsked:
+    """The agent asks the user: one button per suggested option; a text reply answers too."""
+
+    to: Address
+    question_id: str
+    question: str
+    options: tuple[str, ...] = ()
+    kind: Literal["question_asked"] = "question_asked"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class QuestionResolved:
+    """A question is settled: answered, superseded or cancelled; ``message_id`` is where it shows."""
+
+    to: Address
+    question_id: str
+    question: str
+    status: QuestionStatus
+    answer: str | None
+    message_id: int | None
+    kind: Literal["question_resolved"] = "question_resolved"
+
+
+class TodoStatus(enum.StrEnum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    DONE = "done"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class TodoItem:
+    text: str
+    status: TodoStatus = TodoStatus.PENDING
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class TodosChanged:
+    """The session's todo list changed (``write_todos``): the chat shows the whole list again."""
+
+    to: Address
+    items: tuple[TodoItem, ...]
+    kind: Literal["todos_changed"] = "todos_changed"
 
 
 class OutcomeKind(enum.StrEnum):
@@ -254,8 +334,13 @@ RuntimeEvent = (
     | StreamReset
     | RoundEnded
     | ToolActivity
+    | SubAgentStarted
+    | SubAgentFinished
     | ApprovalRequested
     | ApprovalResolved
+    | QuestionAsked
+    | QuestionResolved
+    | TodosChanged
     | TurnFinished
     | Notice
     | Report

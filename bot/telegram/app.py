@@ -140,7 +140,13 @@ def compose(
     translator = Translator(default=settings.locale.default)
     tg = settings.telegram
     delivery = Delivery(
-        application.bot, runtime, translator, tg.stream_edit_interval, first_delay=tg.stream_first_delay
+        application.bot,
+        runtime,
+        translator,
+        tg.stream_edit_interval,
+        first_delay=tg.stream_first_delay,
+        drafts=tg.drafts,
+        draft_interval=tg.draft_interval,
     )
     runtime.subscribe(delivery)
     runtime.on_close(delivery.close)

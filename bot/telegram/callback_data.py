@@ -33,6 +33,9 @@ class ButtonAction(enum.StrEnum):
     CRON_DELETE_CANCEL = "cdx"
     PAIR_APPROVE = "pa"
     PAIR_DENY = "pd"
+    MODEL_PICK = "mdl"  # arg: the model's name (llm.models names fit the codec)
+    QUESTION_ANSWER = "qa"  # arg: "<question id>_<option index>"
+    OPEN_EXCHANGE = "sx"  # arg: a chat_history row id a /search hit shows
 
 
 @dataclass(slots=True, frozen=True)

@@ -3,11 +3,14 @@
 The runtime's event bus calls :meth:`Delivery.__call__` synchronously; the
 event is put on its chat's queue and a single task per chat turns events
 into sends and edits, so messages to one chat leave in order while chats do
-not wait for each other. Streamed text and the per-turn tool status line are
-edited in place no more often than ``telegram.stream_edit_interval``; a
-reply's first text waits ``telegram.stream_first_delay``, so a quick reply is
-sent once, complete, instead of as a message and an edit right after it; a
-pending edit is always flushed before anything else is sent to that chat.
+not wait for each other. In a private chat streamed text is shown as a draft
+(:mod:`bot.telegram.drafts`: the first text at once, the round's end sends it
+as messages). Elsewhere, or where drafts are off or refused, streamed text is
+a message edited in place; it and the per-turn tool status line are edited no
+more often than ``telegram.stream_edit_interval``; such a reply's first text
+waits ``telegram.stream_first_delay``, so a quick reply is sent once,
+complete, instead of as a message and an edit right after it; a pending edit
+is always flushed before anything else is sent to that chat.
 A typing action is shown once a turn has worked for ``TYPING_AFTER`` (a
 reply that is complete sooner needs none, and Telegram would keep showing
 "typing…" for 5 s after it), then re-sent every 4 s while the turn works —
@@ -31,6 +34,8 @@ from dataclasses import dataclass, field
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
+from agentgram.bot.telegram import agents_view, questions_view, todos_view
+from agentgram.bot.telegram.drafts import DraftChats, DraftStream
 from agentgram.bot.telegram.prompts import approval_prompt, decided_prompt, decision_line
 from agentgram.bot.telegram.records import ChatRecords, PromptShown, StatusLine
 from agentgram.bot.telegram.render import escape, markdown_to_html
@@ -39,6 +44,7 @@ from agentgram.bot.telegram.sender import (
     BRIEF,
     ONCE,
     PERSISTENT,
+    Draft,
     Edit,
     MessageGroup,
     Retry,
@@ -52,11 +58,16 @@ from agentgram.runtime.events import (
     ApprovalResolved,
     Notice,
     OutcomeKind,
+    QuestionAsked,
+    QuestionResolved,
     Report,
     RoundEnded,
     RuntimeEvent,
     StreamReset,
+    SubAgentFinished,
+    SubAgentStarted,
     TextDelta,
+    TodosChanged,
     ToolActivity,
     ToolPhase,
     TurnFinished,
@@ -113,6 +124,7 @@ class ChatOutbox:
     stream: MessageGroup | None = None
     stream_text: str = ""
     stream_dirty: bool = False
+    draft: DraftStream | None = None  # the round streams into this draft instead of ``stream``
     tools: dict[int, ToolLine] = field(default_factory=dict)
     tools_group: MessageGroup | None = None
     tools_dirty: bool = False
@@ -125,13 +137,22 @@ class ChatOutbox:
 
 class Delivery:
     def __init__(  # type: ignore[no-untyped-def]
-        self, bot, runtime, translator: Translator, edit_interval: float, *, first_delay: float = 0.0
+        self,
+        bot,
+        runtime,
+        translator: Translator,
+        edit_interval: float,
+        *,
+        first_delay: float = 0.0,
+        drafts: bool = False,
+        draft_interval: float = 0.3,
     ) -> None:
         self.bot = bot
         self.runtime = runtime
         self.t = translator
         self.edit_interval = edit_interval
         self.first_delay = first_delay
+        self.drafts = DraftChats(enabled=drafts, interval=draft_interval)
         self.outboxes: dict[int, ChatOutbox] = {}
         self.records = ChatRecords(runtime.values)
         self._tasks = TaskSet("delivery")
@@ -174,12 +195,13 @@ class Delivery:
         while True:
             timeout = self._flush_delay(box)
             try:
-                event = await asyncio.wait_for(box.queue.get(), timeout or IDLE_EVICT)
+                event = await asyncio.wait_for(box.queue.get(), IDLE_EVICT if timeout is None else timeout)
             except TimeoutError:
                 if timeout is None and self._idle(box):
                     del self.outboxes[box.chat_id]  # no await since the check: nothing slips in
                     return
                 await self._flush(box, force=False)
+                await self._draft(box)
                 continue
             try:
                 await self._handle(box, event)
@@ -192,13 +214,17 @@ class Delivery:
 
     @staticmethod
     def _idle(box: ChatOutbox) -> bool:
-        working = box.stream is not None or box.tools_group is not None or box.typing is not None
+        working = (box.stream, box.draft, box.tools_group, box.typing) != (None, None, None, None)
         return box.queue.empty() and not working
 
     def _flush_delay(self, box: ChatOutbox) -> float | None:
-        if not (box.stream_dirty or box.tools_dirty):
-            return None
-        return max(0.0, box.last_edit + self.edit_interval - time.monotonic())
+        """Seconds until the next edit or draft is due; ``None`` with nothing to show."""
+        due = []
+        if (box.tools_dirty and box.tools_group is not None) or (box.stream_dirty and box.stream is not None):
+            due.append(box.last_edit + self.edit_interval)
+        if box.stream_dirty and box.draft is not None:
+            due.append(box.draft.next_at)
+        return max(0.0, min(due) - time.monotonic()) if due else None
 
     async def _flush(self, box: ChatOutbox, *, force: bool, retry: Retry = ONCE) -> bool:
         """Show the changed tool lines and streamed text; ``False`` if the text could not be shown.
@@ -243,6 +269,15 @@ class Delivery:
                 await self._on_approval(box, event)
             case ApprovalResolved():
                 await self._on_resolved(box, event)
+            case QuestionAsked() | QuestionResolved():  # the agent's question, its buttons, its end
+                await self._flush(box, force=True)
+                await questions_view.show(self.bot, self.runtime, self.t, box.language, event)
+            case SubAgentStarted() | SubAgentFinished():  # "🤖 main → researcher", "✅ researcher finished"
+                await self._flush(box, force=True)
+                await agents_view.show(self.bot, box.chat_id, self.t, box.language, event)
+            case TodosChanged():  # one message, edited in place
+                await self._flush(box, force=True)
+                await todos_view.show(self.bot, self.runtime, self.t, box.language, event)
             case Notice():
                 params = {k: escape(str(v)) if isinstance(v, str) else v for k, v in event.params.items()}
                 text = self.t.t(box.language, event.key, **params)
@@ -263,16 +298,40 @@ class Delivery:
     async def _on_delta(self, box: ChatOutbox, text: str) -> None:
         box.stream_text += text
         box.stream_dirty = True
-        if box.stream is None and box.stream_text.strip():
+        if box.draft is not None:
+            await self._draft(box)
+        elif box.stream is None and box.stream_text.strip():
             await self._flush(box, force=True)  # pending tool lines first
-            box.stream = MessageGroup(box.chat_id)
-            box.stream_dirty = True
-            # the first text is due after first_delay (the round's end shows it sooner)
-            box.last_edit = time.monotonic() + self.first_delay - self.edit_interval
-            if self.first_delay <= 0:
-                await self._flush(box, force=True)
+            if self.drafts.offered(box.chat_id):
+                box.draft = self.drafts.open(box.chat_id)
+                await self._draft(box)  # due at once: the first text shows as it arrives
+            else:
+                await self._start_edits(box)
+
+    async def _start_edits(self, box: ChatOutbox) -> None:
+        box.stream = MessageGroup(box.chat_id)
+        box.stream_dirty = True
+        # the first text is due after first_delay (the round's end shows it sooner)
+        box.last_edit = time.monotonic() + self.first_delay - self.edit_interval
+        if self.first_delay <= 0:
+            await self._flush(box, force=True)
+
+    async def _draft(self, box: ChatOutbox) -> None:
+        """Show the streamed text as the round's draft once one is due; a refused draft turns
+        the chat to edits, this round from now on and later ones from their start."""
+        draft = box.draft
+        if draft is None or not box.stream_dirty or not draft.due():
+            return
+        box.stream_dirty = False
+        outcome = await draft.show(self.bot, markdown_to_html(box.stream_text), self.drafts.interval)
+        box.stream_dirty = outcome is Draft.SKIPPED  # tried again when the next one is due
+        if outcome is Draft.REFUSED:
+            self.drafts.refused(box.chat_id)
+            box.draft = None
+            await self._start_edits(box)
 
     async def _on_round_end(self, box: ChatOutbox, event: RoundEnded) -> None:
+        box.draft = None  # its text is sent as messages now, which replace it
         if event.text.strip():  # the round's whole text, rendered and shown once
             box.stream = box.stream or MessageGroup(box.chat_id)
             box.stream_text, box.stream_dirty = event.text, True
@@ -313,7 +372,7 @@ class Delivery:
             await self.records.drop_line(box.tools_line)
         box.tools, box.tools_group, box.tools_dirty = {}, None, False
         box.tools_turn, box.tools_line, box.turn_session = None, None, None
-        box.stream, box.stream_text, box.stream_dirty = None, "", False
+        box.stream, box.stream_text, box.stream_dirty, box.draft = None, "", False, None
         if event.outcome == OutcomeKind.FAILED:  # one locale text per failure kind, never exception text
             failure = event.failure
             key = failure.locale_key if failure is not None else "turn-failed"

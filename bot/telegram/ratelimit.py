@@ -8,7 +8,10 @@ busy bot stalls well below Telegram's real limit. These endpoints skip the
 budget here but keep PTB's 429 handling (``retry_after`` honoured, retried up
 to ``telegram.max_retries`` times) — except a button's answer, which is only
 useful within seconds: it skips the limiter, and
-:func:`bot.telegram.handlers.buttons.answer` retries it on its own terms.
+:func:`bot.telegram.handlers.buttons.answer` retries it on its own terms —
+and a draft (``sendMessageDraft``), a preview that posts no message and that
+:func:`bot.telegram.sender.send_draft` tries once: a 429 on it must not pause
+every other request while PTB retries it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 from telegram.ext import AIORateLimiter
 
 UNMETERED = frozenset({"sendChatAction", "setMessageReaction", "answerCallbackQuery"})
-UNLIMITED = frozenset({"answerCallbackQuery"})
+UNLIMITED = frozenset({"answerCallbackQuery", "sendMessageDraft"})
 
 
 class MessageRateLimiter(AIORateLimiter):

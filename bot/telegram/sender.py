@@ -267,7 +267,9 @@ async def edit_html(
 
 class Draft(enum.StrEnum):
     SHOWN = "shown"  # the chat shows the draft
-    SKIPPED = "skipped"  # not this time (5xx, timeout, 429, blocked): a later draft or the final text shows it
+    SKIPPED = (
+        "skipped"  # not this time (5xx, timeout, 429, blocked): a later draft or the final text shows it
+    )
     REFUSED = "refused"  # this server or chat has no drafts (400, 404): stream by edits instead
 
 

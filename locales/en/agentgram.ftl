@@ -23,6 +23,12 @@ help-text =
     /trust — what I may do without asking
     /tic — my periodic self check-ins
     /cron — scheduled tasks
+    /model — choose the model
+    /cost — tokens and cost of this conversation
+    /todos — my todo list for this conversation
+    /search — find something we talked about
+    /context — how full my memory of this chat is
+    /compact — summarise older messages now
 not-allowed = This is a private bot. Your Telegram user id is <code>{ $id }</code>.
 pairing-asked =
     This is a private bot. Your Telegram user id is <code>{ $id }</code>.

@@ -82,8 +82,18 @@ SEEDED_RULES: tuple[Rule, ...] = (
     ),
     *(
         Rule(tool=name, action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed")
-        for name in ("read_file", "list_dir", "list_jobs", "schedule_job", "update_job")
+        for name in ("read_file", "list_dir", "list_jobs", "schedule_job", "update_job", "execute_task")
     ),
+    *(  # they ask the user or keep the session's own notes (runtime/questions, runtime/tools/notes.py)
+        Rule(tool=name, action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed")
+        for name in ("ask_user_clarification", "update_scratchpad", "write_todos")
+    ),
+    *(  # they only ever touch memory/ (runtime/tools/memory.py), as the memory rule above allows
+        Rule(tool=name, action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed")
+        for name in ("remember", "recall")
+    ),
+    # it only reads this chat's own past conversations (runtime/tools/history_search.py)
+    Rule(tool="search_history", action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed"),
 )
 
 

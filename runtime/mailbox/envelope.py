@@ -17,7 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from agentgram.runtime.storage.models import MailKind, Priority, SenderKind, utcnow
 
-EXEMPT_FROM_BOUND = frozenset({MailKind.CONTROL, MailKind.TOOL_CALL_FINISHED, MailKind.APPROVAL_DECISION})
+EXEMPT_FROM_BOUND = frozenset(
+    {MailKind.CONTROL, MailKind.TOOL_CALL_FINISHED, MailKind.APPROVAL_DECISION, MailKind.QUESTION_ANSWER}
+)
 """Mail the unread bound never refuses: stopping and results must always get through."""
 
 
@@ -76,6 +78,15 @@ class ApprovalDecisionBody(_Body):
     reason: str | None = None
 
 
+class QuestionAnswerBody(_Body):
+    """The user's answer to a clarifying question: a tapped option or the text sent while it was
+    pending. Applied when accepted (like a decision); the turn reads it as the tool's result."""
+
+    kind: Literal[MailKind.QUESTION_ANSWER] = MailKind.QUESTION_ANSWER
+    question_id: str
+    answer: str
+
+
 class ScheduledTurnBody(_Body):
     kind: Literal[MailKind.SCHEDULED_TURN] = MailKind.SCHEDULED_TURN
     job: Literal["tic", "cron"]
@@ -89,6 +100,7 @@ MailBody = Annotated[
     | ToolCallFinishedBody
     | ControlBody
     | ApprovalDecisionBody
+    | QuestionAnswerBody
     | ScheduledTurnBody,
     Field(discriminator="kind"),
 ]

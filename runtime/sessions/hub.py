@@ -239,7 +239,8 @@ class SessionWorker:
         self._enter(WorkerState.OPENING)
         try:
             if not pause_queued:  # a turn that pauses at once asks nothing first
-                self.prefetch = await steps.prefetch(s, self.session_id, mail)
+                source = (await self._session()).source  # read once; the turn's run needs it too
+                self.prefetch = await steps.prefetch(s, self.session_id, mail, source=source)
                 await self.prefetch.under_way(steps.PREFETCH_PATIENCE)
             turn_id = await steps.open_turn(s, self.session_id, mail)
         except BaseException:

@@ -17,6 +17,7 @@ on the synchronous write path.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from datetime import datetime
 from itertools import takewhile
 from typing import Any
@@ -95,7 +96,11 @@ class HistoryStore:
         """
         newest = tx.execute(
             sa.select(_ROWS.c.id, _ROWS.c.role)
-            .where(_ROWS.c.session_id == session_id, _ROWS.c.status != RowStatus.FAILED)
+            .where(
+                _ROWS.c.session_id == session_id,
+                _ROWS.c.status != RowStatus.FAILED,
+                _ROWS.c.stack_id.is_(None),  # a sub-agent's task is answered by its own frame
+            )
             .order_by(_ROWS.c.id.desc())
             .limit(50)
         ).all()
@@ -115,12 +120,15 @@ class HistoryStore:
         result: LLMRound,
         status: RowStatus = RowStatus.OK,
         closes_turn: bool = False,
+        stack_id: int | None = None,
     ) -> HistoryEntry:
         """Persist one completed round: the assistant row and its calls as ``pending``.
 
         ``closes_turn``: the round is the turn's final answer, and the turn ends
         ``final`` in the same transaction (no window where the answer is stored
-        but the turn still reads as running).
+        but the turn still reads as running). ``stack_id``: a sub-agent's round,
+        in its own frame — it counts against neither the turn's rounds nor the
+        root's in-memory tail.
         """
         turn_values: dict[str, Any] = {"rounds": _TURNS.c.rounds + 1}
         if closes_turn:
@@ -129,6 +137,7 @@ class HistoryStore:
         def record(tx: Connection) -> HistoryEntry:
             row = HistoryRow(
                 session_id=session_id,
+                stack_id=stack_id,
                 turn_id=turn_id,
                 role=Role.ASSISTANT,
                 content=result.text,
@@ -152,9 +161,10 @@ class HistoryStore:
             ]
             for call in calls:
                 insert_row(tx, call)
-            tx.execute(sa.update(_TURNS).where(_TURNS.c.id == turn_id).values(turn_values))
             entry = HistoryEntry(row=row, calls=calls)
-            after_commit(tx, lambda: self.tails.appended(session_id, entry))
+            if stack_id is None:
+                tx.execute(sa.update(_TURNS).where(_TURNS.c.id == turn_id).values(turn_values))
+                after_commit(tx, lambda: self.tails.appended(session_id, entry))
             return entry
 
         return await self._db.write_sync(record)
@@ -238,49 +248,57 @@ class HistoryStore:
         async with self._db.read() as tx:
             return await tx.get(ToolCallRow, call_row_id)
 
-    async def open_calls(self, session_id: int) -> list[ToolCallRow]:
-        """Calls left ``pending``/``running`` (interrupted), in declared order."""
+    async def open_calls(self, session_id: int, stack_id: int | None = None) -> list[ToolCallRow]:
+        """Calls of one frame (the root's by default) left ``pending``/``running`` (interrupted),
+        in declared order."""
         async with self._db.read() as tx:
             rows = await tx.exec(
                 select(ToolCallRow)
-                .where(ToolCallRow.session_id == session_id, col(ToolCallRow.status).in_(_OPEN))
+                .join(HistoryRow, col(HistoryRow.id) == col(ToolCallRow.history_id))
+                .where(
+                    ToolCallRow.session_id == session_id,
+                    col(ToolCallRow.status).in_(_OPEN),
+                    _in_frame(stack_id),
+                )
                 .order_by(col(ToolCallRow.history_id), col(ToolCallRow.position))
             )
             return list(rows.all())
 
-    async def entries(self, session_id: int, limit: int = 1000) -> list[HistoryEntry]:
-        """The session's newest ``limit`` non-failed rows, oldest first, each with its calls in order."""
+    async def entries(
+        self, session_id: int, limit: int = 1000, *, stack_id: int | None = None
+    ) -> list[HistoryEntry]:
+        """The newest ``limit`` non-failed rows of one frame of the session (the root's by default),
+        oldest first, each with its calls in order.
+
+        Only the root frame's tail is kept in memory: a sub-agent's frame is short-lived and
+        read from the database.
+        """
+        if stack_id is not None:
+            return await self._db.read_sync(lambda tx: _read_entries(tx, session_id, stack_id, limit))
         tail = self.tails.get(session_id)
         if tail is None or not tail.serves(limit):
             tail = await self._read_tail(session_id, max(limit, FILL_ROWS))
         return tail.entries[-limit:] if limit else []
 
+    async def entries_after(self, session_id: int, after_id: int, limit: int = 1000) -> list[HistoryEntry]:
+        """The root frame's non-failed rows newer than ``after_id`` (the newest ``limit`` of them),
+        oldest first: what a compaction summary does not cover (:mod:`runtime.turn.compaction`).
+
+        Served from the tail in memory once it reaches back past ``after_id``, so what it costs
+        follows the rows newer than ``after_id``, not the length of the whole history.
+        """
+        tail = self.tails.get(session_id)
+        if tail is None or not _reaches(tail, after_id, limit):
+            tail = await self._read_tail(session_id, FILL_ROWS)
+            if not _reaches(tail, after_id, limit):
+                tail = await self._read_tail(session_id, limit)
+        entries = tail.entries[-limit:] if limit else []
+        return entries[bisect_right(entries, after_id, key=lambda entry: entry.row.id or 0) :]
+
     async def _read_tail(self, session_id: int, limit: int) -> Tail:
         ticket = self.tails.ticket(session_id)
 
-        def read(tx: Session) -> list[HistoryEntry]:
-            rows = list(
-                tx.exec(
-                    select(HistoryRow)
-                    .where(HistoryRow.session_id == session_id, HistoryRow.status != RowStatus.FAILED)
-                    .order_by(col(HistoryRow.id).desc())
-                    .limit(limit)
-                ).all()
-            )
-            rows.reverse()
-            ids = [r.id for r in rows if r.role == Role.ASSISTANT]
-            calls: dict[int, list[ToolCallRow]] = {}
-            if ids:
-                found = tx.exec(
-                    select(ToolCallRow)
-                    .where(col(ToolCallRow.history_id).in_(ids))
-                    .order_by(col(ToolCallRow.history_id), col(ToolCallRow.position))
-                )
-                for call in found.all():
-                    calls.setdefault(call.history_id, []).append(call)
-            return [HistoryEntry(row=row, calls=calls.get(row.id or 0, [])) for row in rows]
-
-        entries = await self._db.read_sync(read)
+        entries = await self._db.read_sync(lambda tx: _read_entries(tx, session_id, None, limit))
         tail = Tail(entries, complete=len(entries) < limit)
         tail.calls = {call.id or 0: call for entry in entries for call in entry.calls}
         self.tails.fill(session_id, tail, ticket)
@@ -302,6 +320,7 @@ class HistoryStore:
                 .where(
                     HistoryRow.role == Role.ASSISTANT,
                     HistoryRow.status == RowStatus.OK,
+                    col(HistoryRow.stack_id).is_(None),  # a sub-agent answers its parent, not the chat
                     col(HistoryRow.delivered_at).is_(None),
                     HistoryRow.created_at >= since,
                     col(ChatSession.active).is_(True),
@@ -321,3 +340,42 @@ class HistoryStore:
                 select(HistoryRow).where(HistoryRow.session_id == session_id).order_by(col(HistoryRow.id))
             )
             return list(rows.all())
+
+
+def _reaches(tail: Tail, after_id: int, limit: int) -> bool:
+    """The tail holds every row newer than ``after_id``, or the ``limit`` newest of them."""
+    if tail.complete or len(tail.entries) >= limit:
+        return True
+    return bool(tail.entries) and (tail.entries[0].row.id or 0) <= after_id
+
+
+def _in_frame(stack_id: int | None) -> Any:
+    """The rows of one frame; the root frame's rows carry no stack id."""
+    return col(HistoryRow.stack_id).is_(None) if stack_id is None else col(HistoryRow.stack_id) == stack_id
+
+
+def _read_entries(tx: Session, session_id: int, stack_id: int | None, limit: int) -> list[HistoryEntry]:
+    rows = list(
+        tx.exec(
+            select(HistoryRow)
+            .where(
+                HistoryRow.session_id == session_id,
+                HistoryRow.status != RowStatus.FAILED,
+                _in_frame(stack_id),
+            )
+            .order_by(col(HistoryRow.id).desc())
+            .limit(limit)
+        ).all()
+    )
+    rows.reverse()
+    ids = [r.id for r in rows if r.role == Role.ASSISTANT]
+    calls: dict[int, list[ToolCallRow]] = {}
+    if ids:
+        found = tx.exec(
+            select(ToolCallRow)
+            .where(col(ToolCallRow.history_id).in_(ids))
+            .order_by(col(ToolCallRow.history_id), col(ToolCallRow.position))
+        )
+        for call in found.all():
+            calls.setdefault(call.history_id, []).append(call)
+    return [HistoryEntry(row=row, calls=calls.get(row.id or 0, [])) for row in rows]

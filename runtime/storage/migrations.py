@@ -17,9 +17,14 @@ from sqlalchemy import Connection, DateTime, inspect, text
 from sqlmodel import SQLModel
 
 import agentgram.runtime.storage.models
-import agentgram.runtime.storage.scheduler_rows  # noqa: F401  (registers the tables)
+import agentgram.runtime.storage.notes_rows  # registers the tables
+import agentgram.runtime.storage.question_rows  # registers the tables
+import agentgram.runtime.storage.scheduler_rows  # registers the tables
+import agentgram.runtime.storage.summary_rows  # registers the tables
+import agentgram.runtime.storage.usage_rows  # noqa: F401  (registers the tables)
 from agentgram.runtime.log import get_logger
 from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.search import create_search_index
 
 log = get_logger("storage")
 
@@ -97,10 +102,20 @@ def _rewrite_sqlite_datetimes(conn: Connection, table: str, column: str) -> None
         )
 
 
-STEPS: dict[int, Step] = {2: _answers_remember_delivery, 3: _chat_is_a_source_and_datetimes_are_utc}
+def _history_is_searchable(conn: Connection) -> None:
+    """v4: the FTS5 index over ``chat_history`` and its triggers, filled from the stored rows
+    (:mod:`runtime.storage.search`; a fresh database gets them when ``chat_history`` is created)."""
+    create_search_index(conn)
+
+
+STEPS: dict[int, Step] = {
+    2: _answers_remember_delivery,
+    3: _chat_is_a_source_and_datetimes_are_utc,
+    4: _history_is_searchable,
+}
 """Upgrade steps by the version they produce; version 1 is the first release."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def _create_version_table(conn: Connection) -> None:

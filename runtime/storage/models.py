@@ -93,6 +93,7 @@ class MailKind(enum.StrEnum):
     CONTROL = "control"
     APPROVAL_DECISION = "approval_decision"
     SCHEDULED_TURN = "scheduled_turn"
+    QUESTION_ANSWER = "question_answer"
 
 
 class OutboxKind(enum.StrEnum):

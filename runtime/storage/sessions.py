@@ -6,6 +6,9 @@ fresh one. Headless sessions (tic, cron) are ephemeral and never active.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
+import sqlalchemy as sa
 from sqlalchemy import Connection, insert, update
 from sqlmodel import Session, col, select
 
@@ -22,9 +25,51 @@ from agentgram.runtime.storage.models import (
 )
 from agentgram.runtime.storage.rows import insert_row, table_of
 
+_SESSIONS = table_of(ChatSession)
 _TURNS = table_of(Turn)
 _VALUES = table_of(KeyValue)
 _DEAD = table_of(DeadLetter)
+
+
+class ChatSessionCache:
+    """Each recent chat's active session, in memory (only this process opens chat sessions).
+
+    It is *complete* while it holds every active chat session the database has:
+    filled at start with fewer than its capacity, and nothing dropped since. A chat
+    it does not hold is then a new one, whose first message can go straight to the
+    one write that opens its session instead of reading first.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.complete = False
+        self._sessions: OrderedDict[int, ChatSession] = OrderedDict()
+
+    def get(self, chat_id: int, language: str | None) -> ChatSession | None:
+        """The chat's session, unless the user's language changed (the row must follow)."""
+        cached = self._sessions.get(chat_id)
+        if cached is None or (language is not None and cached.language_code != language):
+            return None
+        self._sessions.move_to_end(chat_id)
+        return cached
+
+    def keep(self, session: ChatSession) -> None:
+        assert session.chat_id is not None
+        self._sessions[session.chat_id] = session
+        self._sessions.move_to_end(session.chat_id)
+        while len(self._sessions) > self.capacity:
+            self._sessions.popitem(last=False)
+            self.complete = False
+
+    def fill(self, newest_first: list[ChatSession]) -> None:
+        """Start-up: the active chat sessions as :meth:`SessionStore.active_chats` reads them."""
+        for session in newest_first:  # each older one in front: least recently used
+            if session.chat_id is not None and session.chat_id not in self._sessions:
+                self._sessions[session.chat_id] = session
+                self._sessions.move_to_end(session.chat_id, last=False)
+        self.complete = len(newest_first) < self.capacity and len(self._sessions) <= self.capacity
+        while len(self._sessions) > self.capacity:
+            self._sessions.popitem(last=False)
 
 
 class SessionStore:
@@ -35,24 +80,30 @@ class SessionStore:
         return await self._db.read_sync(lambda tx: tx.get(ChatSession, session_id))
 
     async def find_or_open(
-        self, chat_id: int, *, user_id: int | None, language: str | None
+        self, chat_id: int, *, user_id: int | None, language: str | None, look_first: bool = True
     ) -> tuple[ChatSession, bool]:
         """The chat's active session, created on first contact (language kept fresh), and whether
-        it was created just now."""
-        found = await self._db.read_sync(lambda tx: tx.exec(_active_query(chat_id)).first())
-        if found is not None and (language is None or found.language_code == language):
-            return found, False
+        it was created just now.
 
-        def find_or_create(tx: Session) -> tuple[ChatSession, bool]:
-            found = tx.exec(_active_query(chat_id)).first()
-            created = found is None
-            if found is None:
-                found = _create(tx, ChatSession(source=SessionSource.CHAT, chat_id=chat_id, user_id=user_id))
-            found.language_code = language or found.language_code
-            tx.add(found)
-            return found, created
+        ``look_first`` reads before writing, so a known chat costs no write; a caller that
+        expects the chat to be new passes ``False`` and goes straight to the one write
+        transaction, which finds the session just the same if the chat has one.
+        """
+        if look_first:
+            found = await self._db.read_sync(lambda tx: tx.exec(_active_query(chat_id)).first())
+            if found is not None and (language is None or found.language_code == language):
+                return found, False
+        return await self._db.write_sync(lambda tx: _find_or_create(tx, chat_id, user_id, language))
 
-        return await self._db.write_orm(find_or_create)
+    async def active_chats(self, limit: int) -> list[ChatSession]:
+        """The active chat sessions, newest first (at most ``limit``): the runtime's cache at start."""
+        query = (
+            select(ChatSession)
+            .where(ChatSession.source == SessionSource.CHAT, col(ChatSession.active).is_(True))
+            .order_by(col(ChatSession.id).desc())
+            .limit(limit)
+        )
+        return await self._db.read_sync(lambda tx: list(tx.exec(query).all()))
 
     async def open_new(self, chat_id: int, *, user_id: int | None, language: str | None) -> ChatSession:
         """Close the chat's active session and open a fresh one (``/new``)."""
@@ -190,6 +241,35 @@ def _active_query(chat_id: int):  # type: ignore[no-untyped-def]
         )
         .order_by(col(ChatSession.id).desc())
     )
+
+
+def _find_or_create(
+    tx: Connection, chat_id: int, user_id: int | None, language: str | None
+) -> tuple[ChatSession, bool]:
+    """The chat's active session, created if it has none, its language updated: one transaction
+    of Core statements (the ORM's unit of work costs as much again, on a first message's path)."""
+    row = tx.execute(
+        sa.select(_SESSIONS)
+        .where(
+            _SESSIONS.c.source == SessionSource.CHAT,
+            _SESSIONS.c.chat_id == chat_id,
+            _SESSIONS.c.active.is_(True),
+        )
+        .order_by(_SESSIONS.c.id.desc())
+        .limit(1)
+    ).first()
+    if row is None:
+        session = ChatSession(
+            source=SessionSource.CHAT, chat_id=chat_id, user_id=user_id, language_code=language
+        )
+        session_id = insert_row(tx, session)
+        insert_row(tx, StackFrame(session_id=session_id, depth=0, agent_id=session.agent_id))
+        return session, True
+    session = ChatSession(**row._mapping)
+    if language is not None and session.language_code != language:
+        tx.execute(update(_SESSIONS).where(_SESSIONS.c.id == session.id).values(language_code=language))
+        session.language_code = language
+    return session, False
 
 
 def _create(tx: Session, session: ChatSession) -> ChatSession:

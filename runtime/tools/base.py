@@ -39,6 +39,29 @@ class ToolGroup(enum.StrEnum):
     OTHER = "other"
 
 
+class ToolScope(enum.StrEnum):
+    """Which agents of a call stack see a tool (:meth:`ToolRegistry.for_sub_agent`).
+
+    ``inherited`` tools pass from an agent to the sub-agents it starts;
+    ``root_only`` ones never reach a sub-agent; ``per_level`` ones are dropped
+    from what a sub-agent inherits and re-added once by the one place that
+    builds a sub-agent's tools (:mod:`runtime.turn.subagents`), if
+    :meth:`Tool.offered_at` its depth — so no name can be both inherited and
+    re-added.
+    """
+
+    INHERITED = "inherited"
+    ROOT_ONLY = "root_only"
+    PER_LEVEL = "per_level"
+
+
+class SubAgents(Protocol):
+    """How a tool hands a task to a sub-agent (``execute_task``): the child's final answer, or a
+    :class:`ToolError` the model reads."""
+
+    async def run(self, agent: str, task: str) -> str: ...
+
+
 class ProcessLedger(Protocol):
     """Where tools record the process groups they start (see runtime.tools.processes)."""
 
@@ -101,6 +124,9 @@ class ToolContext:
     chat_id: int | None = None
     processes: ProcessLedger | None = None
     protected: ProtectedPaths = field(default_factory=ProtectedPaths)
+    sub_agents: SubAgents | None = None  # bound to the call being run; None outside a turn
+    depth: int = 0  # the calling agent's depth in the call stack (0: the root agent)
+    tool_call_id: int | None = None  # the stored call being run (a question is bound to it)
 
     def resolve(self, path: str) -> Path:
         """Resolve ``path`` against the workdir (absolute paths stay as given)."""
@@ -129,7 +155,14 @@ class Tool(ABC, Generic[ArgsT]):
     name: ClassVar[str]
     description: ClassVar[str]
     group: ClassVar[ToolGroup] = ToolGroup.OTHER
+    scope: ClassVar[ToolScope] = ToolScope.INHERITED
+    asks_user: ClassVar[bool] = False
+    """It waits for the user's answer: not offered where nobody answers (tic and cron sessions)."""
     Args: type[ArgsT]
+
+    def offered_at(self, depth: int) -> bool:
+        """A ``per_level`` tool: whether an agent at ``depth`` gets it."""
+        return True
 
     @property
     def runs_commands(self) -> bool:
@@ -188,6 +221,7 @@ class ToolRegistry:
     def __init__(self, tools: list[Tool[Any]] | None = None) -> None:
         self._tools: dict[str, Tool[Any]] = {}
         self._specs: list[ToolSpec] | None = None
+        self._headless: ToolRegistry | None = None  # for_headless(), kept: its specs are cached too
         for tool in tools or []:
             self.register(tool)
 
@@ -195,7 +229,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} registered twice")
         self._tools[tool.name] = tool
-        self._specs = None
+        self._specs = self._headless = None
 
     def get(self, name: str) -> Tool[Any] | None:
         return self._tools.get(name)
@@ -208,6 +242,27 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def tools(self) -> list[Tool[Any]]:
+        return list(self._tools.values())
+
+    def for_headless(self) -> ToolRegistry:
+        """What a tic or cron session is offered: no tool that waits for the user's answer."""
+        if self._headless is None:
+            self._headless = ToolRegistry([t for t in self._tools.values() if not t.asks_user])
+        return self._headless
+
+    def for_sub_agent(self) -> ToolRegistry:
+        """What a sub-agent inherits: neither the ``root_only`` tools nor the ``per_level`` ones
+        (the sub-agent's builder re-adds those, each once)."""
+        return ToolRegistry([t for t in self._tools.values() if t.scope is ToolScope.INHERITED])
+
+    def per_level(self) -> list[Tool[Any]]:
+        return [t for t in self._tools.values() if t.scope is ToolScope.PER_LEVEL]
+
+    def only(self, names: frozenset[str]) -> ToolRegistry:
+        """The tools named in ``names`` (an agent's allowlist), in registration order."""
+        return ToolRegistry([t for t in self._tools.values() if t.name in names])
 
     def runs_commands(self, name: str) -> bool:
         """Whether the tool called ``name`` runs shell commands (an unknown name does not)."""

@@ -4,13 +4,19 @@ Order (session-handler spec "Context Building"), optimised for provider
 prefix caches:
 
 1. a static system message — byte-identical across turns;
+   then the session's scratchpad (and todo list) as its own system message, if
+   it has any — so a note changed mid-turn never touches the static prefix;
+   then the compaction summary of the older history, if there is one
+   (:mod:`runtime.turn.compaction`);
 2. the conversation: consecutive user rows coalesced into one user message,
    each assistant row followed by exactly one tool message per call, the
    content derived from the call's status;
 3. a dynamic tail system message (time with IANA zone, OS, working dir).
 
 Truncation to ``max_history_messages`` drops whole entries from the front, so
-a tool call is never separated from its result. Tool results from earlier
+a tool call is never separated from its result; under compaction nothing is
+truncated (the compactor owns the budget: dropping by count would lose what
+should be summarised). Tool results from earlier
 turns (by ``turn_id``: a message injected mid-turn does not start a new one)
 longer than ``max_tool_result_chars`` are replaced by a note (the database
 keeps them whole).
@@ -48,10 +54,26 @@ class ContextSettings:
     max_tool_result_chars: int | None = 4000
 
 
+@dataclass(slots=True, frozen=True)
+class Compacted:
+    """The history is under compaction: the entries are those its summary does not cover, sent
+    whole, after the summary's system message (``summary`` is ``""`` before the first one)."""
+
+    summary: str = ""
+
+
 def build_messages(
-    entries: list[HistoryEntry], settings: ContextSettings, now: datetime
+    entries: list[HistoryEntry],
+    settings: ContextSettings,
+    now: datetime,
+    *,
+    notes: str | None = None,
+    compacted: Compacted | None = None,
 ) -> list[ChatMessage]:
-    kept = truncate(entries, settings.max_history_messages)
+    """``notes`` is the session's scratchpad message (:func:`runtime.tools.notes.notes_text`),
+    sent on its own right after the static message, so a note changed mid-turn leaves the
+    static prefix byte-identical."""
+    kept = entries if compacted is not None else truncate(entries, settings.max_history_messages)
     boundary = current_turn_start(kept)
     conversation: list[ChatMessage] = []
     for index, entry in enumerate(kept):
@@ -59,6 +81,8 @@ def build_messages(
         conversation.extend(render_entry(entry, hide))
     return [
         SystemMessage(settings.static_system),
+        *([SystemMessage(notes)] if notes else []),
+        *([SystemMessage(compacted.summary)] if compacted is not None and compacted.summary else []),
         *coalesce_users(conversation),
         SystemMessage(dynamic_tail(settings, now)),
     ]

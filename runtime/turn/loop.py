@@ -30,8 +30,9 @@ import json
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from agentgram.runtime.approvals.manager import ApprovalManager
@@ -42,6 +43,8 @@ from agentgram.runtime.events import (
     Notify,
     RoundEnded,
     StreamReset,
+    SubAgentFinished,
+    SubAgentStarted,
     TextDelta,
     Thinking,
     ToolActivity,
@@ -58,17 +61,23 @@ from agentgram.runtime.llm.types import (
 from agentgram.runtime.llm.types import TextDelta as LLMTextDelta
 from agentgram.runtime.log import get_logger
 from agentgram.runtime.mailbox import Envelope, Mailbox
+from agentgram.runtime.prompt import MemoryPrompt, with_memory
+from agentgram.runtime.questions import QuestionManager, question_resolved
 from agentgram.runtime.storage.db import Database, durable
+from agentgram.runtime.storage.frames import ChildFrame, FrameStore
 from agentgram.runtime.storage.history import HistoryStore
+from agentgram.runtime.storage.history_tail import HistoryEntry
 from agentgram.runtime.storage.models import (
     ChatSession,
     Role,
     RowStatus,
+    SessionSource,
     ToolCallRow,
     ToolCallStatus,
     TurnStatus,
 )
 from agentgram.runtime.storage.sessions import SessionStore
+from agentgram.runtime.storage.usage_rows import SessionModels
 from agentgram.runtime.tasks import TaskSet
 from agentgram.runtime.tools.base import (
     ProcessLedger,
@@ -78,8 +87,10 @@ from agentgram.runtime.tools.base import (
     ToolContext,
     ToolRegistry,
 )
+from agentgram.runtime.tools.notes import NoteStore
 from agentgram.runtime.turn import texts
-from agentgram.runtime.turn.context import ContextSettings, build_messages
+from agentgram.runtime.turn.compaction import Compactor
+from agentgram.runtime.turn.context import Compacted, ContextSettings, build_messages
 from agentgram.runtime.turn.gate import GateDeps, WaitHook, approval_resolved, run_approval_gate
 from agentgram.runtime.turn.inject import Injected, inject_mail
 from agentgram.runtime.turn.outcome import (
@@ -97,11 +108,27 @@ from agentgram.runtime.turn.outcome import (
     TurnOutcome,
 )
 from agentgram.runtime.turn.prefetch import Prefetch
+from agentgram.runtime.turn.subagents import (
+    EXECUTE_TASK,
+    MAX_DEPTH,
+    AgentBook,
+    Level,
+    child_level,
+    is_batch,
+    preview,
+    reap_interrupted_parallel_batches,
+    root_level,
+    run_bounded,
+    shared_wait,
+)
 
 log = get_logger("turn")
 
 CallFlow = ToolCallStatus | Rejected | GateCancelled
 """How one tool call ended: a recorded status, a refusal, or a stop while it waited."""
+
+Performed = tuple[ToolCallStatus, str]
+"""A call's status and result, before they are recorded."""
 
 
 @dataclass(slots=True)
@@ -122,9 +149,30 @@ class TurnServices:
     notice: Notify
     processes: ProcessLedger | None = None
     protected: ProtectedPaths = field(default_factory=ProtectedPaths)  # no file tool touches these
+    notes: NoteStore | None = None  # the session's scratchpad and todos, injected before the history
+    questions: QuestionManager | None = None  # pending clarifying questions, cancelled by a /stop
     requests: TaskSet = field(default_factory=lambda: TaskSet("prefetched requests"))
     """Owns the requests sent before their turn opened (:mod:`runtime.turn.steps`); closed by the
     runtime after the hub, so none outlives the LLM client."""
+    models: SessionModels | None = None  # the session's chosen model (/model); None: always ``llm``
+    compaction: Compactor | None = None  # summarises older history (runtime.turn.compaction); None: off
+    memory: MemoryPrompt | None = None  # the memory files each session's static prompt ends with
+    agents: AgentBook = field(default_factory=AgentBook)  # who execute_task may start (runtime.agents)
+    max_parallel_subagents: int = 4  # the children of one parallel batch running at once
+    frames: FrameStore = field(init=False)  # the sessions' call stacks (sub-agent frames)
+
+    def __post_init__(self) -> None:
+        self.frames = FrameStore(self.db)
+
+    async def llm_for(self, session_id: int) -> LLMClient:
+        """The client of the session's model (:mod:`runtime.storage.usage_rows`), ``llm`` by default."""
+        return self.llm if self.models is None else await self.models.client_for(session_id)
+
+    def context_for(self, session_id: int) -> ContextSettings:
+        """The context settings of one session: the static prompt with its memory snapshot
+        (:class:`~runtime.prompt.MemoryPrompt`, byte-identical for the whole session)."""
+        memory = self.memory.for_session(session_id) if self.memory is not None else ""
+        return replace(self.context, static_system=with_memory(self.context.static_system, memory))
 
 
 @dataclass(slots=True)
@@ -146,11 +194,23 @@ class TurnRunner:
     tokens_in: int = 0
     tokens_out: int = 0
     started: float = field(default_factory=time.monotonic)
+    level: Level | None = None  # a sub-agent's frame; None: the root agent (runtime.turn.subagents)
 
     @property
     def session_id(self) -> int:
         assert self.session.id is not None
         return self.session.id
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """What this agent is offered: the root's tools, or the sub-agent's level's."""
+        return (
+            self.level.tools if self.level is not None else offered_tools(self.services, self.session.source)
+        )
+
+    @property
+    def depth(self) -> int:
+        return self.level.depth if self.level is not None else 0
 
     async def run(self) -> TurnOutcome:
         try:
@@ -161,6 +221,8 @@ class TurnRunner:
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
+            if self.prefetch is not None and self.rounds:  # its first round ran, not yet adopting
+                self.partial_text = self.prefetch.held_text()  # (a turn stopped while opened keeps none)
             await durable(self._record_cancellation())
             return Cancelled()
         except LLMError as exc:  # the user reads its kind; the log keeps the endpoint's words
@@ -186,11 +248,15 @@ class TurnRunner:
     async def _run_rounds(self) -> TurnOutcome:
         s = self.services
         if self.resumed:
+            if self.level is None:  # resume_turn 3b, 6, 7: the sub-agents a restart cut short first
+                await self._resume_children()
             if (answer := await self.stored_answer()) is not None:  # crashed before the turn was closed
                 return Final(answer)
             stored = await s.sessions.turn(self.turn_id)
             self.rounds = stored.rounds if stored is not None else 0
             await self._resume_pending_tools()
+        if self.level is not None:
+            return await self._child_rounds()
         while True:
             if self.token.cancelled:
                 raise asyncio.CancelledError
@@ -214,7 +280,8 @@ class TurnRunner:
         A process that died between storing the final round and closing the turn leaves the
         turn ``running``; resuming it must close it, not ask the model (and the user) again.
         """
-        entries = await self.services.history.entries(self.session_id, limit=1)
+        stack_id = self.level.stack_id if self.level is not None else None
+        entries = await self.services.history.entries(self.session_id, limit=1, stack_id=stack_id)
         if not entries:
             return None
         row = entries[-1].row
@@ -223,10 +290,19 @@ class TurnRunner:
         return None if entries[-1].calls else row.content
 
     async def _round(self) -> RoundStep:
+        if self.level is not None:
+            return await self._child_round(self.level)
         s = self.services
-        entries = await s.history.entries(self.session_id, limit=s.context.max_history_messages)
-        prefetch, self.prefetch = self.prefetch, None
-        messages = build_messages(entries, s.context, prefetch.now if prefetch else s.clock())
+        context = s.context_for(self.session_id)
+        compact = len(context.static_system) if self.rounds == 1 else None  # between turns only
+        entries, compacted = await round_history(
+            s, self.session_id, ephemeral=self.session.is_ephemeral, compact=compact
+        )
+        notes = await s.notes.context_text(self.session_id) if s.notes is not None else None
+        prefetch, self.prefetch = self.prefetch, None  # from here on its text is streamed or void
+        messages = build_messages(
+            entries, context, prefetch.now if prefetch else s.clock(), notes=notes, compacted=compacted
+        )
         result = await self._call_llm(messages, prefetch)
         self.tokens_in += result.usage.input_tokens
         self.tokens_out += result.usage.output_tokens
@@ -248,8 +324,7 @@ class TurnRunner:
         )
         if final:
             return Final(result.text, closed=True)
-        for call in entry.calls:
-            await self._run_call(call)
+        await self._run_calls(entry.calls)
         return RunAgain()
 
     async def _call_llm(self, messages: list[Any], prefetch: Prefetch | None = None) -> LLMRound:
@@ -257,7 +332,9 @@ class TurnRunner:
         s = self.services
 
         async def sink(event: StreamEvent) -> None:
-            if isinstance(event, LLMTextDelta):
+            if self.level is not None and not isinstance(event, ModelFallback):
+                self._child_stream(event)  # a sub-agent answers its parent, not the chat
+            elif isinstance(event, LLMTextDelta):
                 self.partial_text += event.text
                 s.bus.emit(TextDelta(to=self.address, turn_id=self.turn_id, text=event.text))
             elif isinstance(event, ReasoningDelta):
@@ -276,11 +353,21 @@ class TurnRunner:
             if prefetch.messages == messages:
                 return await prefetch.adopt(sink)
             prefetch.cancel()
-        return await s.llm.stream_round(messages, s.tools.specs(), sink)
+        llm = await s.llm_for(self.session_id)
+        return await llm.stream_round(messages, self.tools.specs(), sink)
 
     async def _resume_pending_tools(self) -> None:
         """Re-gate and re-run calls a previous process left unfinished (resume_pending_tools)."""
-        for call in await self.services.history.open_calls(self.session_id):
+        stack_id = self.level.stack_id if self.level is not None else None
+        for call in await self.services.history.open_calls(self.session_id, stack_id):
+            await self._run_call(call)
+
+    async def _run_calls(self, calls: list[ToolCallRow]) -> None:
+        """A round's calls in declared order — or, for a parallel sub-agent batch, at once."""
+        if is_batch(calls):
+            await self._run_batch(calls)
+            return
+        for call in calls:
             await self._run_call(call)
 
     async def _run_call(self, call: ToolCallRow) -> None:
@@ -291,25 +378,35 @@ class TurnRunner:
 
     async def _handle_tool_call(self, call: ToolCallRow) -> CallFlow:
         """One call end to end: announce → parse → gate → execute → record."""
+        summary = self._announce(call)
+        done = await self._perform(call, summary)
+        if isinstance(done, tuple):
+            return await self._finish(call, summary, *done)
+        return done
+
+    def _announce(self, call: ToolCallRow) -> str:
         summary = call_summary(call)
         self.tools_used.append(call.name)
         self._activity(call, summary, ToolPhase.STARTED)
-        tool = self.services.tools.get(call.name)
+        return summary
+
+    async def _perform(self, call: ToolCallRow, summary: str) -> Performed | Rejected | GateCancelled:
+        """Parse → gate → execute: what the call came to, not recorded yet (a refusal is)."""
+        tool = self.tools.get(call.name)
         if tool is None:
-            names = ", ".join(self.services.tools.names())
-            unknown = texts.UNKNOWN_TOOL.format(name=call.name, names=names)
-            return await self._finish(call, summary, ToolCallStatus.FAILED, unknown)
+            names = ", ".join(self.tools.names())
+            return ToolCallStatus.FAILED, texts.UNKNOWN_TOOL.format(name=call.name, names=names)
         try:
             args = tool.parse(call.arguments)
         except ToolError as exc:
-            return await self._finish(call, summary, ToolCallStatus.FAILED, str(exc))
+            return ToolCallStatus.FAILED, str(exc)
         gate = await self._gate(call, tool, args)
         if isinstance(gate, Rejected):
             self._activity(call, summary, ToolPhase.REJECTED)
             return gate
         if isinstance(gate, GateCancelled):
             return gate
-        return await self._execute(call, summary, tool, args)
+        return await self._run_tool(call, summary, tool, args)
 
     async def _gate(self, call: ToolCallRow, tool: Tool[Any], args: ToolArgs) -> GateOutcome:
         s = self.services
@@ -323,29 +420,31 @@ class TurnRunner:
             ctx=self.tool_context(),
         )
 
-    async def _execute(
+    async def _run_tool(
         self, call: ToolCallRow, summary: str, tool: Tool[Any], args: ToolArgs
-    ) -> ToolCallStatus:
+    ) -> tuple[ToolCallStatus, str]:
         """Run an approved call; its own failure becomes a failed result the model reads."""
         assert call.id is not None
         await durable(self.services.history.set_call_status(call.id, ToolCallStatus.RUNNING))
         self._activity(call, summary, ToolPhase.RUNNING)
         try:
-            result = await tool.execute(args, self.tool_context())
+            result = await tool.execute(args, self.call_context(call))
         except ToolError as exc:
-            return await self._finish(call, summary, ToolCallStatus.FAILED, str(exc))
+            return ToolCallStatus.FAILED, str(exc)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a tool bug is a failed result, never a crashed turn
             log.exception("tool %s crashed", call.name)
-            return await self._finish(call, summary, ToolCallStatus.FAILED, f"{type(exc).__name__}: {exc}")
-        return await self._finish(call, summary, ToolCallStatus.DONE, result)
+            return ToolCallStatus.FAILED, f"{type(exc).__name__}: {exc}"
+        return ToolCallStatus.DONE, result
 
     async def _finish(
         self, call: ToolCallRow, summary: str, status: ToolCallStatus, result: str
     ) -> ToolCallStatus:
         assert call.id is not None
         await durable(self.services.history.set_call_status(call.id, status, result))
+        if call.name == EXECUTE_TASK:  # the child's result reached its parent: its frame is done
+            await durable(self.services.frames.close_children_of(call.id))
         self._activity(call, summary, ToolPhase.DONE if status == ToolCallStatus.DONE else ToolPhase.FAILED)
         return status
 
@@ -359,7 +458,7 @@ class TurnRunner:
                 name=call.name,
                 summary=summary,
                 phase=phase,
-                runs_command=self.services.tools.runs_commands(call.name),
+                runs_command=self.tools.runs_commands(call.name),
             )
         )
 
@@ -399,7 +498,195 @@ class TurnRunner:
             chat_id=self.session.chat_id,
             processes=self.services.processes,
             protected=self.services.protected,
+            depth=self.depth,
         )
+
+    def call_context(self, call: ToolCallRow) -> ToolContext:
+        """The context of one call being run: bound to it (its questions, its sub-agent)."""
+        return replace(self.tool_context(), tool_call_id=call.id, sub_agents=ChildSpawner(self, call))
+
+    # --- sub-agents (runtime.turn.subagents) --------------------------------------------------------
+
+    async def _run_batch(self, calls: list[ToolCallRow]) -> None:
+        """A parallel sub-agent batch: announced in call order (their rows exist already), run at
+        once (bounded), recorded in call order whatever the finishing order."""
+        summaries = [self._announce(call) for call in calls]
+        waiting, self.awaiting_approval = self.awaiting_approval, shared_wait(self.awaiting_approval)
+        try:
+            jobs = [
+                partial(self._perform, call, summary) for call, summary in zip(calls, summaries, strict=True)
+            ]
+            outcomes = await run_bounded(jobs, self.services.max_parallel_subagents)
+        finally:
+            self.awaiting_approval = waiting
+        for call, summary, outcome in zip(calls, summaries, outcomes, strict=True):
+            if isinstance(outcome, tuple):
+                await self._finish(call, summary, *outcome)
+        if any(isinstance(outcome, GateCancelled) for outcome in outcomes):
+            self.token.cancel()
+            raise asyncio.CancelledError
+
+    def _here(self) -> Level:
+        return self.level or root_level(self.tools, self.session.agent_id)
+
+    def _child(self, level: Level, *, resumed: bool = False) -> TurnRunner:
+        return TurnRunner(
+            self.services,
+            self.session,
+            self.turn_id,
+            self.address,
+            resumed=resumed,
+            token=self.token,  # one /stop stops the whole tree
+            awaiting_approval=self.awaiting_approval,
+            level=level,
+        )
+
+    async def spawn_child(self, call: ToolCallRow, agent: str, task: str) -> str:
+        """``execute_task``: the child's turn, inline; its final answer (or a ToolError)."""
+        s = self.services
+        assert call.id is not None
+        spec = s.agents.spec(agent)
+        here = self._here()
+        if here.depth >= MAX_DEPTH:
+            raise ToolError(texts.too_deep(MAX_DEPTH))
+        frame = await durable(
+            s.frames.open_child(
+                session_id=self.session_id,
+                turn_id=self.turn_id,
+                parent_call_id=call.id,
+                depth=here.depth + 1,
+                agent=spec.name,
+                task=task,
+            )
+        )
+        return await self._run_child(call, here, frame)
+
+    async def _run_child(
+        self, call: ToolCallRow, parent: Level, frame: ChildFrame, *, resumed: bool = False
+    ) -> str:
+        s = self.services
+        assert call.id is not None
+        level = child_level(parent, s.agents.spec(frame.agent), frame.id, s.agents)
+        s.bus.emit(
+            SubAgentStarted(
+                to=self.address,
+                turn_id=self.turn_id,
+                tool_call_id=call.id,
+                parent=parent.agent,
+                agent=level.agent,
+                depth=level.depth,
+            )
+        )
+        outcome = await self._child(level, resumed=resumed).run_as_child()
+        ok = isinstance(outcome, Final)
+        text = (
+            outcome.text if isinstance(outcome, Final) else texts.subagent_failed(level.agent, _why(outcome))
+        )
+        s.bus.emit(
+            SubAgentFinished(
+                to=self.address,
+                turn_id=self.turn_id,
+                tool_call_id=call.id,
+                agent=level.agent,
+                ok=ok,
+                preview=preview(text),
+            )
+        )
+        if not ok:
+            raise ToolError(text)
+        return text
+
+    async def run_as_child(self) -> TurnOutcome:
+        """A sub-agent's turn: a stop keeps what streamed and goes on up to the root, which
+        settles the whole tree; a model failure is an outcome its parent reads."""
+        try:
+            return await self._run_rounds()
+        except asyncio.CancelledError:
+            if self.partial_text:
+                await durable(self._keep_partial())
+            raise
+        except LLMError as exc:
+            return Failed(str(exc), exc.failure)
+
+    async def _child_rounds(self) -> TurnOutcome:
+        """A sub-agent's rounds: no mail is folded in (it waits for the root's next round)."""
+        if self.resumed:
+            self.rounds = 0  # a restarted child gets its budget again
+        while True:
+            if self.token.cancelled:
+                raise asyncio.CancelledError
+            if self.rounds >= self.services.max_rounds:
+                return Exhausted(self.services.max_rounds)
+            self.rounds += 1
+            step = await self._round()
+            if not isinstance(step, RunAgain):
+                return step
+
+    async def _child_round(self, level: Level) -> RoundStep:
+        """One round in the sub-agent's own frame, with its own prompt and tools."""
+        s = self.services
+        limit = s.context.max_history_messages
+        entries = await s.history.entries(self.session_id, limit=limit, stack_id=level.stack_id)
+        memory = s.memory.for_session(self.session_id) if s.memory is not None else ""
+        context = replace(
+            s.context, static_system=with_memory(level.system or s.context.static_system, memory)
+        )
+        result = await self._call_llm(build_messages(entries, context, s.clock()))
+        self.tokens_in += result.usage.input_tokens
+        self.tokens_out += result.usage.output_tokens
+        entry = await durable(
+            s.history.record_round(
+                session_id=self.session_id, turn_id=self.turn_id, result=result, stack_id=level.stack_id
+            )
+        )
+        self.partial_text = ""
+        if not result.tool_calls:
+            return Final(result.text)
+        await self._run_calls(entry.calls)
+        return RunAgain()
+
+    def _child_stream(self, event: StreamEvent) -> None:
+        if isinstance(event, LLMTextDelta):
+            self.partial_text += event.text
+        elif isinstance(event, StreamRestart):
+            self.partial_text = ""
+
+    async def _keep_partial(self) -> None:
+        stack_id = self.level.stack_id if self.level is not None else None
+        await self.services.history.record_round(
+            session_id=self.session_id,
+            turn_id=self.turn_id,
+            result=LLMRound(text=self.partial_text),
+            status=RowStatus.CANCELLED,
+            stack_id=stack_id,
+        )
+
+    async def _resume_children(self) -> None:
+        """Restart recovery (resume_turn 3b, 6, 7): settle an interrupted batch, then resume the
+        deepest active frame and carry its result into its parent's call, up to the root."""
+        s = self.services
+        await reap_interrupted_parallel_batches(s.frames, s.history, self.session_id)
+        while frames := await s.frames.active_children(self.session_id):
+            await self._resume_child(frames)
+
+    async def _resume_child(self, frames: list[ChildFrame]) -> None:
+        s = self.services
+        deepest = frames[-1]
+        call = await s.history.call(deepest.parent_tool_call_id)
+        if call is None or ToolCallStatus(call.status).terminal:  # its result already landed
+            await s.frames.close([deepest.id])
+            return
+        parent = self._here()
+        try:
+            for frame in frames[:-1]:  # one frame per depth once batches are reaped
+                parent = child_level(parent, s.agents.spec(frame.agent), frame.id, s.agents)
+            result: Performed = (
+                ToolCallStatus.DONE,
+                await self._run_child(call, parent, deepest, resumed=True),
+            )
+        except ToolError as exc:
+            result = ToolCallStatus.FAILED, str(exc)
+        await self._finish(call, call_summary(call), *result)
 
     async def _record_cancellation(self) -> None:
         """After /stop: keep what streamed, then settle the turn (its status line marks each call)."""
@@ -438,7 +725,52 @@ async def settle_cancelled(
             on_closed(call)
     for request in await s.approvals.cancel_session(address.session_id):
         s.bus.emit(approval_resolved(address, request))
+    await s.frames.close_all_children(address.session_id)  # the sub-agents stop with their root
+    for question in await s.questions.cancel_session(address.session_id) if s.questions is not None else []:
+        s.bus.emit(question_resolved(address, question))  # its buttons read "cancelled"
     await s.sessions.finish_turn(turn_id, TurnStatus.CANCELLED)
+
+
+async def round_history(
+    services: TurnServices, session_id: int, *, ephemeral: bool, compact: int | None = None
+) -> tuple[list[HistoryEntry], Compacted | None]:
+    """A round's history: the newest ``max_history_messages`` — or, under compaction, what the
+    summary in force does not cover, compacted first when it is due and ``compact`` (the static
+    prompt's size) is given (the prefetch only reads)."""
+    s = services
+    if s.compaction is None or not s.compaction.applies(ephemeral=ephemeral):
+        return await s.history.entries(session_id, limit=s.context.max_history_messages), None
+    if compact is None:
+        view = await s.compaction.view(session_id)
+    else:
+        view = await s.compaction.prepared(session_id, await s.llm_for(session_id), compact)
+    return view.entries, view.compacted
+
+
+def offered_tools(services: TurnServices, source: str) -> ToolRegistry:
+    """The tools a session's model is offered: none that waits for the user in a tic or cron run."""
+    headless = source in (SessionSource.TIC, SessionSource.CRON)
+    return services.tools.for_headless() if headless else services.tools
+
+
+@dataclass(slots=True, frozen=True)
+class ChildSpawner:
+    """:class:`~runtime.tools.base.SubAgents` for one ``execute_task`` call of one runner."""
+
+    runner: TurnRunner
+    call: ToolCallRow
+
+    async def run(self, agent: str, task: str) -> str:
+        return await self.runner.spawn_child(self.call, agent, task)
+
+
+def _why(outcome: TurnOutcome) -> str:
+    """Why a sub-agent gave no answer, as its parent reads it."""
+    if isinstance(outcome, Exhausted):
+        return texts.exhausted(outcome.rounds)
+    if isinstance(outcome, Failed):
+        return outcome.error
+    return str(outcome.kind)
 
 
 def call_summary(call: ToolCallRow, limit: int = 60) -> str:
@@ -449,6 +781,6 @@ def call_summary(call: ToolCallRow, limit: int = 60) -> str:
         return ""
     if not isinstance(args, dict):
         return ""
-    value = args.get("command") or args.get("path") or ""
+    value = args.get("command") or args.get("path") or args.get("agent") or ""
     text = " ".join(str(value).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

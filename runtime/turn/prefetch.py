@@ -27,16 +27,19 @@ from agentgram.runtime.llm.types import (
     ChatMessage,
     LLMClient,
     LLMRound,
+    ModelFallback,
     StreamEvent,
+    StreamRestart,
     StreamSink,
     StreamStarted,
+    TextDelta,
     ToolSpec,
 )
 from agentgram.runtime.mailbox import Envelope
 from agentgram.runtime.storage.history_tail import HistoryEntry, without_orphans
 from agentgram.runtime.storage.models import HistoryRow, Role
 from agentgram.runtime.tasks import TaskSet, cancel_and_wait
-from agentgram.runtime.turn.context import ContextSettings, build_messages
+from agentgram.runtime.turn.context import Compacted, ContextSettings, build_messages
 from agentgram.runtime.turn.inject import mail_text
 
 PROVISIONAL_TURN = -1
@@ -101,6 +104,17 @@ class Prefetch:
             self.cancel()
             raise
 
+    def held_text(self) -> str:
+        """What the model wrote that no round adopted yet: a turn stopped before its first round
+        read the request keeps it as its partial answer, as it would have after adopting it."""
+        text = ""
+        for event in self._held:
+            if isinstance(event, TextDelta):
+                text += event.text
+            elif isinstance(event, StreamRestart | ModelFallback):
+                text = ""
+        return text
+
     def cancel(self) -> None:
         self._task.cancel()
         self._task.add_done_callback(_settled)
@@ -113,7 +127,13 @@ def _settled(task: asyncio.Task[LLMRound]) -> None:
 
 
 def provisional_messages(
-    entries: list[HistoryEntry], mail: list[Envelope], settings: ContextSettings, now: datetime
+    entries: list[HistoryEntry],
+    mail: list[Envelope],
+    settings: ContextSettings,
+    now: datetime,
+    *,
+    notes: str | None = None,
+    compacted: Compacted | None = None,
 ) -> list[ChatMessage]:
     """The context the turn's first round will build once ``mail`` is stored as user rows
     (and the opening has marked unanswered rows failed)."""
@@ -122,4 +142,4 @@ def provisional_messages(
         for text in (mail_text(envelope) for envelope in mail)
         if text is not None
     ]
-    return build_messages([*without_orphans(entries), *rows], settings, now)
+    return build_messages([*without_orphans(entries), *rows], settings, now, notes=notes, compacted=compacted)

@@ -13,10 +13,10 @@ from sqlalchemy import Connection
 
 from agentgram.runtime.events import OutcomeKind, TurnFinished
 from agentgram.runtime.mailbox import Envelope
-from agentgram.runtime.storage.models import TurnStatus
+from agentgram.runtime.storage.models import SessionSource, TurnStatus
 from agentgram.runtime.turn import texts
 from agentgram.runtime.turn.inject import fold_into_turn
-from agentgram.runtime.turn.loop import TurnRunner, TurnServices
+from agentgram.runtime.turn.loop import TurnRunner, TurnServices, offered_tools, round_history
 from agentgram.runtime.turn.outcome import Exhausted, Failed, Final, TurnOutcome
 from agentgram.runtime.turn.prefetch import Prefetch, provisional_messages
 
@@ -32,7 +32,9 @@ _STATUS = {
 }
 
 
-async def prefetch(services: TurnServices, session_id: int, mail: list[Envelope]) -> Prefetch:
+async def prefetch(
+    services: TurnServices, session_id: int, mail: list[Envelope], *, source: str = "chat"
+) -> Prefetch:
     """Step 1: send the new turn's first LLM request before the turn exists.
 
     What it saves: opening the turn (step 2) is a durable write — the turn row,
@@ -45,10 +47,14 @@ async def prefetch(services: TurnServices, session_id: int, mail: list[Envelope]
     faster, never different (:mod:`runtime.turn.prefetch`).
     """
     s = services
-    entries = await s.history.entries(session_id, limit=s.context.max_history_messages)
+    ephemeral = source in (SessionSource.TIC, SessionSource.CRON)
+    entries, compacted = await round_history(s, session_id, ephemeral=ephemeral)
     now = s.clock()
-    messages = provisional_messages(entries, mail, s.context, now)
-    return Prefetch(s.llm, messages, s.tools.specs(), now, tasks=s.requests)
+    notes = await s.notes.context_text(session_id) if s.notes is not None else None
+    context = s.context_for(session_id)
+    messages = provisional_messages(entries, mail, context, now, notes=notes, compacted=compacted)
+    llm = await s.llm_for(session_id)
+    return Prefetch(llm, messages, offered_tools(s, source).specs(), now, tasks=s.requests)
 
 
 async def open_turn(services: TurnServices, session_id: int, mail: list[Envelope]) -> int:

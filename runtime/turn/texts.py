@@ -48,3 +48,23 @@ def failed_result(error: str) -> str:
     (``Error: unknown tool …``) already carry it.
     """
     return error if error.startswith(ERROR_PREFIX) else ERROR_PREFIX + error
+
+
+EXECUTE_TASK_DESCRIPTION = (
+    "Hand a self-contained task to a sub-agent and get its final answer back as this call's result. "
+    "The sub-agent starts with no memory of this conversation: put everything it needs into `task`. "
+    "Several execute_task calls in one response (and nothing else) run at the same time. Agents:\n{agents}"
+)
+SUBAGENT_INTERRUPTED = "Error: the sub-agent was interrupted by a restart before it finished. Retry if still needed."
+
+
+def unknown_agent(name: str, names: list[str]) -> str:
+    return f"unknown agent {name!r}. Available agents: {', '.join(names)}."
+
+
+def subagent_failed(agent: str, why: str) -> str:
+    return f"the {agent} sub-agent did not finish: {why}"
+
+
+def too_deep(limit: int) -> str:
+    return f"sub-agents may not nest deeper than {limit} levels"

@@ -6,7 +6,7 @@ keeps the scripts from rotting as the code they drive changes.
 
 from __future__ import annotations
 
-from bench import chats, headless_memory, mailbox, stop_latency
+from bench import chats, context_build, headless_memory, latency, mailbox, stop_latency
 
 
 async def test_chats_benchmark_measures_both_bots() -> None:
@@ -16,8 +16,25 @@ async def test_chats_benchmark_measures_both_bots() -> None:
         assert result["turns"] == 6 and not result["failures"], result
         assert result["end_to_end_ms"]["p50"] >= result["llm_ms"]["p50"] > 0
         assert result["bot_peak_rss_mb"] > 0
+        assert result["first_text_ms"]["n"] == 6 and result["end_to_end_first_message_ms"]["n"] == 3
     assert payload["e2e_p50_ratio"]["agentgram"] > 0
     assert "overhead p50 ms" in chats.table(payload)
+
+
+async def test_latency_benchmark_reports_every_target() -> None:
+    tiny = chats.Options(
+        chats=3, messages=2, llm_ms=30, chunks=3, think_ms=50, spread_ms=100, turn_timeout=20
+    )
+    burst = chats.Options(chats=2, messages=2, llm_ms=30, chunks=3, turn_timeout=20)
+    payload = await latency.run(latency.Options(human=tiny, burst=burst))
+    for name, turns in (("human", 6), ("burst", 4)):
+        for kind in ("baseline", "agentgram"):
+            result = payload["scenarios"][name]["results"][kind]
+            assert result["turns"] == turns and not result["failures"], result
+    verdict = payload["verdicts"]["agentgram"]
+    assert set(verdict) == set(latency.TARGETS)
+    assert all(v["value"] is not None and v["value"] > 0 for v in verdict.values()), verdict
+    assert "first visible text" in latency.table(payload)
 
 
 async def test_mailbox_benchmark_measures_sqlite_and_memory() -> None:
@@ -44,3 +61,12 @@ async def test_headless_memory_benchmark_leaves_no_worker_behind() -> None:
     assert all(s["rss_mb"] > 0 for s in payload["samples"])
     assert payload["workers_at_end"] == 0, "every tic and cron run's worker was evicted"
     assert "RSS" in headless_memory.table(payload)
+
+
+async def test_context_build_benchmark_measures_both_paths() -> None:
+    payload = await context_build.run(context_build.Options(sizes=(60, 300), recent=10, repeats=2))
+    for size in ("60", "300"):
+        cases = payload["results"][size]
+        assert cases["truncated"]["cold"]["n"] == 2 and cases["compacted"]["warm"]["p50"] > 0
+        assert cases["compacted"]["messages"] < cases["truncated"]["messages"] or size == "60"
+    assert "compacted" in context_build.table(payload)

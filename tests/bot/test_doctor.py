@@ -12,6 +12,7 @@ from aiohttp import web
 
 from agentgram.bot.cli import main
 from agentgram.bot.doctor import Result, Status, diagnose, report
+from agentgram.runtime.storage.migrations import SCHEMA_VERSION
 from tests.conftest import config_mapping
 from tests.fakes.openai_server import Error, FakeOpenAI, Text
 from tests.fakes.telegram_server import FakeTelegram
@@ -71,7 +72,7 @@ async def test_a_healthy_setup_passes_every_check_and_exits_0(
         f"✓ llm models: {llm.base_url} lists main-model",
         "✓ llm completion: main-model streamed an answer with a tool defined",
         "– transcription: not configured",
-        f"✓ database: sqlite+aiosqlite:///{tmp_path / 'agentgram.db'} opens, schema version 3 (created)",
+        f"✓ database: sqlite+aiosqlite:///{tmp_path / 'agentgram.db'} opens, schema version {SCHEMA_VERSION} (created)",
         f"✓ workdir: {tmp_path / 'workspace'} is writable (created on start)",
         "all checks passed",
     ]

@@ -94,7 +94,7 @@ async def test_killed_during_the_llm_call_resumes_and_answers_once(tmp_path: Pat
         rig.llm.script(Hang("Let me think", seconds=60), Text("Four."))
         await rig.start()
         rig.say("what is 2+2?")
-        await rig.wait_containing("Let me think")
+        await rig.wait(lambda: rig.drafted("Let me think"), "a draft containing 'Let me think'")
         await rig.kill()
         before = len(rig.llm.requests)
 
@@ -186,7 +186,7 @@ async def test_sigterm_exits_cleanly_and_leaves_the_turn_resumable(tmp_path: Pat
         rig.llm.script(Hang("Working on it", seconds=60), Text("Finished."))
         await rig.start()
         rig.say("long job")
-        await rig.wait_containing("Working on it")
+        await rig.wait(lambda: rig.drafted("Working on it"), "a draft containing 'Working on it'")
         assert await rig.terminate(within=5.0) == 0
         assert rig.turn_statuses() == ["running"]
         await rig.llm.wait_stream_closed()
@@ -274,7 +274,7 @@ async def test_killed_right_after_a_stop_the_turn_is_not_resumed(tmp_path: Path)
         rig.tg.before["getupdates"] = kill_once_stop_confirmed
         await rig.start()
         rig.say("long job")
-        await rig.wait_containing("Thinking")
+        await rig.wait(lambda: rig.drafted("Thinking"), "a draft containing 'Thinking'")
         stop_update = rig.say("/stop")
         await rig.wait(lambda: rig.kills == 1, "the kill after /stop was stored")
         await rig.reap_killed()

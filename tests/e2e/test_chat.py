@@ -15,6 +15,7 @@ from tests.fakes.telegram_html import parse_html
 
 async def test_streamed_reply_is_edited_into_place(tmp_path: Path) -> None:
     async with running_bot(tmp_path) as rig:
+        rig.tg.refuse_drafts()  # a Bot API server without drafts: the edit path (tests/e2e/test_drafts.py)
         rig.llm.script(Text("Hello! " * 30, chunk_size=10, delay=0.05))
         rig.say("hi")
         await rig.wait_turns()
@@ -105,6 +106,7 @@ async def test_sticker_gets_not_supported(tmp_path: Path) -> None:
 
 async def test_streaming_edits_respect_the_edit_interval(tmp_path: Path) -> None:
     async with running_bot(tmp_path) as rig:  # stream_edit_interval is 0.2 s in tests
+        rig.tg.refuse_drafts()  # edits are how a chat without drafts streams
         rig.llm.script(Text("word " * 200, chunk_size=5, delay=0.005))
         rig.say("stream a lot")
         await rig.wait_turns()
@@ -123,6 +125,7 @@ async def test_streaming_edits_respect_the_edit_interval(tmp_path: Path) -> None
 
 async def test_a_reply_complete_within_the_first_delay_is_one_message(tmp_path: Path) -> None:
     async with running_bot(tmp_path, telegram={"stream_first_delay": 0.5}) as rig:
+        rig.tg.refuse_drafts()  # the delay holds only where replies stream by edits
         rig.llm.script(Text("A quick answer, streamed in small pieces.", chunk_size=4, delay=0.01))
         rig.say("quick?")
         await rig.wait_turns()
@@ -135,6 +138,7 @@ async def test_a_reply_complete_within_the_first_delay_is_one_message(tmp_path: 
 async def test_a_slow_reply_shows_its_first_text_after_the_delay_then_streams(tmp_path: Path) -> None:
     words = "Thinking about it step by step. " * 6
     async with running_bot(tmp_path, telegram={"stream_first_delay": 0.3}) as rig:
+        rig.tg.refuse_drafts()  # the delay holds only where replies stream by edits
         rig.llm.script(Text(words, chunk_size=8, delay=0.04))  # ~1 s of streaming
         rig.say("slow?")
         first = await rig.wait_text("Thinking")

@@ -69,6 +69,7 @@ async def test_a_429_on_the_final_answer_waits_its_retry_after(tmp_path: Path) -
 async def test_a_streamed_reply_whose_edits_failed_ends_with_the_complete_text(tmp_path: Path) -> None:
     text = " ".join(f"word{i}" for i in range(120))
     async with running_bot(tmp_path, telegram={"stream_edit_interval": 0.1, "stream_first_delay": 0}) as rig:
+        rig.tg.refuse_drafts()  # a Bot API server without drafts: replies stream by edits
         rig.tg.fail_next("editMessageText", status=502, times=3)
         rig.llm.script(Text(text, chunk_size=40, delay=0.05))
         rig.say("stream it")
@@ -83,6 +84,7 @@ async def test_the_next_approval_prompt_appears_after_failed_edits(tmp_path: Pat
     from tests.e2e.test_approvals import shell, wait_prompt
 
     async with running_bot(tmp_path, telegram={"stream_edit_interval": 0.1, "stream_first_delay": 0}) as rig:
+        rig.tg.refuse_drafts()  # a Bot API server without drafts: replies stream by edits
         rig.tg.fail_next("editMessageText", status=502, times=2)
         rig.llm.script(Text("Some streamed words first. " * 8, chunk_size=30, delay=0.05))
         rig.say("talk")

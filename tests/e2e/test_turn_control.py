@@ -217,7 +217,7 @@ async def test_stop_during_a_streaming_llm_call_closes_the_stream_at_once(tmp_pa
     async with running_bot(tmp_path) as rig:
         rig.llm.script(Hang(first_text="Let me think about", seconds=30))
         rig.say("write an essay")
-        await rig.wait_text("Let me think about")
+        await rig.tg.wait_for(lambda: rig.drafted("Let me think about"))
 
         sent_at = time.monotonic()
         rig.say("/stop")
@@ -342,7 +342,7 @@ async def test_a_cancel_during_the_stop_clean_up_does_not_kill_the_session(
     async with running_bot(tmp_path) as rig:
         rig.llm.script(Hang(first_text="Working", seconds=30))
         rig.say("start")
-        await rig.wait_text("Working")
+        await rig.tg.wait_for(lambda: rig.drafted("Working"))
         rig.say("/stop")
         await rig.wait_text("⏹ Stopped.")
         await rig.wait_turns()

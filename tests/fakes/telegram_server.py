@@ -221,11 +221,14 @@ class ChatActionCall:
 
 @dataclass(slots=True)
 class DraftCall:
+    """A draft the chat showed (refused and failed calls are in ``requests`` only)."""
+
     chat_id: int
     draft_id: int
     text: str
     parse_mode: str | None
-    time: float
+    time: float  # time.time() when it was shown
+    visible_text: str = ""
 
 
 @dataclass(slots=True)
@@ -419,6 +422,8 @@ class FakeTelegram(LoopbackServer):
         self.reactions: dict[tuple[int, int], list[dict[str, Any]]] = {}
         self.commands: list[CommandsCall] = []
         self.drafts: list[DraftCall] = []
+        self.drafts_supported = True  # False: an older Bot API server (before 9.3) without sendMessageDraft
+        self._draftless: set[int] = set()  # chats that refuse drafts with a 400 (refuse_drafts)
         self.confirmed_offset = 0
         self.webhook_url = ""
         self.closed = False
@@ -504,6 +509,19 @@ class FakeTelegram(LoopbackServer):
                 chat_id, {"id": chat_id, "type": chat_type, "title": title or f"Group {chat_id}"}
             )
         self._next_message_id.setdefault(chat_id, 1)
+
+    def refuse_drafts(self, chat_id: int | None = None) -> None:
+        """Drafts are refused: for ``chat_id`` with a 400 as for a chat without drafts, or, with no
+        chat, by the whole server as one older than Bot API 9.3 (404 "Not Found", as for any
+        unknown method; PTB raises ``InvalidToken`` for it)."""
+        if chat_id is None:
+            self.drafts_supported = False
+        else:
+            self._draftless.add(chat_id)
+
+    def draft_texts(self, chat_id: int) -> list[str]:
+        """The visible texts of the drafts ``chat_id`` was shown, in order."""
+        return [d.visible_text for d in self.drafts if d.chat_id == chat_id]
 
     def block(self, user_id: int) -> None:
         """The user blocks the bot: sends to their private chat answer 403."""
@@ -1334,8 +1352,10 @@ class FakeTelegram(LoopbackServer):
         return self._record_sent(sent)
 
     async def _m_sendMessageDraft(self, params: dict[str, Any]) -> bool:
+        if not self.drafts_supported:
+            raise ApiError(404, "Not Found")
         chat_id = self._chat_id(params)
-        if self._chats[chat_id]["type"] != "private":
+        if self._chats[chat_id]["type"] != "private" or chat_id in self._draftless:
             raise _bad("TEXTDRAFT_PEER_INVALID")
         draft_id = _int(params, "draft_id", empty="draft_id is empty")
         if not draft_id:
@@ -1345,7 +1365,7 @@ class FakeTelegram(LoopbackServer):
         visible, _ = self._parse_text(text, parse_mode)
         if _utf16_len(visible) > MAX_TEXT:
             raise _bad("message is too long")
-        self.drafts.append(DraftCall(chat_id, draft_id, text, parse_mode, time.time()))
+        self.drafts.append(DraftCall(chat_id, draft_id, text, parse_mode, time.time(), visible))
         return True
 
     async def _m_editMessageText(self, params: dict[str, Any]) -> dict[str, Any]:

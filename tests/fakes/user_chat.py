@@ -21,3 +21,7 @@ class UserChat:
 
     def texts(self) -> list[str]:
         return [m.visible_text for m in self.chat()]
+
+    def drafted(self, needle: str) -> bool:
+        """The user was shown ``needle`` in a draft: a reply streaming in their private chat."""
+        return any(needle in text for text in self.tg.draft_texts(ALLOWED_USER))

@@ -52,6 +52,12 @@ SAMPLE_PARAMS: dict[str, str | int] = {
     "scope": "shell commands", "file": "report.pdf", "spec": "every 10s", "names": "@daily, @hourly",
     "value": "blue moon", "shortest": "1 min", "time": "2026-03-29 02:30", "zone": "Europe/Berlin",
     "now": "2026-03-27 13:00 (Europe/Berlin)", "expr": "0 9 * * 1-5", "span": "45 min",
+    "parent": "main", "agent": "researcher",
+    "tokens": 61250, "how": "as the model reported", "messages": 84, "threshold": 64000, "keep": 6,
+    "rows": 412, "made": "2026-03-02 18:41 (Europe/Berlin)", "words": "staging port",
+    "question": "Which port?", "answer": "<b>6543</b>",
+    "name": "smart", "details": "tools, vision · 2.5 / 10 per 1M tokens", "input": 1200, "output": 340,
+    "cost": "0.0123",
 }  # fmt: skip
 
 

@@ -12,7 +12,18 @@ from __future__ import annotations
 from telegram.ext import Application
 
 from agentgram.bot.telegram import router as routers
-from agentgram.bot.telegram.handlers import access, approvals, buttons, commands, messages, schedule
+from agentgram.bot.telegram.handlers import (
+    access,
+    approvals,
+    buttons,
+    commands,
+    context,
+    messages,
+    models,
+    questions,
+    schedule,
+    todos,
+)
 from agentgram.bot.telegram.router import FEATURES, JoinedRouter
 
 
@@ -23,6 +34,10 @@ def join() -> JoinedRouter:
         commands.router,
         approvals.router,
         schedule.router,
+        models.router,
+        questions.router,
+        todos.router,
+        context.router,
         messages.router,
         commands.fallback,
     )

@@ -16,7 +16,10 @@ from agentgram.bot.telegram.router import Router
 from agentgram.bot.telegram.sender import send_html
 from agentgram.runtime.i18n import Translator
 
-MENU = ("new", "stop", "pause", "resume", "approvals", "trust", "tic", "cron", "help")
+MENU = (
+    *("new", "stop", "pause", "resume", "approvals", "trust", "tic", "cron", "todos", "model", "cost"),
+    *("search", "context", "compact", "help"),
+)
 """The commands in the menu, in order; each one's description is ``menu-<name>`` in the locales."""
 
 

@@ -17,6 +17,7 @@ from telegram.ext import ContextTypes, MessageHandler, filters
 
 from agentgram.bot.telegram.callback_data import ButtonAction, decode
 from agentgram.bot.telegram.context import BotContext, bot_context, envelope_id
+from agentgram.bot.telegram.handlers import questions
 from agentgram.bot.telegram.ingest import checkpoint_stored, offered_checkpoint
 from agentgram.bot.telegram.render import escape
 from agentgram.bot.telegram.router import Router
@@ -39,6 +40,8 @@ async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     message = update.message
     assert message is not None and message.text is not None
     if message.reply_to_message is not None and await _reject_with_reason(update, ctx):
+        return
+    if await questions.answer_by_text(update, ctx, message.text):  # the agent asked: this answers it
         return
     await _post(update, ctx, message.text)
 

@@ -98,6 +98,23 @@ async def test_streamed_text_is_one_message_then_edits(rig: Rig) -> None:
     assert message.edits == ["Hello"]  # sent once, then edited in place
 
 
+async def test_a_private_chat_streams_a_draft_at_once_and_sends_the_text_once(rig: Rig) -> None:
+    drafting = Delivery(rig.delivery.bot, rig.runtime, Translator(), edit_interval=0.05, drafts=True)
+    try:
+        drafting(TurnStarted(to=rig.to, turn_id=TURN))
+        drafting(TextDelta(to=rig.to, turn_id=TURN, text="Hello"))
+        await rig.tg.wait_for(lambda: rig.tg.draft_texts(CHAT) == ["Hello"])
+        assert rig.chat() == [], "a draft posts no message"
+        drafting(TextDelta(to=rig.to, turn_id=TURN, text=", world"))
+        drafting(RoundEnded(to=rig.to, turn_id=TURN, text="Hello, world", has_tool_calls=False))
+        drafting(TurnFinished(to=rig.to, turn_id=TURN, outcome=OutcomeKind.FINAL))
+        await drafting.idle()
+    finally:
+        await drafting.close()
+    [message] = rig.chat()
+    assert message.visible_text == "Hello, world" and message.edits == []
+
+
 async def test_a_final_answer_over_4096_is_split(rig: Rig) -> None:
     words = " ".join(f"word{i}" for i in range(1500))  # ~12 000 characters
     rig.feed(

@@ -109,15 +109,16 @@ async def test_bad_tool_arguments_and_unknown_tools_are_failed_results(
 async def test_the_model_reads_one_error_prefix_for_an_unknown_tool(
     tmp_path: Path, fake_llm: FakeOpenAI
 ) -> None:
-    """Regression: the model read "Error: Error: unknown tool 'execute_task'"."""
-    fake_llm.script(ToolCalls([("execute_task", {})]), Text("ok"))
+    """Regression: the model read "Error: Error: unknown tool 'execute_task'" (a tool that exists
+    now: the unknown one here is another)."""
+    fake_llm.script(ToolCalls([("summon_genie", {})]), Text("ok"))
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
         session = await runtime.chat_session(1001, user_id=1001, language="en")
         await runtime.post_user_message(session, "go", envelope_id="u1")
         await rec.wait_kind("turn_finished")
         [tool] = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
-        assert tool["content"].startswith("Error: unknown tool 'execute_task'. Available tools: ")
+        assert tool["content"].startswith("Error: unknown tool 'summon_genie'. Available tools: ")
         assert tool["content"].count("Error") == 1
     finally:
         await runtime.close()

@@ -1,0 +1,27 @@
+"""``/todos``: the agent's todo list of this chat's session, sent again at the bottom of the chat.
+
+The message sent becomes the one the list's later changes edit
+(:mod:`bot.telegram.todos_view`).
+"""
+
+from __future__ import annotations
+
+from telegram import Update
+from telegram.ext import CommandHandler, ContextTypes
+
+from agentgram.bot.telegram import todos_view
+from agentgram.bot.telegram.context import bot_context
+from agentgram.bot.telegram.router import Router
+
+
+async def todos(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    ctx = bot_context(context)
+    chat = update.effective_chat
+    assert chat is not None
+    session = await ctx.session(update)
+    items = await ctx.runtime.todos(session)
+    html = todos_view.todos_html(ctx.translator, ctx.lang(update), items)
+    await todos_view.send(context.bot, ctx.runtime.values, chat.id, session.id, html)
+
+
+router = Router("todos", handlers=(CommandHandler("todos", todos),))

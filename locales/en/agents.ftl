@@ -1,0 +1,3 @@
+subagent-started = 🤖 { $parent } → { $agent }
+subagent-finished = ✅ { $agent } finished
+subagent-failed = ❌ { $agent } did not finish

@@ -1,0 +1,3 @@
+subagent-started = 🤖 { $parent } → { $agent }
+subagent-finished = ✅ { $agent } закончил
+subagent-failed = ❌ { $agent } не закончил
