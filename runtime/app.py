@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Protocol, Self
 from zoneinfo import ZoneInfo
 
-from agentgram.runtime.agents import AGENTS_DIR, load_agents
+from agentgram.runtime.agents import AGENTS_DIR, load_agents, unknown_models
 from agentgram.runtime.approvals.bypass import Bypass
 from agentgram.runtime.approvals.manager import ApprovalManager, DecidedBy, DecisionResult
 from agentgram.runtime.approvals.rules import Rule
@@ -280,6 +280,8 @@ class Runtime:
         self.usage = UsageStore(self.db)
         self.tools = tools or default_registry()
         self.agents = load_agents(settings.agent.agents_dir or self.workdir / AGENTS_DIR)
+        for problem in unknown_models(self.agents, [info.name for info in self.models.infos]):
+            raise problem  # check-config reports them all (runtime.config_check.check_agents)
         self.processes = SqlProcessLedger(self.sessions)
         self._chat_sessions = ChatSessionCache(CHAT_SESSIONS_KEPT)
         self._llm_check: asyncio.Task[None] | None = None

@@ -214,10 +214,27 @@ def _engine_problems(url: URL) -> Iterator[CheckProblem]:
         engine.sync_engine.dispose()
 
 
+def check_agents(settings: Settings) -> Iterator[CheckProblem]:
+    """The agent definitions ``run`` loads (``agents/<name>/AGENT.md``), and the models they name."""
+    from agentgram.runtime.agents import AGENTS_DIR, load_agents, unknown_models
+    from agentgram.runtime.config import DEFAULT_MODEL_NAME
+
+    folder = settings.agent.agents_dir or settings.agent.workdir / AGENTS_DIR
+    try:
+        catalog = load_agents(folder.resolve())
+    except ConfigError as error:
+        yield CheckProblem(error.key, error.problem)
+        return
+    known = [DEFAULT_MODEL_NAME, *(model.name for model in settings.llm.models)]
+    for unknown in unknown_models(catalog, known):
+        yield CheckProblem(unknown.key, unknown.problem)
+
+
 RUNTIME_CHECKS: tuple[Check[Settings], ...] = (
     check_tic_cron,
     check_locale,
     check_system_prompt_file,
     check_workdir,
     check_storage_url,
+    check_agents,
 )

@@ -8,6 +8,13 @@ a sub-agent). ``main`` answers the chat; the others are started by
 ``execute_task`` (:mod:`runtime.turn.subagents`).
 """
 
-from agentgram.runtime.agents.catalog import AGENTS_DIR, MAIN, AgentCatalog, AgentSpec, load_agents
+from agentgram.runtime.agents.catalog import (
+    AGENTS_DIR,
+    MAIN,
+    AgentCatalog,
+    AgentSpec,
+    load_agents,
+    unknown_models,
+)
 
-__all__ = ["AGENTS_DIR", "MAIN", "AgentCatalog", "AgentSpec", "load_agents"]
+__all__ = ["AGENTS_DIR", "MAIN", "AgentCatalog", "AgentSpec", "load_agents", "unknown_models"]

@@ -10,7 +10,7 @@ start than to run an agent with settings it was not given.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +84,16 @@ def load_agents(directory: Path | None) -> AgentCatalog:
     return AgentCatalog(tuple(sorted(found, key=lambda a: (a.name != MAIN, a.name))))
 
 
+def unknown_models(catalog: AgentCatalog, known: Collection[str]) -> list[ConfigError]:
+    """An agent naming a model ``llm.models`` does not list: one problem each, naming the agent."""
+    listed = ", ".join(known)
+    return [
+        ConfigError(f"{AGENTS_DIR}/{agent.name}", f"model {agent.model!r} is not one of: {listed}")
+        for agent in catalog.agents
+        if agent.model is not None and agent.model not in known
+    ]
+
+
 def _agent_folders(entries: Iterable[Path]) -> list[Path]:
     return sorted(e for e in entries if e.is_dir() and (e / PROMPT_FILE).is_file())
 
@@ -122,13 +132,21 @@ def split_front_matter(text: str) -> tuple[str | None, str]:
     return match.group(1), text[match.end() :]
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's message on one line: what it found, and where (its own text spans several)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return f"{problem}{where}"
+
+
 def _parse_meta(raw: str | None, source: Path) -> AgentMeta:
     if raw is None:
         return AgentMeta()
     try:
         data = yaml.safe_load(raw) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(str(source), f"the agent's settings are not valid YAML: {exc}") from None
+        raise ConfigError(str(source), f"the agent's settings are not valid YAML: {_yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(str(source), "the agent's settings must be a mapping (model, tools, description)")
     try:

@@ -29,7 +29,7 @@ from agentgram.runtime.scheduler.jobs import JobChanges
 from agentgram.runtime.scheduler.schedule import describe
 from agentgram.runtime.scheduler.values import Job, JobSpec
 from agentgram.runtime.storage.scheduler_rows import JobApprovals
-from agentgram.runtime.tools.base import ArgsT, Tool, ToolArgs, ToolContext, ToolGroup
+from agentgram.runtime.tools.base import ArgsT, Tool, ToolArgs, ToolContext, ToolGroup, ToolScope
 
 SCHEDULE_HELP = (
     "A 5-field crontab in the job's time zone ('0 9 * * 1-5' = weekdays at 9:00), "
@@ -76,6 +76,7 @@ def job_line(job: Job) -> str:
 
 class _ScheduleTool(Tool[ArgsT]):
     group = ToolGroup.SCHEDULE
+    scope = ToolScope.ROOT_ONLY  # jobs belong to the chat: a sub-agent's task does not schedule
 
     def __init__(self, control: JobControl) -> None:
         self.control = control

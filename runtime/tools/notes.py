@@ -36,7 +36,7 @@ from agentgram.runtime.events import Address, EventBus, TodoItem, TodosChanged, 
 from agentgram.runtime.storage.db import Database
 from agentgram.runtime.storage.models import utcnow
 from agentgram.runtime.storage.notes_rows import ScratchpadRow, TodoListRow
-from agentgram.runtime.tools.base import Tool, ToolArgs, ToolContext
+from agentgram.runtime.tools.base import Tool, ToolArgs, ToolContext, ToolScope
 
 MAX_KEYS = 50
 MAX_VALUE_CHARS = 2000
@@ -166,6 +166,7 @@ class WriteTodosArgs(ToolArgs):
 
 class WriteTodos(Tool[WriteTodosArgs]):
     name = "write_todos"
+    scope = ToolScope.ROOT_ONLY  # the one list the chat shows is the root agent's plan
     description = (
         "Keep a visible todo list for a task of several steps: send the whole list each time, each item "
         "'pending', 'in_progress' or 'done'. The user sees the list in the chat as it changes."

@@ -353,8 +353,17 @@ class TurnRunner:
             if prefetch.messages == messages:
                 return await prefetch.adopt(sink)
             prefetch.cancel()
-        llm = await s.llm_for(self.session_id)
+        llm = await self._llm()
         return await llm.stream_round(messages, self.tools.specs(), sink)
+
+    async def _llm(self) -> LLMClient:
+        """A sub-agent whose definition names a configured model asks that one; the rest ask the
+        session's (``/model``). A name ``llm.models`` does not list falls back to the session's."""
+        s = self.services
+        named = self.level.model if self.level is not None else None
+        if named is not None and s.models is not None and s.models.registry.knows(named):
+            return s.models.registry.client(named)
+        return await s.llm_for(self.session_id)
 
     async def _resume_pending_tools(self) -> None:
         """Re-gate and re-run calls a previous process left unfinished (resume_pending_tools)."""

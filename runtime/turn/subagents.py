@@ -99,6 +99,7 @@ class Level:
     stack_id: int | None = None
     depth: int = 0
     chain: tuple[str, ...] = (MAIN,)  # the agents from the root down to this one
+    model: str | None = None  # a model of ``llm.models`` the agent names; None: the session's
 
     @property
     def is_root(self) -> bool:
@@ -145,7 +146,15 @@ def child_level(parent: Level, spec: AgentSpec, stack_id: int, book: AgentBook) 
         tools = sub_agent_tools(parent.tools, spec, depth)
         book._tools[chain] = tools
     system = book.static_prompt(spec)
-    return Level(agent=spec.name, tools=tools, system=system, stack_id=stack_id, depth=depth, chain=chain)
+    return Level(
+        agent=spec.name,
+        tools=tools,
+        system=system,
+        stack_id=stack_id,
+        depth=depth,
+        chain=chain,
+        model=spec.model,
+    )
 
 
 def sub_agent_tools(parent: ToolRegistry, spec: AgentSpec, depth: int) -> ToolRegistry:

@@ -229,6 +229,32 @@ def test_each_config_problem_is_one_line_and_exit_2_before_anything_starts(
     assert not (tmp_path / "ws").exists() and not (tmp_path / "db.sqlite").exists()
 
 
+AGENT_CASES = {
+    "unknown_model": (
+        "---\nmodel: turbo\n---\nYou summarise.\n",
+        "config error: agents/summariser: model 'turbo' is not one of: default",
+    ),
+    "empty_prompt": ("---\ndescription: nothing\n---\n", "config error: {tmp}/agents/summariser/AGENT.md: "),
+    "bad_front_matter": ("---\nmodel: [\n---\nHi.\n", "config error: {tmp}/agents/summariser/AGENT.md: "),
+}
+
+
+@pytest.mark.parametrize("command", ["check-config", "run"])
+@pytest.mark.parametrize("case", list(AGENT_CASES))
+def test_an_agent_definition_run_would_refuse_is_one_line_and_exit_2(
+    case: str, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], connections: list[object]
+) -> None:
+    text, expected = AGENT_CASES[case]
+    folder = tmp_path / "agents" / "summariser"
+    folder.mkdir(parents=True)
+    (folder / "AGENT.md").write_text(text)
+    config = _config(tmp_path, agent={"workdir": str(tmp_path / "ws"), "agents_dir": str(tmp_path / "agents")})
+    code, err, out = _main(capsys, command, "--config", str(config))
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith(expected.replace("{tmp}", str(tmp_path))), err
+    assert out == "" and connections == []
+
+
 def test_yaml_syntax_error_is_one_line_with_line_and_column(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

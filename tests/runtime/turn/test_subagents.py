@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agentgram.runtime.agents import AgentCatalog, AgentSpec
+from agentgram.runtime.config import LLMSettings, settings_from_mapping
 from agentgram.runtime.events import (
     ApprovalRequested,
     OutcomeKind,
@@ -18,6 +19,7 @@ from agentgram.runtime.events import (
     ToolActivity,
     ToolPhase,
 )
+from agentgram.runtime.llm.models import ModelRegistry
 from agentgram.runtime.llm.scripted import Call, Round, ScriptedLLM
 from agentgram.runtime.llm.types import (
     ChatMessage,
@@ -28,6 +30,7 @@ from agentgram.runtime.llm.types import (
     UserMessage,
 )
 from agentgram.runtime.storage.models import ChatSession, StackFrame, ToolCallRow, ToolCallStatus
+from agentgram.runtime.storage.usage_rows import SessionModels, UsageStore
 from agentgram.runtime.tools.base import Tool, ToolArgs, ToolContext, ToolRegistry, ToolScope
 from agentgram.runtime.tools.builtin import builtin_tools
 from agentgram.runtime.turn import texts
@@ -167,6 +170,36 @@ async def test_a_sub_agent_answers_inline_and_its_answer_is_the_calls_result(
         [done] = events_of(rig.rec, SubAgentFinished)
         assert done.ok and done.preview == "answer to look it up"
         assert [f.active for f in await frames_of(rig, session)] == [False]
+
+
+async def test_an_agent_that_names_a_model_asks_that_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parent = ScriptedLLM.script(Round(calls=[task_call("summarise", "summariser")]), Round("relayed"))
+    asked: list[str] = []
+
+    def fast_model(settings: LLMSettings) -> ScriptedLLM:
+        def answer(messages: list[ChatMessage], tools: list[ToolSpec]) -> Round:
+            asked.append(task_of(messages))
+            return Round("the gist")
+
+        return ScriptedLLM(answer, model=settings.model)
+
+    catalog = AgentCatalog((AgentSpec("main"), AgentSpec("summariser", prompt="Summarise.", model="fast")))
+    async with hub_rig(tmp_path, parent, monkeypatch) as rig:
+        llm_settings = settings_from_mapping(
+            {"llm": {"model": "main", "models": [{"name": "fast", "model": "small-1"}]}}, {}
+        ).llm
+        registry = ModelRegistry(llm_settings, parent, factory=fast_model)
+        rig.services.models = SessionModels(registry, UsageStore(rig.services.db))
+        rig.services.tools.register(ExecuteTask(catalog))
+        rig.services.agents = AgentBook(catalog)
+        session = await rig.chat()
+        await rig.say(session, "shorten it")
+        await rig.turns_finished()
+        assert asked == ["summarise"], "the child's round went to the model its definition names"
+        assert len(parent.requests) == 2, "the parent's rounds stay on the session's model"
+        assert results(parent.requests[1].messages) == ["the gist"]
 
 
 async def test_a_sub_agents_tool_call_is_gated_and_its_prompt_reaches_the_chat(
@@ -383,6 +416,18 @@ def test_no_sub_agent_at_any_depth_has_a_tool_name_twice(allowlist: frozenset[st
         assert ("read_file" in names) is True
         if allowlist is not None:
             assert set(names) <= allowlist
+
+
+def test_the_chats_own_tools_never_reach_a_sub_agent() -> None:
+    from agentgram.runtime.scheduler.tools import schedule_tools
+    from agentgram.runtime.tools.notes import WriteTodos
+
+    chat_only = [*schedule_tools(None), WriteTodos(None, None)]  # type: ignore[arg-type]
+    root = ToolRegistry([*builtin_tools(), ExecuteTask(CATALOG), *chat_only])
+    child = child_level(root_level(root), AgentSpec("researcher", prompt="r"), 1, AgentBook(CATALOG))
+    names = {spec.name for spec in child.tools.specs()}
+    assert names.isdisjoint(tool.name for tool in chat_only), "jobs and the todo list are the chat's"
+    assert {"read_file", EXECUTE_TASK} <= names
 
 
 def test_no_level_below_the_limit() -> None:
