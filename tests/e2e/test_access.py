@@ -24,10 +24,12 @@ REQUEST = "asks to use the bot"
 
 
 async def settle(rig: Rig) -> None:
-    """Everything sent before now has been handled: the ingest loop handles updates in order."""
+    """Everything sent before now has been handled: the ingest loop confirms a batch only once
+    every update of it was handled (other chats' updates may be handled after this /help)."""
     before = len(rig.tg.messages(ALLOWED_USER))
-    rig.say("/help")
+    help_id = rig.say("/help")
     await rig.tg.wait_for(lambda: len(rig.tg.messages(ALLOWED_USER)) > before)
+    await rig.tg.wait_for(lambda: rig.tg.confirmed_offset > help_id)
 
 
 def stranger_texts(rig: Rig, user: int = STRANGER) -> list[str]:
