@@ -24,6 +24,7 @@ session's notes: the last write of a key wins.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
@@ -44,11 +45,26 @@ MAX_TODOS = 50
 _MARK = {TodoStatus.PENDING: "[ ]", TodoStatus.IN_PROGRESS: "[~]", TodoStatus.DONE: "[x]"}
 
 
+NOTES_KEPT = 1024
+"""Sessions whose notes message is kept in memory, least recently used out (the rest are read again)."""
+
+
 class NoteStore:
-    """The scratchpad and todo tables, read and written per session."""
+    """The scratchpad and todo tables, read and written per session.
+
+    Every round (and a turn's prefetched request) sends the notes message, so it is kept in memory
+    per session instead of read twice a round: only this store writes the tables (one process per
+    database), and each write drops the session's copy.
+    """
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._texts: OrderedDict[int, str | None] = OrderedDict()
+        self._writes = 0  # a read that overlapped a write keeps no copy (it may predate the commit)
+
+    def _changed(self, session_id: int) -> None:
+        self._writes += 1
+        self._texts.pop(session_id, None)
 
     async def scratchpad(self, session_id: int) -> dict[str, str]:
         async with self._db.read() as tx:
@@ -61,19 +77,22 @@ class NoteStore:
 
     async def set_note(self, session_id: int, key: str, value: str | None) -> int:
         """Set (or, with ``None``, remove) one note; the number of notes afterwards."""
-        async with self._db.write() as tx:
-            row = await tx.get(ScratchpadRow, (session_id, key))
-            if value is None:
-                if row is not None:
-                    await tx.delete(row)
-            elif row is None:
-                tx.add(ScratchpadRow(session_id=session_id, key=key, value=value))
-            else:
-                row.value, row.updated_at = value, utcnow()
-                tx.add(row)
-            await tx.flush()
-            rows = await tx.exec(select(ScratchpadRow.key).where(ScratchpadRow.session_id == session_id))
-            return len(rows.all())
+        try:
+            async with self._db.write() as tx:
+                row = await tx.get(ScratchpadRow, (session_id, key))
+                if value is None:
+                    if row is not None:
+                        await tx.delete(row)
+                elif row is None:
+                    tx.add(ScratchpadRow(session_id=session_id, key=key, value=value))
+                else:
+                    row.value, row.updated_at = value, utcnow()
+                    tx.add(row)
+                await tx.flush()
+                rows = await tx.exec(select(ScratchpadRow.key).where(ScratchpadRow.session_id == session_id))
+                return len(rows.all())
+        finally:  # after the commit: a read that overlapped it keeps no copy
+            self._changed(session_id)
 
     async def todos(self, session_id: int) -> tuple[TodoItem, ...]:
         async with self._db.read() as tx:
@@ -83,20 +102,32 @@ class NoteStore:
     async def set_todos(self, session_id: int, items: Sequence[TodoItem]) -> bool:
         """Replace the list; ``False`` when it was exactly this already (nothing to show)."""
         stored = [{"text": item.text, "status": str(item.status)} for item in items]
-        async with self._db.write() as tx:
-            row = await tx.get(TodoListRow, session_id)
-            if row is not None and row.items == stored:
-                return False
-            if row is None:
-                row = TodoListRow(session_id=session_id, items=stored)
-            else:
-                row.items, row.updated_at = stored, utcnow()
-            tx.add(row)
-        return True
+        try:
+            async with self._db.write() as tx:
+                row = await tx.get(TodoListRow, session_id)
+                if row is not None and row.items == stored:
+                    return False
+                if row is None:
+                    row = TodoListRow(session_id=session_id, items=stored)
+                else:
+                    row.items, row.updated_at = stored, utcnow()
+                tx.add(row)
+            return True
+        finally:  # after the commit: a read that overlapped it keeps no copy
+            self._changed(session_id)
 
     async def context_text(self, session_id: int) -> str | None:
         """The notes system message for this session, or ``None`` while it has none."""
-        return notes_text(await self.scratchpad(session_id), await self.todos(session_id))
+        if session_id in self._texts:
+            self._texts.move_to_end(session_id)
+            return self._texts[session_id]
+        writes = self._writes
+        text = notes_text(await self.scratchpad(session_id), await self.todos(session_id))
+        if writes == self._writes:
+            self._texts[session_id] = text
+            while len(self._texts) > NOTES_KEPT:
+                self._texts.popitem(last=False)
+        return text
 
 
 def parse_todos(raw: object) -> tuple[TodoItem, ...]:

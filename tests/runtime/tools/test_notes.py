@@ -58,3 +58,31 @@ async def test_write_todos_tells_the_chat_only_when_the_list_changes(tmp_path: P
         assert await runtime.todos(session) == expected
         fresh = await runtime.new_session(CHAT, user_id=CHAT, language="en", envelope_id="n1")
         assert await runtime.todos(fresh) == ()
+
+
+async def test_the_notes_message_is_read_once_and_follows_every_write(tmp_path: Path) -> None:
+    from sqlalchemy import text
+
+    from agentgram.runtime.storage.db import Database
+    from agentgram.runtime.storage.migrations import migrate
+    from agentgram.runtime.storage.sessions import SessionStore
+    from agentgram.runtime.tools.notes import NoteStore
+
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'notes.db'}")
+    await migrate(db)
+    session, _ = await SessionStore(db).find_or_open(CHAT, user_id=CHAT, language="en")
+    assert session.id is not None
+    store = NoteStore(db)
+    try:
+        assert await store.context_text(session.id) is None
+        await store.set_note(session.id, "plan", "step one")
+        first = await store.context_text(session.id)
+        assert first is not None and "step one" in first
+        async with db.write() as tx:  # behind the store's back: the copy in memory is what rounds read
+            await tx.exec(text("UPDATE session_scratchpad SET value = 'edited by hand'"))  # type: ignore[call-overload]
+        assert await store.context_text(session.id) == first, "read once, not twice a round"
+        await store.set_todos(session.id, [TodoItem(text="ship it", status=TodoStatus.PENDING)])
+        after = await store.context_text(session.id)
+        assert after is not None and "edited by hand" in after and "ship it" in after
+    finally:
+        await db.close()
