@@ -31,7 +31,7 @@ from agentgram.runtime.approvals.manager import ApprovalManager, DecidedBy, Deci
 from agentgram.runtime.approvals.rules import Rule
 from agentgram.runtime.approvals.trust import bypass_scope, proposed_rule
 from agentgram.runtime.config import DEFAULT_MODEL_NAME, Settings
-from agentgram.runtime.errors import MailboxFull
+from agentgram.runtime.errors import ConfigError, MailboxFull
 from agentgram.runtime.events import (
     Address,
     DurableOutput,
@@ -67,6 +67,7 @@ from agentgram.runtime.scheduler.ports import SchedulerPorts
 from agentgram.runtime.scheduler.service import SchedulerService
 from agentgram.runtime.scheduler.tools import schedule_tools
 from agentgram.runtime.sessions.hub import HubOptions, SessionHub, address_of
+from agentgram.runtime.storage.background_rows import BackgroundStore
 from agentgram.runtime.storage.db import Database
 from agentgram.runtime.storage.history import HistoryStore
 from agentgram.runtime.storage.lock import AlreadyRunning, InstanceLock, fingerprint
@@ -89,11 +90,14 @@ from agentgram.runtime.storage.usage_rows import SessionModels, UsageStore
 from agentgram.runtime.tasks import cancel_and_wait
 from agentgram.runtime.tools.base import ToolRegistry
 from agentgram.runtime.tools.builtin import default_registry
+from agentgram.runtime.tools.calls import call_tools
 from agentgram.runtime.tools.files import secret_paths
 from agentgram.runtime.tools.history_search import SearchHistory
 from agentgram.runtime.tools.memory import memory_tools
 from agentgram.runtime.tools.notes import NoteStore, note_tools
 from agentgram.runtime.tools.processes import SqlProcessLedger
+from agentgram.runtime.tools.wrappers import Wrappers
+from agentgram.runtime.turn.background import BackgroundCalls, RunningCall
 from agentgram.runtime.turn.compaction import CompactionOutcome, CompactionReport, Compactor, ContextUsage
 from agentgram.runtime.turn.context import ContextSettings
 from agentgram.runtime.turn.loop import TurnServices, call_summary
@@ -133,6 +137,19 @@ class AwaitedApproval:
     request_id: str
     tool: str
     message_id: int | None  # the prompt in the chat; None until its send returned
+
+
+@dataclass(slots=True, frozen=True)
+class CallRun:
+    """A tracked call's run: ``status`` is running, completed, failed, cancelled or orphaned."""
+
+    run_id: int
+    name: str
+    summary: str
+    status: str
+    runs_command: bool
+    started_at: datetime
+    finished_at: datetime | None
 
 
 @dataclass(slots=True, frozen=True)
@@ -328,6 +345,11 @@ class Runtime:
                 self.workdir / MEMORY_DIR, settings.agent.inject_memory, settings.agent.memory_max_chars
             ),
         )
+        self.background_store = BackgroundStore(self.db)
+        self.background = BackgroundCalls(
+            self.background_store, self.history, self.mailbox, self.bus, settings.tools
+        )
+        self.services.background = self.background
         self.hub = SessionHub(self.services, HubOptions(resume_on_message=settings.mailbox.resume_on_message))
         self.scheduler = SchedulerService(
             SchedulerPorts(
@@ -361,6 +383,12 @@ class Runtime:
                 self.tools.register(tool)
         if self.tools.get(EXECUTE_TASK) is None:
             self.tools.register(ExecuteTask(self.agents))
+        for tool in call_tools():
+            if self.tools.get(tool.name) is None:
+                self.tools.register(tool)
+        self.services.wrappers = Wrappers(settings.tools.wrappers, self.tools.get)
+        for key, name in self.services.wrappers.unknown_hook_tools():
+            raise ConfigError(key, f"no tool named {name!r} (hooks may name any registered tool)")
         if self.agents.main.tools is not None:  # the main agent's allowlist (agents/main)
             self.services.tools = self.tools.only(self.agents.main.tools)
 
@@ -374,6 +402,7 @@ class Runtime:
         await self.questions.load()
         self._llm_check = asyncio.create_task(self._check_llm(), name="llm-check")
         await self.processes.reap_orphans()  # before any interrupted command is re-run
+        await self.background.orphan_all()  # calls the previous process ran died with it: the agent is told
         self._chat_sessions.fill(await self.sessions.active_chats(CHAT_SESSIONS_KEPT))
         await self.scheduler.start()  # before recover: it settles tic/cron turns a crash cut short
         await self.recover()
@@ -452,7 +481,9 @@ class Runtime:
             if self._llm_check is not None:
                 await cancel_and_wait(self._llm_check)
             await self.scheduler.stop()
+            self.background.begin_close()  # what the shutdown cancels is orphaned on the next start
             await self.hub.shutdown()
+            await self.background.close()
             await self.services.requests.close()  # prefetched requests no turn adopted
             for hook in self.close_hooks:
                 await hook()
@@ -662,7 +693,9 @@ class Runtime:
         """
         assert session.id is not None
         await self._control(session, ControlAction.STOP, envelope_id, quiet=quiet)
-        return StopResult(was_running=self.hub.cancel_turn(session.id))
+        running = self.hub.cancel_turn(session.id)
+        calls = self.background.cancel_session(session.id, "stopped by the user (/stop)")
+        return StopResult(was_running=running or calls > 0)
 
     async def pause(self, session: SessionRef, envelope_id: str) -> bool:
         assert session.id is not None
@@ -874,6 +907,34 @@ class Runtime:
         """``False`` when no such rule is saved (revoked already)."""
         return await self.approvals.delete_rule(rule_id)
 
+    def running_calls(self, session: SessionRef) -> list[RunningCall]:
+        """The session's tracked calls still running (``/jobs``), oldest first."""
+        assert session.id is not None
+        return self.background.running(session.id)
+
+    def cancel_call(self, session: SessionRef, run_id: int) -> bool:
+        """The chat's ⏹ on a running call: its processes are killed, its result mail says
+        cancelled. ``False`` when it is not running (any more) or not this session's."""
+        assert session.id is not None
+        if all(call.run_id != run_id for call in self.background.running(session.id)):
+            return False
+        return self.background.cancel_run(run_id, "cancelled by the user")
+
+    async def call_run(self, run_id: int) -> CallRun | None:
+        """A tracked call's run as it stands (what a status line a restart cut short should read)."""
+        row = await self.background_store.get(run_id)
+        if row is None:
+            return None
+        return CallRun(
+            run_id=run_id,
+            name=row.name,
+            summary=row.summary,
+            status=str(row.status),
+            runs_command=self.tools.runs_commands(row.name),
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+        )
+
     async def call_states(self, call_ids: Sequence[int]) -> list[CallState]:
         """These tool calls as they stand now, in the order asked (unknown ids left out): what a
         status line a restart cut short should read."""
@@ -894,6 +955,7 @@ __all__ = [
     "ApprovalStatus",
     "AwaitedApproval",
     "Bypass",
+    "CallRun",
     "CallState",
     "Checkpoint",
     "CompactionOutcome",
@@ -912,6 +974,7 @@ __all__ = [
     "QuestionStatus",
     "RestartHook",
     "Rule",
+    "RunningCall",
     "Runtime",
     "SearchHit",
     "SessionRef",

@@ -36,6 +36,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -250,6 +251,85 @@ class MailboxSettings(Section):
     resume_on_message: bool = False
 
 
+class HookSettings(Section):
+    """A wrapper hook's target: a ``command`` (run with ``/bin/sh -c`` in the workdir, JSON on stdin,
+    JSON on stdout) or a registered ``tool`` (called with the same JSON as its arguments)."""
+
+    command: str | None = None
+    tool: str | None = None
+    timeout: Duration = 10.0
+
+    @model_validator(mode="after")
+    def _one_target(self) -> HookSettings:
+        if (self.command is None) == (self.tool is None):
+            raise ValueError("a hook names exactly one of 'command' or 'tool'")
+        return self
+
+
+class TimeoutDecorator(Section):
+    seconds: Duration
+
+
+class RetriesDecorator(Section):
+    count: int = Field(ge=1, le=10)
+    backoff_ms: int = Field(default=500, ge=0, le=60_000)
+
+
+class TruncateDecorator(Section):
+    max_bytes: int = Field(ge=128)
+    """Room for some text and the ``[... truncated: N of M bytes shown ...]`` line (under 90 bytes)."""
+
+
+class DecoratorSettings(Section):
+    """One decorator, written as a one-key mapping: ``{timeout: {seconds: 30}}``,
+    ``{retries: {count: 2, backoff_ms: 500}}``, ``{truncate: {max_bytes: 65536}}``,
+    ``{before: {command: hooks/check.sh}}``, ``{after: {tool: audit_log}}``."""
+
+    timeout: TimeoutDecorator | None = None
+    retries: RetriesDecorator | None = None
+    truncate: TruncateDecorator | None = None
+    before: HookSettings | None = None
+    after: HookSettings | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> DecoratorSettings:
+        named = [name for name in DECORATOR_NAMES if getattr(self, name) is not None]
+        if len(named) != 1:
+            raise ValueError(f"a decorator is exactly one of {', '.join(DECORATOR_NAMES)}")
+        return self
+
+    @property
+    def name(self) -> str:
+        return next(name for name in DECORATOR_NAMES if getattr(self, name) is not None)
+
+
+DECORATOR_NAMES = ("timeout", "retries", "truncate", "before", "after")
+
+
+class WrapperMatch(Section):
+    tool: str = "*"
+    """A glob on the name the model calls (``execute_cmd``, ``mcp__github__*``, ``*``)."""
+
+
+class WrapperSettings(Section):
+    match: WrapperMatch = WrapperMatch()
+    decorators: list[DecoratorSettings] = Field(min_length=1)
+
+
+class ToolsSettings(Section):
+    attach_seconds: Duration = 30.0
+    """A command still running after this long is detached: the turn goes on, its result comes as mail."""
+    attach_overrides: dict[str, Duration] = Field(default_factory=dict)
+    """Per tool name: its own ``attach_seconds``."""
+    max_wait_seconds: Duration = 300.0
+    """The cap on ``wait`` and ``get_tool_call_status``'s timeouts."""
+    wrappers: list[WrapperSettings] = Field(default_factory=list)
+    """Decorators around tool execution; every matching entry applies, in file order, first outermost."""
+
+    def attach_for(self, tool: str) -> float:
+        return self.attach_overrides.get(tool, self.attach_seconds)
+
+
 class QuietHours(Section):
     start: time
     end: time
@@ -301,6 +381,7 @@ class Settings(Section):
     agent: AgentSettings = AgentSettings()
     locale: LocaleSettings = LocaleSettings()
     approval: ApprovalSettings = ApprovalSettings()
+    tools: ToolsSettings = ToolsSettings()
     mailbox: MailboxSettings = MailboxSettings()
     quiet_hours: QuietHoursSettings = QuietHoursSettings()
     tic: TicSettings = TicSettings()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field as PydanticField
@@ -86,6 +87,7 @@ class ToolPhase(enum.StrEnum):
     FAILED = "failed"
     REJECTED = "rejected"
     CANCELLED = "cancelled"
+    DETACHED = "detached"  # still running in the background; its own status line follows it (CallDetached)
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
@@ -193,6 +195,35 @@ class QuestionResolved:
     answer: str | None
     message_id: int | None
     kind: Literal["question_resolved"] = "question_resolved"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class CallDetached:
+    """A tracked call outlived its attach window: it runs on in the background (its own live status
+    line, with a button that cancels it); ``run_id`` names it to :meth:`Runtime.cancel_call`."""
+
+    to: Address
+    run_id: int
+    name: str
+    summary: str
+    runs_command: bool
+    started_at: datetime
+    kind: Literal["call_detached"] = "call_detached"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class CallFinished:
+    """A detached call ended: ``status`` is completed, failed, cancelled or orphaned."""
+
+    to: Address
+    run_id: int
+    name: str
+    summary: str
+    runs_command: bool
+    status: str
+    started_at: datetime
+    finished_at: datetime
+    kind: Literal["call_finished"] = "call_finished"
 
 
 class TodoStatus(enum.StrEnum):
@@ -341,6 +372,8 @@ RuntimeEvent = (
     | QuestionAsked
     | QuestionResolved
     | TodosChanged
+    | CallDetached
+    | CallFinished
     | TurnFinished
     | Notice
     | Report

@@ -94,6 +94,10 @@ SEEDED_RULES: tuple[Rule, ...] = (
     ),
     # it only reads this chat's own past conversations (runtime/tools/history_search.py)
     Rule(tool="search_history", action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed"),
+    *(  # they only observe or stop the agent's own calls (runtime/tools/calls.py)
+        Rule(tool=name, action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed")
+        for name in ("wait", "get_tool_call_status", "cancel_tool_call", "list_running_tool_calls")
+    ),
 )
 
 

@@ -51,10 +51,15 @@ class AgentMessageBody(_Body):
 
 
 class ToolCallFinishedBody(_Body):
+    """A detached call ended (:mod:`runtime.turn.background`): folded in as ``[mail …]`` text."""
+
     kind: Literal[MailKind.TOOL_CALL_FINISHED] = MailKind.TOOL_CALL_FINISHED
     call_id: str
     status: str
     result: str
+    name: str = ""
+    wakes: bool = True
+    """It starts a turn in an idle session; ``False`` (stopped by the user) waits for the next mail that does."""
 
 
 class ControlAction(enum.StrEnum):

@@ -125,6 +125,11 @@ class SqlMailbox(_Listeners):
     async def accept(self, envelope: Envelope, checkpoint: Checkpoint | None = None) -> Receipt:
         return await self._batcher.submit(_Accept(envelope, checkpoint))
 
+    async def accept_with(self, envelope: Envelope, effect: Effect) -> Receipt:
+        """Accept ``envelope`` and run ``effect`` in the same transaction: neither lands without the
+        other (on a duplicate the effect runs again, so it must be idempotent)."""
+        return await self._batcher.submit(_Accept(envelope, None, effect))
+
     async def close(self) -> None:
         """The accepts under way land (the runtime closes the database after this)."""
         await self._batcher.drain()
@@ -255,10 +260,15 @@ class MemoryMailbox(_Listeners):
         """Nothing to do: memory is the store itself."""
 
 
+Effect = Callable[[Connection], None]
+"""A write that must commit with an envelope (a detached call's final status with its result mail)."""
+
+
 @dataclass(slots=True, frozen=True)
 class _Accept:
     envelope: Envelope
     checkpoint: Checkpoint | None
+    effect: Effect | None = None
 
 
 def _store_checkpoints(
@@ -269,6 +279,8 @@ def _store_checkpoints(
     once the transaction committed). A redelivery is confirmed too."""
     stored: list[Receipt | Exception] = []
     for item, outcome in zip(batch, outcomes, strict=True):
+        if item.effect is not None and isinstance(outcome, Receipt):
+            item.effect(conn)
         if item.checkpoint is not None and isinstance(outcome, Receipt):
             upsert_value(conn, item.checkpoint.key, item.checkpoint.value)
             outcome = outcome.model_copy(update={"checkpoint_stored": True})

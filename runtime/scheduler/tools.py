@@ -119,6 +119,7 @@ class ListJobsArgs(ToolArgs):
 class ListJobs(_ScheduleTool[ListJobsArgs]):
     name = "list_jobs"
     description = "List this chat's scheduled jobs with their schedules and next run times."
+    idempotent = True
     Args = ListJobsArgs
 
     async def execute(self, args: ListJobsArgs, ctx: ToolContext) -> str:

@@ -41,7 +41,7 @@ from agentgram.runtime.mailbox import ControlAction, ControlBody, Envelope
 from agentgram.runtime.sessions.state import BUSY, RESTING, WorkerState, may_enter
 from agentgram.runtime.storage.models import ChatSession, SessionSource, Turn, TurnStatus
 from agentgram.runtime.turn import steps
-from agentgram.runtime.turn.inject import control_action, mail_text, take_until_pause
+from agentgram.runtime.turn.inject import control_action, mail_text, take_until_pause, wakes
 from agentgram.runtime.turn.loop import TurnRunner, TurnServices, settle_cancelled
 from agentgram.runtime.turn.outcome import Cancelled, Failed, TurnOutcome
 from agentgram.runtime.turn.prefetch import Prefetch
@@ -226,6 +226,8 @@ class SessionWorker:
             await self._consume([head])
             return True
         taken, pause = take_until_pause(unread)
+        if not pause and not any(wakes(e) for e in taken):  # e.g. results of calls /stop cancelled
+            return False  # they are read with the next mail that wakes the session
         await self._start_turn(taken[:-1] if pause else taken, pause_queued=pause)  # R1 meets the pause
         return True
 

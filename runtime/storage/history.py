@@ -203,26 +203,41 @@ class HistoryStore:
         await self._db.write_sync(mark)
 
     async def set_call_status(
-        self, call_row_id: int, status: ToolCallStatus, result: str | None = None
+        self,
+        call_row_id: int,
+        status: ToolCallStatus,
+        result: str | None = None,
+        *,
+        wrappers: str | None = None,
     ) -> None:
+        await self._db.write_sync(
+            lambda tx: self.mark_call(tx, call_row_id, status, result, wrappers=wrappers)
+        )
+
+    def mark_call(
+        self,
+        tx: Connection,
+        call_row_id: int,
+        status: ToolCallStatus,
+        result: str | None = None,
+        *,
+        wrappers: str | None = None,
+    ) -> None:
+        """:meth:`set_call_status` inside the caller's transaction (a detached call's placeholder
+        commits with its run's row)."""
         values: dict[str, Any] = {"status": status}
         if status == ToolCallStatus.RUNNING:
             values["started_at"] = utcnow()
         if status.terminal:
             values["result"] = result
             values["finished_at"] = utcnow()
-
-        def mark(tx: Connection) -> None:
-            session_id = tx.execute(
-                sa.update(_CALLS)
-                .where(_CALLS.c.id == call_row_id)
-                .values(values)
-                .returning(_CALLS.c.session_id)
-            ).scalar()
-            if session_id is not None:
-                after_commit(tx, lambda: self.tails.call_changed(session_id, call_row_id, values))
-
-        await self._db.write_sync(mark)
+        if wrappers is not None:
+            values["wrappers"] = wrappers
+        session_id = tx.execute(
+            sa.update(_CALLS).where(_CALLS.c.id == call_row_id).values(values).returning(_CALLS.c.session_id)
+        ).scalar()
+        if session_id is not None:
+            after_commit(tx, lambda: self.tails.call_changed(session_id, call_row_id, values))
 
     async def close_open_calls(self, session_id: int, status: ToolCallStatus, note: str) -> list[ToolCallRow]:
         """Give every unfinished call a terminal status (``/stop``): no gaps, ever."""
@@ -247,6 +262,20 @@ class HistoryStore:
     async def call(self, call_row_id: int) -> ToolCallRow | None:
         async with self._db.read() as tx:
             return await tx.get(ToolCallRow, call_row_id)
+
+    async def call_by_model_id(self, session_id: int, call_id: str) -> ToolCallRow | None:
+        """The session's newest call the model named ``call_id`` (ids are the model's: unique in
+        practice, not by constraint)."""
+
+        def read(tx: Session) -> ToolCallRow | None:
+            query = (
+                select(ToolCallRow)
+                .where(ToolCallRow.session_id == session_id, ToolCallRow.call_id == call_id)
+                .order_by(col(ToolCallRow.id).desc())
+            )
+            return tx.exec(query).first()
+
+        return await self._db.read_sync(read)
 
     async def open_calls(self, session_id: int, stack_id: int | None = None) -> list[ToolCallRow]:
         """Calls of one frame (the root's by default) left ``pending``/``running`` (interrupted),

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection, DateTime, inspect, text
 from sqlmodel import SQLModel
 
+import agentgram.runtime.storage.background_rows  # registers the tables
 import agentgram.runtime.storage.models
 import agentgram.runtime.storage.notes_rows  # registers the tables
 import agentgram.runtime.storage.question_rows  # registers the tables
@@ -108,14 +109,22 @@ def _history_is_searchable(conn: Connection) -> None:
     create_search_index(conn)
 
 
+def _calls_record_their_wrappers(conn: Connection) -> None:
+    """v5: ``tool_calls.wrappers``, the chain a call ran under (``background_calls`` is a new
+    table, created after the steps)."""
+    if "wrappers" not in {c["name"] for c in inspect(conn).get_columns("tool_calls")}:
+        conn.execute(text("ALTER TABLE tool_calls ADD COLUMN wrappers TEXT"))
+
+
 STEPS: dict[int, Step] = {
     2: _answers_remember_delivery,
     3: _chat_is_a_source_and_datetimes_are_utc,
     4: _history_is_searchable,
+    5: _calls_record_their_wrappers,
 }
 """Upgrade steps by the version they produce; version 1 is the first release."""
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def _create_version_table(conn: Connection) -> None:

@@ -60,6 +60,9 @@ class ToolCallStatus(enum.StrEnum):
     FAILED = "failed"
     REJECTED = "rejected"
     CANCELLED = "cancelled"
+    DETACHED = "detached"
+    """Still running in the background: the model read a placeholder, its result comes as mail
+    (:mod:`runtime.turn.background`). Closed as far as the history goes: never re-run."""
 
     @property
     def terminal(self) -> bool:
@@ -189,6 +192,8 @@ class ToolCallRow(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    wrappers: str | None = None
+    """The wrapper chain it ran under (``tools.wrappers``), outermost first, as a JSON list."""
 
 
 class MailRow(SQLModel, table=True):

@@ -13,7 +13,7 @@ import enum
 import json
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -68,6 +68,32 @@ class ProcessLedger(Protocol):
     async def started(self, pgid: int) -> None: ...
 
     async def finished(self, pgid: int) -> None: ...
+
+
+class CallControl(Protocol):
+    """The session's tracked calls as the model's call tools see them (``runtime.turn.background``).
+
+    Every answer is a JSON-able mapping the tool returns as its result; a call id the session does
+    not know is a :class:`ToolError`."""
+
+    @property
+    def max_wait(self) -> float: ...
+
+    async def wait(self, session_id: int, target: list[str] | str, timeout: float) -> dict[str, Any]: ...
+
+    async def status(
+        self, session_id: int, call_id: str, *, wait: bool, timeout: float
+    ) -> dict[str, Any]: ...
+
+    async def cancel(self, session_id: int, call_id: str, reason: str | None) -> dict[str, Any]: ...
+
+    async def running_report(self, session_id: int) -> list[dict[str, Any]]: ...
+
+
+class Progress(Protocol):
+    """Where a tracked call tells how far it got: ``watch`` hands over a reader of its output so far."""
+
+    def watch(self, output: Callable[[], str]) -> None: ...
 
 
 @dataclass(slots=True, frozen=True)
@@ -127,6 +153,8 @@ class ToolContext:
     sub_agents: SubAgents | None = None  # bound to the call being run; None outside a turn
     depth: int = 0  # the calling agent's depth in the call stack (0: the root agent)
     tool_call_id: int | None = None  # the stored call being run (a question is bound to it)
+    calls: CallControl | None = None  # the session's tracked calls (wait, get_tool_call_status, …)
+    progress: Progress | None = None  # set while a tracked call runs: where its output can be read
 
     def resolve(self, path: str) -> Path:
         """Resolve ``path`` against the workdir (absolute paths stay as given)."""
@@ -158,6 +186,11 @@ class Tool(ABC, Generic[ArgsT]):
     scope: ClassVar[ToolScope] = ToolScope.INHERITED
     asks_user: ClassVar[bool] = False
     """It waits for the user's answer: not offered where nobody answers (tic and cron sessions)."""
+    tracked: ClassVar[bool] = False
+    """It drives an OS entity (a process): it runs as a tracked call that may detach
+    (``runtime.turn.background``, ``tools.attach_seconds``)."""
+    idempotent: ClassVar[bool] = False
+    """It only reads, so running a call twice does no harm: a ``retries`` wrapper may repeat it."""
     Args: type[ArgsT]
 
     def offered_at(self, depth: int) -> bool:

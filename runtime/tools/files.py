@@ -146,6 +146,7 @@ class _ReadTool(_PathTool[PathArgsT]):
     """Reads inside the workdir are ``@fs_read``; anywhere else ``@fs_read_outside``."""
 
     group = ToolGroup.FS_READ
+    idempotent = True
 
     def call_group(self, args: PathArgsT, ctx: ToolContext) -> ToolGroup:
         inside = ctx.inside_workdir(ctx.resolve(args.path))

@@ -34,6 +34,7 @@ class SearchHistory(Tool[SearchHistoryArgs]):
         "the user refers to something discussed before that is not in the current conversation."
     )
     group = ToolGroup.OTHER
+    idempotent = True
     Args = SearchHistoryArgs
 
     def __init__(self, search: HistorySearch, timezone: tzinfo) -> None:

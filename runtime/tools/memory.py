@@ -172,6 +172,7 @@ class Recall(Tool[RecallArgs]):
         "conversations). Give a few words to search, or none to see everything."
     )
     group = ToolGroup.FS_READ
+    idempotent = True
     Args = RecallArgs
 
     def target(self, args: RecallArgs, ctx: ToolContext) -> str:

@@ -38,7 +38,7 @@ from pydantic import Field
 
 from agentgram.runtime.errors import ToolError
 from agentgram.runtime.storage.db import durable
-from agentgram.runtime.tools.base import ProcessLedger, Tool, ToolArgs, ToolContext, ToolGroup
+from agentgram.runtime.tools.base import ProcessLedger, Progress, Tool, ToolArgs, ToolContext, ToolGroup
 
 OUTPUT_LIMIT_BYTES = 100 * 1024
 DEFAULT_TIMEOUT_SECONDS = 120
@@ -77,6 +77,11 @@ class _Capture:
             self._tail += data
             if len(self._tail) > 2 * self._half:  # trim lazily: amortised O(n)
                 del self._tail[: len(self._tail) - self._half]
+
+    def recent(self, limit: int = 2000) -> str:
+        """The newest ``limit`` bytes seen so far (a running command's progress)."""
+        data = bytes(self._tail) if self._tail else bytes(self._head)
+        return data[-limit:].decode("utf-8", errors="replace")
 
     def text(self) -> str:
         tail = self._tail[-self._half :] if self._half else b""
@@ -132,14 +137,14 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
+def signal_group(pgid: int, sig: signal.Signals) -> None:
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-async def _group_gone(pgid: int) -> None:
+async def group_gone(pgid: int) -> None:
     """Return once no live process is left in the group (polled: there is no event for it).
 
     The ``/proc`` scan runs in a thread so a busy host does not stall the loop;
@@ -154,26 +159,26 @@ async def _group_gone(pgid: int) -> None:
 async def _kill_group(transport: asyncio.SubprocessTransport, proto: _Protocol) -> None:
     """SIGTERM the group, give it :data:`TERM_GRACE_SECONDS`, SIGKILL it, reap the shell."""
     pgid = transport.get_pid()  # session leader: its pid is the group id
-    _signal_group(pgid, signal.SIGTERM)
+    signal_group(pgid, signal.SIGTERM)
     try:
         async with asyncio.timeout(TERM_GRACE_SECONDS):
             await proto.exited.wait()
-            await _group_gone(pgid)
+            await group_gone(pgid)
     except TimeoutError:
         pass
-    _signal_group(pgid, signal.SIGKILL)
+    signal_group(pgid, signal.SIGKILL)
     await proto.exited.wait()
     transport.close()
     # SIGKILL is delivered asynchronously: let the other members finish dying so
     # that "execute returned" means "nothing of the command runs any more".
     try:
         async with asyncio.timeout(KILL_SETTLE_SECONDS):
-            await _group_gone(pgid)
+            await group_gone(pgid)
     except TimeoutError:
         pass
 
 
-async def _finish(task: asyncio.Future[T]) -> T:
+async def finish_even_if_cancelled(task: asyncio.Future[T]) -> T:
     """Await ``task`` to completion even if we are cancelled meanwhile, then re-raise that.
 
     For work that must not be abandoned half-way: starting and stopping the
@@ -225,12 +230,16 @@ async def _spawn(command: str, cwd: Path) -> tuple[asyncio.SubprocessTransport, 
     try:
         return await asyncio.shield(start)
     except asyncio.CancelledError:
-        await _finish(asyncio.ensure_future(_kill_when_started(start)))
+        await finish_even_if_cancelled(asyncio.ensure_future(_kill_when_started(start)))
         raise
 
 
 async def run_command(
-    command: str, cwd: Path, timeout_seconds: float, ledger: ProcessLedger | None = None
+    command: str,
+    cwd: Path,
+    timeout_seconds: float,
+    ledger: ProcessLedger | None = None,
+    progress: Progress | None = None,
 ) -> tuple[int, str, bool]:
     """Run ``command``; return ``(exit_code, output, background_left_running)``.
 
@@ -241,6 +250,8 @@ async def run_command(
     """
     transport, proto = await _spawn(command, cwd)
     pgid = transport.get_pid()
+    if progress is not None:
+        progress.watch(proto.capture.recent)
     if ledger is not None:
         await durable(ledger.started(pgid))
     try:
@@ -258,7 +269,7 @@ async def _await_command(
             async with asyncio.timeout(timeout_seconds):
                 await proto.exited.wait()
         except TimeoutError:
-            await _finish(asyncio.ensure_future(_kill_group(transport, proto)))
+            await finish_even_if_cancelled(asyncio.ensure_future(_kill_group(transport, proto)))
             raise TimeoutError(proto.capture.text()) from None
         lingering = False
         try:
@@ -267,7 +278,7 @@ async def _await_command(
         except TimeoutError:
             lingering = True
     except asyncio.CancelledError:
-        await _finish(asyncio.ensure_future(_kill_group(transport, proto)))
+        await finish_even_if_cancelled(asyncio.ensure_future(_kill_group(transport, proto)))
         raise
     transport.close()
     code = transport.get_returncode()
@@ -305,6 +316,7 @@ class ExecuteCmd(Tool[ExecuteCmdArgs]):
         "No stdin: commands must not wait for input. Secrets are not in its environment."
     )
     group = ToolGroup.SHELL
+    tracked = True
     Args = ExecuteCmdArgs
 
     def target(self, args: ExecuteCmdArgs, ctx: ToolContext) -> str:
@@ -316,7 +328,7 @@ class ExecuteCmd(Tool[ExecuteCmdArgs]):
             raise ToolError(f"workdir {cwd} does not exist or is not a directory")
         try:
             code, output, lingering = await run_command(
-                args.command, cwd, args.timeout_seconds, ctx.processes
+                args.command, cwd, args.timeout_seconds, ctx.processes, ctx.progress
             )
         except TimeoutError as exc:
             output = exc.args[0] if exc.args else ""

@@ -1,6 +1,7 @@
 """Receive point R1: fold unread mail into the conversation at a round boundary.
 
-Mail is consumed strictly in ``seq`` order. User, agent and scheduled mail
+Mail is consumed strictly in ``seq`` order. User, agent, scheduled and
+tool-result mail (a detached call that ended, :mod:`runtime.turn.background`)
 become user rows (each its own row; the context builder coalesces them);
 approval decisions were applied when they were accepted and are just passed;
 a pause stops consumption there, unless a later resume cancels it out. The
@@ -19,9 +20,16 @@ import enum
 from sqlalchemy import Connection
 
 from agentgram.runtime.mailbox import ControlAction, ControlBody, Envelope, Mailbox, MailKind
-from agentgram.runtime.mailbox.envelope import AgentMessageBody, ScheduledTurnBody, UserMessageBody
+from agentgram.runtime.mailbox.envelope import (
+    AgentMessageBody,
+    ScheduledTurnBody,
+    ToolCallFinishedBody,
+    UserMessageBody,
+)
+from agentgram.runtime.storage.background_rows import BackgroundStore
 from agentgram.runtime.storage.db import Database, durable
 from agentgram.runtime.storage.history import HistoryStore
+from agentgram.runtime.turn import texts
 
 
 class Injected(enum.Enum):
@@ -31,8 +39,11 @@ class Injected(enum.Enum):
     STOP = "stop"
 
 
-def mail_text(envelope: Envelope) -> str | None:
-    """The conversation text a piece of mail contributes, or ``None``."""
+def mail_text(envelope: Envelope, *, read: bool = False) -> str | None:
+    """The conversation text a piece of mail contributes, or ``None``.
+
+    A detached call's result reads as a one-line notice when the model already ``read`` it
+    through a tool (session-mailbox spec §3, G6)."""
     body = envelope.body
     if isinstance(body, UserMessageBody):
         return body.text
@@ -40,11 +51,23 @@ def mail_text(envelope: Envelope) -> str | None:
         return f"[mail {envelope.id} from {envelope.sender.kind} {envelope.sender.ref or ''}]\n{body.text}"
     if isinstance(body, ScheduledTurnBody):
         return body.text
+    if isinstance(body, ToolCallFinishedBody):
+        return texts.finished_mail(envelope.id, body.call_id, body.name, body.status, body.result, read=read)
     return None
+
+
+def wakes(envelope: Envelope) -> bool:
+    """Whether this mail starts a turn in an idle session (mail that does not waits for one that does)."""
+    body = envelope.body
+    if isinstance(body, ToolCallFinishedBody):
+        return body.wakes
+    return mail_text(envelope) is not None
 
 
 def is_synthetic(envelope: Envelope) -> bool:
     body = envelope.body
+    if isinstance(body, ToolCallFinishedBody):
+        return True
     return isinstance(body, ScheduledTurnBody) or (isinstance(body, UserMessageBody) and body.is_synthetic)
 
 
@@ -113,8 +136,11 @@ def fold_into_turn(
     """Inside the caller's (synchronous) transaction: each piece of mail its own user row, then the cursor."""
     if not mail:
         return
+    finished = [e.body.call_id for e in mail if isinstance(e.body, ToolCallFinishedBody)]
+    read = BackgroundStore.read_in(tx, session_id, finished) if finished else set()
     for envelope in mail:
-        text = mail_text(envelope)
+        body = envelope.body
+        text = mail_text(envelope, read=isinstance(body, ToolCallFinishedBody) and body.call_id in read)
         if text is None:
             continue
         history.add_user_row(

@@ -81,6 +81,7 @@ from agentgram.runtime.storage.usage_rows import SessionModels
 from agentgram.runtime.tasks import TaskSet
 from agentgram.runtime.tools.base import (
     ProcessLedger,
+    Progress,
     ProtectedPaths,
     Tool,
     ToolArgs,
@@ -88,7 +89,9 @@ from agentgram.runtime.tools.base import (
     ToolRegistry,
 )
 from agentgram.runtime.tools.notes import NoteStore
+from agentgram.runtime.tools.wrappers import CallSite, Chain, HookDenied, Wrappers, execute_tool
 from agentgram.runtime.turn import texts
+from agentgram.runtime.turn.background import BackgroundCalls, Performed
 from agentgram.runtime.turn.compaction import Compactor
 from agentgram.runtime.turn.context import Compacted, ContextSettings, build_messages
 from agentgram.runtime.turn.gate import GateDeps, WaitHook, approval_resolved, run_approval_gate
@@ -127,9 +130,6 @@ log = get_logger("turn")
 CallFlow = ToolCallStatus | Rejected | GateCancelled
 """How one tool call ended: a recorded status, a refusal, or a stop while it waited."""
 
-Performed = tuple[ToolCallStatus, str]
-"""A call's status and result, before they are recorded."""
-
 
 @dataclass(slots=True)
 class TurnServices:
@@ -158,6 +158,8 @@ class TurnServices:
     compaction: Compactor | None = None  # summarises older history (runtime.turn.compaction); None: off
     memory: MemoryPrompt | None = None  # the memory files each session's static prompt ends with
     agents: AgentBook = field(default_factory=AgentBook)  # who execute_task may start (runtime.agents)
+    background: BackgroundCalls | None = None  # tracked calls (runtime.turn.background); None: all attached
+    wrappers: Wrappers = field(default_factory=lambda: Wrappers((), lambda name: None))  # tools.wrappers
     max_parallel_subagents: int = 4  # the children of one parallel batch running at once
     frames: FrameStore = field(init=False)  # the sessions' call stacks (sub-agent frames)
 
@@ -415,7 +417,7 @@ class TurnRunner:
             return gate
         if isinstance(gate, GateCancelled):
             return gate
-        return await self._run_tool(call, summary, tool, args)
+        return await self._run_tool(call, summary, tool)
 
     async def _gate(self, call: ToolCallRow, tool: Tool[Any], args: ToolArgs) -> GateOutcome:
         s = self.services
@@ -429,15 +431,36 @@ class TurnRunner:
             ctx=self.tool_context(),
         )
 
-    async def _run_tool(
-        self, call: ToolCallRow, summary: str, tool: Tool[Any], args: ToolArgs
-    ) -> tuple[ToolCallStatus, str]:
-        """Run an approved call; its own failure becomes a failed result the model reads."""
+    async def _run_tool(self, call: ToolCallRow, summary: str, tool: Tool[Any]) -> Performed:
+        """Run an approved call under its wrappers (``tools.wrappers``, recorded with the call) —
+        as a tracked call that may detach when the tool drives a process."""
+        s = self.services
         assert call.id is not None
-        await durable(self.services.history.set_call_status(call.id, ToolCallStatus.RUNNING))
+        chain = s.wrappers.chain(tool)
+        labels = json.dumps(list(chain.labels)) if chain.labels else None
+        await durable(s.history.set_call_status(call.id, ToolCallStatus.RUNNING, wrappers=labels))
         self._activity(call, summary, ToolPhase.RUNNING)
+        if not tool.tracked or s.background is None:
+            return await self._execute(call, tool, chain)
+        return await s.background.run(
+            address=self.address,
+            call=call,
+            summary=summary,
+            runs_command=tool.runs_commands,
+            detachable=self.level is None and self.session.source == SessionSource.CHAT,
+            work=lambda live: self._execute(call, tool, chain, progress=live),
+        )
+
+    async def _execute(
+        self, call: ToolCallRow, tool: Tool[Any], chain: Chain, progress: Progress | None = None
+    ) -> Performed:
+        """The wrapped execution; a tool's own failure becomes a failed result the model reads."""
+        ctx = replace(self.call_context(call), progress=progress)
+        site = CallSite(tool=tool, arguments=_sent_arguments(call), ctx=ctx, agent=self._here().agent)
         try:
-            result = await tool.execute(args, self.call_context(call))
+            result = await chain.wrap(execute_tool)(site)
+        except HookDenied as exc:
+            return ToolCallStatus.REJECTED, str(exc)
         except ToolError as exc:
             return ToolCallStatus.FAILED, str(exc)
         except asyncio.CancelledError:
@@ -451,10 +474,11 @@ class TurnRunner:
         self, call: ToolCallRow, summary: str, status: ToolCallStatus, result: str
     ) -> ToolCallStatus:
         assert call.id is not None
-        await durable(self.services.history.set_call_status(call.id, status, result))
+        if status is not ToolCallStatus.DETACHED:  # a detached call's placeholder is stored with its run
+            await durable(self.services.history.set_call_status(call.id, status, result))
         if call.name == EXECUTE_TASK:  # the child's result reached its parent: its frame is done
             await durable(self.services.frames.close_children_of(call.id))
-        self._activity(call, summary, ToolPhase.DONE if status == ToolCallStatus.DONE else ToolPhase.FAILED)
+        self._activity(call, summary, _PHASES.get(status, ToolPhase.FAILED))
         return status
 
     def _activity(self, call: ToolCallRow, summary: str, phase: ToolPhase) -> None:
@@ -508,6 +532,7 @@ class TurnRunner:
             processes=self.services.processes,
             protected=self.services.protected,
             depth=self.depth,
+            calls=self.services.background,
         )
 
     def call_context(self, call: ToolCallRow) -> ToolContext:
@@ -780,6 +805,22 @@ def _why(outcome: TurnOutcome) -> str:
     if isinstance(outcome, Failed):
         return outcome.error
     return str(outcome.kind)
+
+
+_PHASES = {
+    ToolCallStatus.DONE: ToolPhase.DONE,
+    ToolCallStatus.DETACHED: ToolPhase.DETACHED,
+    ToolCallStatus.REJECTED: ToolPhase.REJECTED,
+}
+
+
+def _sent_arguments(call: ToolCallRow) -> dict[str, Any]:
+    """The arguments as the model sent them (already parsed once: a JSON object)."""
+    try:
+        value = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def call_summary(call: ToolCallRow, limit: int = 60) -> str:

@@ -6,6 +6,8 @@ for every user language.
 
 from __future__ import annotations
 
+import json
+
 CANCELLED_BY_USER = "Cancelled by user."
 DENIED_BY_POLICY = "Tool call denied by approval policy."
 AUTO_DENIED = "Tool call auto-denied: this session does not support approval requests."
@@ -55,7 +57,9 @@ EXECUTE_TASK_DESCRIPTION = (
     "The sub-agent starts with no memory of this conversation: put everything it needs into `task`. "
     "Several execute_task calls in one response (and nothing else) run at the same time. Agents:\n{agents}"
 )
-SUBAGENT_INTERRUPTED = "Error: the sub-agent was interrupted by a restart before it finished. Retry if still needed."
+SUBAGENT_INTERRUPTED = (
+    "Error: the sub-agent was interrupted by a restart before it finished. Retry if still needed."
+)
 
 
 def unknown_agent(name: str, names: list[str]) -> str:
@@ -68,3 +72,38 @@ def subagent_failed(agent: str, why: str) -> str:
 
 def too_deep(limit: int) -> str:
     return f"sub-agents may not nest deeper than {limit} levels"
+
+
+# --- tracked calls (runtime.turn.background) ------------------------------------------------------
+
+DETACHED_MESSAGE = "Its result will arrive as mail. Use wait, get_tool_call_status or cancel_tool_call."
+
+
+def detached_placeholder(call_id: str, seconds: float) -> str:
+    """The one result a detached call's model reads in its place (session-mailbox spec §3)."""
+    return json.dumps(
+        {
+            "status": "running",
+            "tool_call_id": call_id,
+            "detached": f"still running after {seconds:g}s",
+            "message": DETACHED_MESSAGE,
+        }
+    )
+
+
+def call_cancelled(reason: str | None) -> str:
+    return f"Cancelled: {reason}." if reason else "Cancelled."
+
+
+ORPHANED = (
+    "The process running this call ended (agentgram restarted) before the call finished; its output "
+    "is lost and its processes were killed. Run it again if it is still needed."
+)
+
+
+def finished_mail(envelope_id: str, call_id: str, name: str, status: str, result: str, *, read: bool) -> str:
+    """How a ``tool_call_finished`` mail reads in the conversation (spec §2: a header the model can quote)."""
+    header = f"[mail {envelope_id}: tool call {call_id} ({name or 'tool'}) {status}"
+    if read:
+        return f"{header}; its result was already read with get_tool_call_status]"
+    return f"{header}]\n{result}"
