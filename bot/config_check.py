@@ -2,7 +2,8 @@
 
 :func:`check_config` is what both ``agentgram check-config`` and ``agentgram
 run`` call before anything is built: the runtime's checks
-(:data:`runtime.config_check.RUNTIME_CHECKS`) plus the rules only Telegram
+(:data:`runtime.config_check.RUNTIME_CHECKS`, and the hook tools ``tools.wrappers`` names,
+which only the runtime's facade knows: every tool a runtime registers) plus the rules only Telegram
 has — a bot token at all (PTB refuses an empty one with a traceback when the
 application is built) and a real user id instead of ``config.example.yml``'s
 placeholder.
@@ -14,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from agentgram.bot.settings import BotSettings
+from agentgram.runtime.app import unknown_hook_tools
 from agentgram.runtime.config_check import RUNTIME_CHECKS, Check, CheckProblem, validate_config
 
 EXAMPLE_USER_ID = 123456789
@@ -33,10 +35,17 @@ def check_allowed_users(settings: BotSettings) -> Iterator[CheckProblem]:
         )
 
 
+def check_tool_hooks(settings: BotSettings) -> Iterator[CheckProblem]:
+    for problem in unknown_hook_tools(settings):
+        yield CheckProblem(problem.key, problem.problem)
+
+
 TELEGRAM_CHECKS: tuple[Check[BotSettings], ...] = (check_token, check_allowed_users)
 
 
 def check_config(path: Path, environ: Mapping[str, str] | None = None) -> BotSettings:
     """Parse (as :class:`~bot.settings.BotSettings`) and check everything; raise
     :class:`~runtime.config.ConfigInvalid` listing every problem."""
-    return validate_config(path, (*RUNTIME_CHECKS, *TELEGRAM_CHECKS), environ, model=BotSettings)
+    return validate_config(
+        path, (*RUNTIME_CHECKS, check_tool_hooks, *TELEGRAM_CHECKS), environ, model=BotSettings
+    )

@@ -65,7 +65,7 @@ from agentgram.runtime.prompt import MEMORY_DIR, MemoryPrompt, build_static_prom
 from agentgram.runtime.questions import AskUserClarification, QuestionManager
 from agentgram.runtime.scheduler.ports import SchedulerPorts
 from agentgram.runtime.scheduler.service import SchedulerService
-from agentgram.runtime.scheduler.tools import schedule_tools
+from agentgram.runtime.scheduler.tools import DeleteJob, ListJobs, ScheduleJob, UpdateJob, schedule_tools
 from agentgram.runtime.sessions.hub import HubOptions, SessionHub, address_of
 from agentgram.runtime.storage.background_rows import BackgroundStore
 from agentgram.runtime.storage.db import Database
@@ -94,7 +94,7 @@ from agentgram.runtime.tools.calls import call_tools
 from agentgram.runtime.tools.files import secret_paths
 from agentgram.runtime.tools.history_search import SearchHistory
 from agentgram.runtime.tools.memory import memory_tools
-from agentgram.runtime.tools.notes import NoteStore, note_tools
+from agentgram.runtime.tools.notes import NoteStore, UpdateScratchpad, WriteTodos, note_tools
 from agentgram.runtime.tools.processes import SqlProcessLedger
 from agentgram.runtime.tools.wrappers import Wrappers
 from agentgram.runtime.turn.background import BackgroundCalls, RunningCall
@@ -258,6 +258,35 @@ def local_zone(settings: Settings) -> tuple[ZoneInfo, str]:
         return ZoneInfo(name), name
     except Exception:
         return ZoneInfo("UTC"), "UTC"
+
+
+def runtime_tool_names(settings: Settings) -> frozenset[str]:
+    """Every tool a runtime built from ``settings`` registers, by class (nothing is built): what a
+    wrapper hook's ``tool`` may name (any registered tool, offered to the model or not)."""
+    return frozenset(
+        [
+            *default_registry().names(),
+            SearchHistory.name,
+            *(tool.name for tool in (ScheduleJob, ListJobs, UpdateJob, DeleteJob)),
+            AskUserClarification.name,
+            UpdateScratchpad.name,
+            WriteTodos.name,
+            *(tool.name for tool in memory_tools(settings.agent)),
+            EXECUTE_TASK,
+            *(tool.name for tool in call_tools()),
+        ]
+    )
+
+
+def unknown_hook_tools(settings: Settings) -> list[ConfigError]:
+    """``tools.wrappers`` hooks naming a tool no runtime registers (``check-config`` and ``run``
+    report them alike)."""
+    known = runtime_tool_names(settings)
+    return [
+        ConfigError(key, f"no tool named {name!r} (hooks may name any registered tool)")
+        for key, name in Wrappers(settings.tools.wrappers, lambda _: None).unknown_hook_tools()
+        if name not in known
+    ]
 
 
 class Runtime:

@@ -136,7 +136,7 @@ class Wrappers:
             for j, decorator in enumerate(entry.decorators):
                 hook = _hook_settings(decorator)
                 if hook is not None and hook.tool is not None and self._tools(hook.tool) is None:
-                    unknown.append((f"tools.wrappers[{i}].decorators[{j}].{decorator.name}.tool", hook.tool))
+                    unknown.append((f"tools.wrappers.{i}.decorators.{j}.{decorator.name}.tool", hook.tool))
         return unknown
 
     def _build(self, tool: Tool[Any]) -> Chain:

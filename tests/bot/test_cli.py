@@ -203,6 +203,18 @@ CASES = {
         " put your own Telegram user id (see README)",
     ),
     "empty_token": ({"telegram": {"token": ""}}, "config error: telegram.token: is empty"),
+    "wrapper_hook_naming_no_tool": (
+        {"tools": {"wrappers": [{"match": {"tool": "*"}, "decorators": [{"after": {"tool": "audit_log"}}]}]}},
+        "config error: tools.wrappers.0.decorators.0.after.tool: no tool named 'audit_log'",
+    ),
+    "wrapper_decorator_with_two_names": (
+        {"tools": {"wrappers": [{"decorators": [{"timeout": {"seconds": 5}, "truncate": {"max_bytes": 500}}]}]}},
+        "config error: tools.wrappers.0.decorators.0: a decorator is exactly one of timeout, retries, truncate",
+    ),
+    "attach_seconds_not_a_duration": (
+        {"tools": {"attach_seconds": "soon"}},
+        "config error: tools.attach_seconds: 'soon' is not a duration",
+    ),
 }
 
 

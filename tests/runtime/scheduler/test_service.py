@@ -209,3 +209,30 @@ async def test_tic_reads_finished_cron_runs_once(tmp_path: Path, fake_llm: FakeO
         clock.advance(timedelta(minutes=30))
         assert isinstance(await scheduler.tic(), SkipNothingToDo), "already told"
         assert fake_llm.calls == 2
+
+
+async def test_a_cron_runs_slow_command_stays_attached_nobody_would_read_its_mail(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    """Issue 14: only an interactive session's root agent detaches; a cron run's command is
+    waited for until it ends, and its result is an ordinary one."""
+    from agentgram.runtime.events import CallDetached
+    from tests.fakes.openai_server import Call, ToolCalls
+
+    async with runtime_at(
+        tmp_path,
+        fake_llm,
+        FakeClock(berlin(30, time(12, 0))),
+        tools={"attach_seconds": 0.2},
+        approval={"rules": [{"tool": "execute_cmd", "action": "allow"}]},
+    ) as (runtime, recorder, runs, _):
+        job = await runtime.scheduler.add_job(
+            JobSpec(title="Nightly", schedule="every 2h", prompt="run it", chat_id=ALLOWED_USER)
+        )
+        fake_llm.script(ToolCalls([Call("execute_cmd", {"command": "sleep 1; echo nightly"})]), Text("ok"))
+        await runtime.scheduler.run_now(job.id or 0)
+        await recorder.wait_for(lambda: bool(runs), timeout=10)
+        assert runs[0].status == JobRunStatus.SUCCESS
+        tool = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+        assert tool == ["nightly\nexit code: 0"]
+        assert not [e for e in recorder.events if isinstance(e, CallDetached)]

@@ -280,6 +280,6 @@ async def test_an_after_tool_hook_gets_status_and_result_as_arguments(ctx: ToolC
 
 async def test_an_unknown_hook_tool_is_reported_and_denies(ctx: ToolContext) -> None:
     w = wrapped("before", {}, tool="no_such_guard")
-    assert w.unknown_hook_tools() == [("tools.wrappers[0].decorators[0].before.tool", "no_such_guard")]
+    assert w.unknown_hook_tools() == [("tools.wrappers.0.decorators.0.before.tool", "no_such_guard")]
     with pytest.raises(HookDenied, match="there is no tool called 'no_such_guard'"):
         await call(w, ExecuteCmd(), ctx, command="true")
