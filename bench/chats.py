@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.botproc import Stalls
 from bench.common import MODEL, machine, row, summary_ms, write_results
 from bench.fakes import TimedOpenAI, TimedTelegram, last_user_text
-from bench.botproc import Stalls
 from bench.process import BotProcess
 from tests.fakes.openai_server import Reply, Text
 

@@ -28,6 +28,8 @@ class TelegramSettings(Section):
     max_retries: int = Field(default=3, ge=0, le=10)
     messages_per_second: float = Field(default=30.0, gt=0)
     pairing: bool = False
+    job_status_interval: float = Field(default=5.0, ge=2)
+    """Seconds between edits of a detached command's live status line (its elapsed time)."""
 
     @property
     def bot_base_url(self) -> str:

@@ -715,16 +715,21 @@ class Runtime:
         return not (await self.mailbox.accept(envelope)).duplicate
 
     async def stop(self, session: SessionRef, envelope_id: str, *, quiet: bool = False) -> StopResult:
-        """Stop at once: store the stop mail, cancel the running turn, let the worker settle the rest.
+        """Stop at once: store the stop mail, cancel the running turn and the session's running tool
+        calls (``runtime.turn.background``), let the worker settle the rest.
 
         The mail is stored first so the worker, once the turn ends, finds it
         before any queued message (which it then drops instead of starting a turn).
         """
         assert session.id is not None
+        calls = bool(self.background.running(session.id))
+        if calls:  # before the mail: the worker may consume the stop as soon as it is stored
+            self.hub.stopped_calls(session.id)
         await self._control(session, ControlAction.STOP, envelope_id, quiet=quiet)
         running = self.hub.cancel_turn(session.id)
-        calls = self.background.cancel_session(session.id, "stopped by the user (/stop)")
-        return StopResult(was_running=running or calls > 0)
+        # after the mail: their results (cancelled) come after the stop, and are kept, not dropped
+        self.background.cancel_session(session.id, "stopped by the user (/stop)")
+        return StopResult(was_running=running or calls)
 
     async def pause(self, session: SessionRef, envelope_id: str) -> bool:
         assert session.id is not None

@@ -147,6 +147,7 @@ def compose(
         first_delay=tg.stream_first_delay,
         drafts=tg.drafts,
         draft_interval=tg.draft_interval,
+        job_interval=tg.job_status_interval,
     )
     runtime.subscribe(delivery)
     runtime.on_close(delivery.close)

@@ -36,6 +36,7 @@ class ButtonAction(enum.StrEnum):
     MODEL_PICK = "mdl"  # arg: the model's name (llm.models names fit the codec)
     QUESTION_ANSWER = "qa"  # arg: "<question id>_<option index>"
     OPEN_EXCHANGE = "sx"  # arg: a chat_history row id a /search hit shows
+    CALL_CANCEL = "cc"  # arg: a tracked call's run id (its live status line, /jobs)
 
 
 @dataclass(slots=True, frozen=True)

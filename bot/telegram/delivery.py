@@ -10,7 +10,10 @@ a message edited in place; it and the per-turn tool status line are edited no
 more often than ``telegram.stream_edit_interval``; such a reply's first text
 waits ``telegram.stream_first_delay``, so a quick reply is sent once,
 complete, instead of as a message and an edit right after it; a pending edit
-is always flushed before anything else is sent to that chat.
+is always flushed before anything else is sent to that chat. A call that
+detaches (runs on in the background) gets a live line of its own
+(:mod:`bot.telegram.jobs_view`): sent and closed from this outbox, its elapsed
+time ticked by that module's per-chat ticker.
 A typing action is shown once a turn has worked for ``TYPING_AFTER`` (a
 reply that is complete sooner needs none, and Telegram would keep showing
 "typing…" for 5 s after it), then re-sent every 4 s while the turn works —
@@ -34,7 +37,7 @@ from dataclasses import dataclass, field
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
-from agentgram.bot.telegram import agents_view, questions_view, todos_view
+from agentgram.bot.telegram import agents_view, jobs_view, questions_view, todos_view
 from agentgram.bot.telegram.drafts import DraftChats, DraftStream
 from agentgram.bot.telegram.prompts import approval_prompt, decided_prompt, decision_line
 from agentgram.bot.telegram.records import ChatRecords, PromptShown, StatusLine
@@ -56,6 +59,8 @@ from agentgram.runtime.app import ApprovalStatus, ToolCallStatus
 from agentgram.runtime.events import (
     ApprovalRequested,
     ApprovalResolved,
+    CallDetached,
+    CallFinished,
     Notice,
     OutcomeKind,
     QuestionAsked,
@@ -93,12 +98,14 @@ _PHASE_MARK = {
     ToolPhase.FAILED: "✗",
     ToolPhase.REJECTED: "🚫",
     ToolPhase.CANCELLED: "⏹",
+    ToolPhase.DETACHED: "⏳",  # runs on in the background: its own line follows it (jobs_view)
 }
 _CLOSED_PHASE = {
     ToolCallStatus.DONE: ToolPhase.DONE,
     ToolCallStatus.FAILED: ToolPhase.FAILED,
     ToolCallStatus.REJECTED: ToolPhase.REJECTED,
     ToolCallStatus.CANCELLED: ToolPhase.CANCELLED,
+    ToolCallStatus.DETACHED: ToolPhase.DETACHED,
 }
 """A stored call's final status as its status line marks it; any other status was interrupted."""
 
@@ -146,6 +153,7 @@ class Delivery:
         first_delay: float = 0.0,
         drafts: bool = False,
         draft_interval: float = 0.3,
+        job_interval: float = 5.0,
     ) -> None:
         self.bot = bot
         self.runtime = runtime
@@ -158,7 +166,9 @@ class Delivery:
         self._tasks = TaskSet("delivery")
         """Every task delivery runs (outboxes, typing, closing old status lines); each leaves it when done."""
         self._closing = False
+        self.jobs = jobs_view.JobLines(bot, runtime, translator, job_interval)
         runtime.on_restart(self.recover)
+        runtime.on_restart(self.jobs.recover)
 
     # --- intake (synchronous, never blocks the runtime) -------------------------
 
@@ -184,6 +194,7 @@ class Delivery:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(box.queue.join(), 2.0)
         await self._tasks.close()
+        await self.jobs.close()
 
     async def idle(self) -> None:
         for box in list(self.outboxes.values()):
@@ -275,6 +286,11 @@ class Delivery:
             case SubAgentStarted() | SubAgentFinished():  # "🤖 main → researcher", "✅ researcher finished"
                 await self._flush(box, force=True)
                 await agents_view.show(self.bot, box.chat_id, self.t, box.language, event)
+            case CallDetached():  # its own live line, ticking, with a ⏹ button
+                await self._flush(box, force=True)
+                await self.jobs.detached(event, box.language)
+            case CallFinished():  # that line's final form
+                await self.jobs.finished(event)
             case TodosChanged():  # one message, edited in place
                 await self._flush(box, force=True)
                 await todos_view.show(self.bot, self.runtime, self.t, box.language, event)
@@ -343,7 +359,9 @@ class Delivery:
     async def _on_tool(self, box: ChatOutbox, event: ToolActivity) -> None:
         line = box.tools.get(event.tool_call_id)
         if line is None:
-            box.tools[event.tool_call_id] = ToolLine(event.name, event.summary, event.phase, event.runs_command)
+            box.tools[event.tool_call_id] = ToolLine(
+                event.name, event.summary, event.phase, event.runs_command
+            )
         else:
             line.phase = event.phase
         box.tools_dirty = True

@@ -26,6 +26,7 @@ help-text =
     /model — choose the model
     /cost — tokens and cost of this conversation
     /todos — my todo list for this conversation
+    /jobs — commands running in the background
     /search — find something we talked about
     /context — how full my memory of this chat is
     /compact — summarise older messages now

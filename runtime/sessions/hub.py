@@ -490,6 +490,11 @@ class SessionHub:
         worker = self.workers.get(session_id)
         return worker.cancel_turn() if worker is not None else False
 
+    def stopped_calls(self, session_id: int) -> None:
+        """A /stop is about to stop the session's running tool calls (``runtime.turn.background``):
+        its report says "stopped" even when no turn was running."""
+        self._worker(session_id).stopped_turn = True
+
     async def shutdown(self) -> None:
         """Stop consumers without marking turns cancelled: a restart resumes them."""
         tasks: list[asyncio.Task[Any]] = []

@@ -42,6 +42,7 @@ from agentgram.runtime.tools.shell import (
     finish_even_if_cancelled,
     group_gone,
     signal_group,
+    start_guarded,
 )
 
 log = get_logger("tools.hooks")
@@ -269,33 +270,19 @@ class CommandHook(Hook):
 
 
 async def _spawn(command: str, cwd: Path) -> asyncio.subprocess.Process:
-    """Start the hook; if cancelled while it starts, stop what started and re-raise."""
-    start = asyncio.ensure_future(
-        asyncio.create_subprocess_exec(
-            "/bin/sh",
-            "-c",
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=command_env(),
-            start_new_session=True,
-        )
+    """Start the hook in its own session; if cancelled while it starts, stop what started."""
+    start = asyncio.create_subprocess_exec(
+        "/bin/sh",
+        "-c",
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=command_env(),
+        start_new_session=True,
     )
-    try:
-        return await asyncio.shield(start)
-    except asyncio.CancelledError:
-        await finish_even_if_cancelled(asyncio.ensure_future(_stop_when_started(start)))
-        raise
-
-
-async def _stop_when_started(start: asyncio.Future[asyncio.subprocess.Process]) -> None:
-    try:
-        proc = await start
-    except Exception:
-        return  # never started: nothing to stop
-    await _stop(proc)
+    return await start_guarded(start, _stop)
 
 
 async def _exchange(proc: asyncio.subprocess.Process, stdin: bytes) -> tuple[bytes, bytes, int]:

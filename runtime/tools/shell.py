@@ -31,6 +31,7 @@ import asyncio
 import os
 import signal
 import subprocess
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -49,6 +50,7 @@ KILL_SETTLE_SECONDS = 0.5
 # open by a background child) before returning.
 DRAIN_SECONDS = 0.5
 T = TypeVar("T")
+S = TypeVar("S")
 SECRET_MARKERS = ("TOKEN", "SECRET", "API_KEY", "PASSWORD")
 
 
@@ -198,40 +200,45 @@ async def finish_even_if_cancelled(task: asyncio.Future[T]) -> T:
     return task.result()
 
 
-async def _kill_when_started(start: asyncio.Future[tuple[asyncio.SubprocessTransport, _Protocol]]) -> None:
-    try:
-        transport, proto = await start
-    except Exception:
-        return  # never started: nothing to kill
-    await _kill_group(transport, proto)
-
-
-async def _spawn(command: str, cwd: Path) -> tuple[asyncio.SubprocessTransport, _Protocol]:
-    """Start the shell; if cancelled while it starts, kill what started and re-raise.
+async def start_guarded(start: Awaitable[S], stop: Callable[[S], Awaitable[None]]) -> S:
+    """Start a process group with ``start``; if cancelled meanwhile, ``stop`` what started (or
+    nothing, if it never did), then re-raise.
 
     (``loop.subprocess_exec`` itself only SIGKILLs the shell on cancellation,
     which would orphan anything the shell has already spawned.)
     """
-    loop = asyncio.get_running_loop()
-    start = asyncio.ensure_future(
-        loop.subprocess_exec(
-            _Protocol,
-            "/bin/sh",
-            "-c",
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=command_env(),
-            start_new_session=True,
-        )
-    )
+    started = asyncio.ensure_future(start)
+
+    async def stop_when_started() -> None:
+        try:
+            value = await started
+        except Exception:
+            return  # never started: nothing to stop
+        await stop(value)
+
     try:
-        return await asyncio.shield(start)
+        return await asyncio.shield(started)
     except asyncio.CancelledError:
-        await finish_even_if_cancelled(asyncio.ensure_future(_kill_when_started(start)))
+        await finish_even_if_cancelled(asyncio.ensure_future(stop_when_started()))
         raise
+
+
+async def _spawn(command: str, cwd: Path) -> tuple[asyncio.SubprocessTransport, _Protocol]:
+    """Start the shell in its own session (see :func:`start_guarded`)."""
+    loop = asyncio.get_running_loop()
+    start = loop.subprocess_exec(
+        _Protocol,
+        "/bin/sh",
+        "-c",
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=cwd,
+        env=command_env(),
+        start_new_session=True,
+    )
+    return await start_guarded(start, lambda started: _kill_group(*started))
 
 
 async def run_command(

@@ -208,7 +208,11 @@ CASES = {
         "config error: tools.wrappers.0.decorators.0.after.tool: no tool named 'audit_log'",
     ),
     "wrapper_decorator_with_two_names": (
-        {"tools": {"wrappers": [{"decorators": [{"timeout": {"seconds": 5}, "truncate": {"max_bytes": 500}}]}]}},
+        {
+            "tools": {
+                "wrappers": [{"decorators": [{"timeout": {"seconds": 5}, "truncate": {"max_bytes": 500}}]}]
+            }
+        },
         "config error: tools.wrappers.0.decorators.0: a decorator is exactly one of timeout, retries, truncate",
     ),
     "attach_seconds_not_a_duration": (
@@ -260,7 +264,9 @@ def test_an_agent_definition_run_would_refuse_is_one_line_and_exit_2(
     folder = tmp_path / "agents" / "summariser"
     folder.mkdir(parents=True)
     (folder / "AGENT.md").write_text(text)
-    config = _config(tmp_path, agent={"workdir": str(tmp_path / "ws"), "agents_dir": str(tmp_path / "agents")})
+    config = _config(
+        tmp_path, agent={"workdir": str(tmp_path / "ws"), "agents_dir": str(tmp_path / "agents")}
+    )
     code, err, out = _main(capsys, command, "--config", str(config))
     assert code == 2
     assert len(err) == 1 and err[0].startswith(expected.replace("{tmp}", str(tmp_path))), err

@@ -58,6 +58,7 @@ SAMPLE_PARAMS: dict[str, str | int] = {
     "question": "Which port?", "answer": "<b>6543</b>",
     "name": "smart", "details": "tools, vision · 2.5 / 10 per 1M tokens", "input": 1200, "output": 340,
     "cost": "0.0123",
+    "command": "<code>pytest -x</code>", "elapsed": "2 min 10 s", "number": 1,
 }  # fmt: skip
 
 

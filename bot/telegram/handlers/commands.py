@@ -17,8 +17,8 @@ from agentgram.bot.telegram.sender import send_html
 from agentgram.runtime.i18n import Translator
 
 MENU = (
-    *("new", "stop", "pause", "resume", "approvals", "trust", "tic", "cron", "todos", "model", "cost"),
-    *("search", "context", "compact", "help"),
+    *("new", "stop", "pause", "resume", "approvals", "trust", "tic", "cron", "todos", "jobs", "model"),
+    *("cost", "search", "context", "compact", "help"),
 )
 """The commands in the menu, in order; each one's description is ``menu-<name>`` in the locales."""
 
@@ -110,5 +110,7 @@ router = Router(
     ),
 )
 
-fallback = Router("fallback", handlers=(MessageHandler(filters.UpdateType.MESSAGE & filters.COMMAND, unknown),))
+fallback = Router(
+    "fallback", handlers=(MessageHandler(filters.UpdateType.MESSAGE & filters.COMMAND, unknown),)
+)
 """Joined last: any command no other router took."""

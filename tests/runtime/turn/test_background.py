@@ -212,6 +212,8 @@ async def test_stop_cancels_the_sessions_running_calls_without_waking_it(
         assert stopped.was_running
         await rec.wait_kind("call_finished")
         assert runtime.running_calls(session) == []
+        await rec.wait_kind("notice")
+        assert [n.key for n in rec.of("notice")] == ["stopped"]  # not "nothing to stop": a call was
         await asyncio.sleep(0.3)
         assert len(finished(rec)) == 1  # the user stopped it: no turn to report it
         await runtime.post_user_message(session, "what happened?", envelope_id="u2")
@@ -270,5 +272,52 @@ async def test_after_a_restart_a_detached_call_is_orphaned_and_the_agent_is_told
         assert status["status"] == "orphaned" and "restarted" in status["result"]
         row = await BackgroundStore(runtime.db).latest(turn.to.session_id, "call_orph")
         assert row is not None and row.status == RunStatus.ORPHANED
+    finally:
+        await runtime.close()
+
+
+async def test_status_can_wait_for_completion_and_the_call_tools_need_no_approval(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    """Only execute_cmd is allowed by the test's rule: the four call tools pass by the seeded rules."""
+    fake_llm.script(
+        ToolCalls([Call("execute_cmd", {"command": "sleep 1.5; echo finally"}, id="call_w")]),
+        ToolCalls(
+            [
+                Call(
+                    "get_tool_call_status",
+                    {"tool_call_id": "call_w", "wait_for_completion": True, "timeout_seconds": 20},
+                )
+            ]
+        ),
+        Text("Done at last."),
+    )
+    runtime, rec = await started_runtime(settings(tmp_path, fake_llm))
+    try:
+        await chat(runtime, "go")
+        [turn] = await turns(rec, 1)
+        assert turn.text == "Done at last."
+        status = json.loads(tool_results(fake_llm.requests[2])[-1])
+        assert status["status"] == "completed" and "finally" in status["result"]
+        assert not rec.of("approval_requested")
+        assert "already read" in last_user(fake_llm.requests[2])
+    finally:
+        await runtime.close()
+
+
+async def test_an_unknown_call_id_is_an_error_the_model_reads(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    fake_llm.script(
+        ToolCalls(
+            [Call("get_tool_call_status", {"tool_call_id": "call_nope"}), Call("wait", {"for": "any-call"})]
+        ),
+        Text("ok"),
+    )
+    runtime, rec = await started_runtime(settings(tmp_path, fake_llm))
+    try:
+        await chat(runtime, "go")
+        await turns(rec, 1)
+        unknown, nothing = tool_results(fake_llm.requests[1])
+        assert "no tool call 'call_nope' in this session" in unknown
+        assert "nothing to wait for" in nothing
     finally:
         await runtime.close()
