@@ -10,15 +10,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from agentgram.runtime.config import HttpUrl, Section, Settings, load_config, settings_from_mapping
+
+PUBLIC_API_HOST = "api.telegram.org"
+PUBLIC_DOWNLOAD_MB = 20
+"""The most a bot may download through the public Bot API; a local Bot API server allows more."""
+PUBLIC_UPLOAD_MB = 50
+LOCAL_UPLOAD_MB = 2000
+"""The most a bot may send through the public Bot API, and through a local Bot API server."""
 
 
 class TelegramSettings(Section):
     token: SecretStr
-    api_base_url: HttpUrl = "https://api.telegram.org"
+    api_base_url: HttpUrl = f"https://{PUBLIC_API_HOST}"
     allowed_user_ids: list[int] = Field(min_length=1)
     stream_edit_interval: float = Field(default=1.0, ge=0.05)
     stream_first_delay: float = Field(default=0.5, ge=0, le=10)
@@ -30,6 +38,25 @@ class TelegramSettings(Section):
     pairing: bool = False
     job_status_interval: float = Field(default=5.0, ge=2)
     """Seconds between edits of a detached command's live status line (its elapsed time)."""
+    max_download_mb: int = Field(default=PUBLIC_DOWNLOAD_MB, ge=1, le=2000)
+    """Attachments bigger than this are not fetched (the user is told); over 20 only with a local
+    Bot API server at ``api_base_url``."""
+
+    @field_validator("max_download_mb")
+    @classmethod
+    def _download_limit_fits_the_server(cls, value: int, info: ValidationInfo) -> int:
+        """``api_base_url`` is declared first, so it is validated (and in ``info.data``) by now."""
+        if value > PUBLIC_DOWNLOAD_MB and _is_public(str(info.data.get("api_base_url", ""))):
+            raise ValueError(
+                f"over {PUBLIC_DOWNLOAD_MB} needs a local Bot API server at telegram.api_base_url: "
+                f"{PUBLIC_API_HOST} refuses bigger downloads"
+            )
+        return value
+
+    @property
+    def max_upload_mb(self) -> int:
+        """The largest file ``send_file`` may send through this Bot API server."""
+        return PUBLIC_UPLOAD_MB if _is_public(self.api_base_url) else LOCAL_UPLOAD_MB
 
     @property
     def bot_base_url(self) -> str:
@@ -43,6 +70,11 @@ class TelegramSettings(Section):
     def owner(self) -> int:
         """The first allowed user: the one who decides pairing requests, and tics' home chat."""
         return self.allowed_user_ids[0]
+
+
+def _is_public(api_base_url: str) -> bool:
+    """The public Bot API (its limits apply), not a local Bot API server."""
+    return urlsplit(api_base_url).hostname == PUBLIC_API_HOST
 
 
 class _TelegramSection(Section):

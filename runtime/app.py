@@ -22,6 +22,7 @@ import enum
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Protocol, Self
 from zoneinfo import ZoneInfo
 
@@ -30,12 +31,16 @@ from agentgram.runtime.approvals.bypass import Bypass
 from agentgram.runtime.approvals.manager import ApprovalManager, DecidedBy, DecisionResult
 from agentgram.runtime.approvals.rules import Rule
 from agentgram.runtime.approvals.trust import bypass_scope, proposed_rule
+from agentgram.runtime.attachments.images import ImageCache
+from agentgram.runtime.attachments.inbox import FileSource, Inbox
+from agentgram.runtime.attachments.transcribe import OpenAITranscriber
 from agentgram.runtime.config import DEFAULT_MODEL_NAME, Settings
-from agentgram.runtime.errors import ConfigError, MailboxFull
+from agentgram.runtime.errors import ConfigError, MailboxFull, ToolError
 from agentgram.runtime.events import (
     Address,
     DurableOutput,
     EventBus,
+    FileOutput,
     Notice,
     QuestionStatus,
     RoundEnded,
@@ -60,7 +65,7 @@ from agentgram.runtime.mailbox import (
     SqlMailbox,
     UserMessageBody,
 )
-from agentgram.runtime.mailbox.envelope import QuestionAnswerBody
+from agentgram.runtime.mailbox.envelope import Attachment, QuestionAnswerBody
 from agentgram.runtime.prompt import MEMORY_DIR, MemoryPrompt, build_static_prompt
 from agentgram.runtime.questions import AskUserClarification, QuestionManager
 from agentgram.runtime.scheduler.ports import SchedulerPorts
@@ -77,12 +82,14 @@ from agentgram.runtime.storage.models import (
     ApprovalStatus,
     ChatSession,
     DeadLetter,
+    SessionSource,
     ToolCallRow,
     ToolCallStatus,
     TurnStatus,
     utcnow,
 )
 from agentgram.runtime.storage.outbox import OutboxStore
+from agentgram.runtime.storage.prepared_rows import PreparedStore
 from agentgram.runtime.storage.search import MARK_END, MARK_START, Exchange, SearchHit, history_search
 from agentgram.runtime.storage.sessions import ChatSessionCache, SessionStore
 from agentgram.runtime.storage.summary_rows import Summary, SummaryStore
@@ -96,6 +103,7 @@ from agentgram.runtime.tools.history_search import SearchHistory
 from agentgram.runtime.tools.memory import memory_tools
 from agentgram.runtime.tools.notes import NoteStore, UpdateScratchpad, WriteTodos, note_tools
 from agentgram.runtime.tools.processes import SqlProcessLedger
+from agentgram.runtime.tools.send_file import SendFile
 from agentgram.runtime.tools.wrappers import Wrappers
 from agentgram.runtime.turn.background import BackgroundCalls, RunningCall
 from agentgram.runtime.turn.compaction import CompactionOutcome, CompactionReport, Compactor, ContextUsage
@@ -260,6 +268,20 @@ def local_zone(settings: Settings) -> tuple[ZoneInfo, str]:
         return ZoneInfo("UTC"), "UTC"
 
 
+DEFAULT_UPLOAD_BYTES = 50 * 1024 * 1024
+"""The largest file ``send_file`` sends unless the adapter says otherwise (Telegram bots: 50 MB)."""
+
+
+def _address(session: SessionRef) -> Address:
+    assert session.id is not None
+    return Address(
+        session_id=session.id,
+        source=SessionSource.CHAT,
+        chat_id=session.chat_id,
+        language=session.language_code,
+    )
+
+
 def runtime_tool_names(settings: Settings) -> frozenset[str]:
     """Every tool a runtime built from ``settings`` registers, by class (nothing is built): what a
     wrapper hook's ``tool`` may name (any registered tool, offered to the model or not)."""
@@ -274,6 +296,7 @@ def runtime_tool_names(settings: Settings) -> frozenset[str]:
             *(tool.name for tool in memory_tools(settings.agent)),
             EXECUTE_TASK,
             *(tool.name for tool in call_tools()),
+            SendFile.name,
         ]
     )
 
@@ -356,6 +379,10 @@ class Runtime:
                 timezone_name=self.timezone_name,
                 max_history_messages=settings.llm.max_history_messages,
                 max_tool_result_chars=settings.llm.max_tool_result_chars,
+                vision=settings.llm.vision,
+                max_history_images=settings.llm.max_history_images,
+                inline_text_kb=settings.llm.inline_text_kb,
+                images=ImageCache(settings.llm.max_image_px) if settings.llm.vision else None,
             ),
             max_rounds=settings.llm.max_tool_rounds,
             agents=AgentBook(
@@ -379,6 +406,18 @@ class Runtime:
             self.background_store, self.history, self.mailbox, self.bus, settings.tools
         )
         self.services.background = self.background
+        self.inbox = Inbox(
+            workdir=self.workdir,
+            store=PreparedStore(self.db),
+            bus=self.bus,
+            notify=self.notice,
+            transcription=settings.transcription,
+            transcriber=OpenAITranscriber(settings.transcription, settings.llm)
+            if settings.transcription.enabled
+            else None,
+        )
+        self.services.inbox = self.inbox
+        self.max_upload_bytes = DEFAULT_UPLOAD_BYTES
         self.hub = SessionHub(self.services, HubOptions(resume_on_message=settings.mailbox.resume_on_message))
         self.scheduler = SchedulerService(
             SchedulerPorts(
@@ -412,7 +451,7 @@ class Runtime:
                 self.tools.register(tool)
         if self.tools.get(EXECUTE_TASK) is None:
             self.tools.register(ExecuteTask(self.agents))
-        for tool in call_tools():
+        for tool in [*call_tools(), SendFile(self)]:
             if self.tools.get(tool.name) is None:
                 self.tools.register(tool)
         self.services.wrappers = Wrappers(settings.tools.wrappers, self.tools.get)
@@ -513,6 +552,7 @@ class Runtime:
             self.background.begin_close()  # what the shutdown cancels is orphaned on the next start
             await self.hub.shutdown()
             await self.background.close()
+            await self.inbox.close()  # a fetch cut short is done again by the next start
             await self.services.requests.close()  # prefetched requests no turn adopted
             for hook in self.close_hooks:
                 await hook()
@@ -521,6 +561,8 @@ class Runtime:
             if closer is not None:
                 await closer()
             await self.models.aclose()
+            if self.inbox.transcriber is not None:
+                await self.inbox.transcriber.aclose()
             await self.mailbox.close()
             await self.db.close()
 
@@ -674,21 +716,49 @@ class Runtime:
         chat_message_id: int | None = None,
         user_ref: str | None = None,
         checkpoint: Checkpoint | None = None,
+        attachments: Sequence[Attachment] = (),
+        media_group_id: str | None = None,
     ) -> Posted:
         """:meth:`post_user_message`, with the source's ``checkpoint`` stored in the mail's own
-        transaction; says whether it was (not when the mailbox refused the message)."""
+        transaction; says whether it was (not when the mailbox refused the message).
+
+        ``attachments`` get their workspace paths before the mail is stored and are fetched as soon
+        as it is (:mod:`runtime.attachments.inbox`), off this call's path."""
         busy = self.hub.is_busy(session.id)
         envelope = Envelope(
             id=envelope_id,
             session_id=session.id,
             sender=Sender(kind=SenderKind.USER, ref=user_ref),
-            body=UserMessageBody(text=text, chat_message_id=chat_message_id),
+            body=UserMessageBody(
+                text=text,
+                chat_message_id=chat_message_id,
+                attachments=self.inbox.assign(attachments, utcnow()),
+                media_group_id=media_group_id,
+            ),
         )
         try:
             receipt = await self.mailbox.accept(envelope, checkpoint)
         except MailboxFull:
             return Posted(PostResult.FULL, checkpoint_stored=False)
+        if attachments and not receipt.duplicate:
+            self.inbox.start(envelope, _address(session))
         return Posted(await self._post_result(session, receipt, busy), receipt.checkpoint_stored)
+
+    async def send_file(self, session_id: int, path: Path, caption: str | None, *, as_photo: bool) -> None:
+        """``send_file``'s :class:`~runtime.tools.send_file.FileSender`: recorded, then uploaded by the
+        adapter (:class:`~runtime.events.FileOutput`)."""
+        session = await self.sessions.get(session_id)
+        if session is None:
+            raise ToolError("this session is gone")
+        output = FileOutput(to=address_of(session), path=str(path), caption=caption, as_photo=as_photo)
+        await self.publish(output)
+
+    def set_file_source(self, source: FileSource, *, max_upload_bytes: int | None = None) -> None:
+        """The adapter's download of the files that come with messages, and the largest file its
+        platform takes from ``send_file`` (50 MB when not said)."""
+        self.inbox.source = source
+        if max_upload_bytes is not None:
+            self.max_upload_bytes = max_upload_bytes
 
     async def _post_result(self, session: SessionRef, receipt: Receipt, busy: bool) -> PostResult:
         """What became of accepted mail: ``busy`` is whether a turn ran before it was accepted."""
@@ -729,7 +799,8 @@ class Runtime:
         running = self.hub.cancel_turn(session.id)
         # after the mail: their results (cancelled) come after the stop, and are kept, not dropped
         self.background.cancel_session(session.id, "stopped by the user (/stop)")
-        return StopResult(was_running=running or calls)
+        fetching = self.inbox.cancel_session(session.id) > 0  # the stop drops the message they came with
+        return StopResult(was_running=running or calls or fetching)
 
     async def pause(self, session: SessionRef, envelope_id: str) -> bool:
         assert session.id is not None
@@ -987,6 +1058,7 @@ __all__ = [
     "AlreadyRunning",
     "AnswerResult",
     "ApprovalStatus",
+    "Attachment",
     "AwaitedApproval",
     "Bypass",
     "CallRun",

@@ -156,6 +156,28 @@ class LLMSettings(Section):
     """More models ``/model`` switches a session to; ``llm.model`` is always there, as ``default``."""
     max_parallel_subagents: int = Field(default=4, ge=1, le=32)
     """Sub-agents of one parallel batch (``execute_task`` calls) that run at once; 1 runs them in turn."""
+    vision: bool = True
+    """Photos reach the model as images; ``false``: they are saved and the model is told the path."""
+    max_image_px: int = Field(default=2048, ge=64, le=16384)
+    """Images are downscaled to this many pixels on the long side before the model sees them."""
+    max_history_images: int = Field(default=4, ge=0, le=100)
+    """Images of earlier messages re-sent to the model; older ones become ``[image: path]`` lines."""
+    inline_text_kb: int = Field(default=32, ge=0, le=1024)
+    """A text file this small (KB) that came with a message is also put in the message itself."""
+
+
+class TranscriptionSettings(Section):
+    """Voice notes, audio and video notes through an OpenAI-compatible ``/audio/transcriptions``."""
+
+    enabled: bool = True
+    base_url: HttpUrl | None = None
+    """``None``: ``llm.base_url``."""
+    api_key: SecretStr | None = None
+    """``None``: ``llm.api_key``."""
+    model: str = "whisper-1"
+    language: str | None = None
+    """An ISO-639-1 hint (``en``, ``ru``); ``None``: the service detects it."""
+    timeout: Duration = 120.0
 
 
 class StorageSettings(Section):
@@ -377,6 +399,7 @@ class Settings(Section):
     ``telegram``), so one config file holds both and is validated once, by the adapter's model."""
 
     llm: LLMSettings
+    transcription: TranscriptionSettings = TranscriptionSettings()
     storage: StorageSettings = StorageSettings()
     agent: AgentSettings = AgentSettings()
     locale: LocaleSettings = LocaleSettings()

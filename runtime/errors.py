@@ -148,6 +148,15 @@ class ToolError(RuntimeFailure):
     """A tool could not do what was asked; the message is what the model reads."""
 
 
+class FetchFailed(RuntimeFailure):
+    """An attachment could not be fetched from the chat platform; the message says why, in words
+    the user and the model read (``runtime.attachments``)."""
+
+
+class TranscriptionFailed(RuntimeFailure):
+    """A voice note could not be transcribed (HTTP error, timeout, empty text); the message says why."""
+
+
 class MailboxFull(RuntimeFailure):
     """The session has too many unread envelopes; the sender must back off."""
 

@@ -355,7 +355,35 @@ class Report:
     kind: Literal["report"] = "report"
 
 
-DurableOutput = Notice | Report
+@dataclass(slots=True, frozen=True, kw_only=True)
+class FileOutput:
+    """A workspace file the agent sends to the chat (``send_file``): recorded before it is emitted,
+    uploaded by the adapter (a photo when ``as_photo``), re-sent after a restart until shown."""
+
+    to: Address
+    path: str  # absolute
+    caption: str | None = None
+    as_photo: bool = False
+    outbox_id: int | None = None
+    kind: Literal["file"] = "file"
+
+
+class AttachmentAction(enum.StrEnum):
+    FETCHING = "fetching"
+    TRANSCRIBING = "transcribing"
+    IDLE = "idle"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class AttachmentActivity:
+    """The runtime is fetching or transcribing a message's files (the adapter shows a chat action)."""
+
+    to: Address
+    action: AttachmentAction
+    kind: Literal["attachment_activity"] = "attachment_activity"
+
+
+DurableOutput = Notice | Report | FileOutput
 """Output that must reach the user: recorded before it is emitted, re-sent on start until shown."""
 
 RuntimeEvent = (
@@ -377,6 +405,8 @@ RuntimeEvent = (
     | TurnFinished
     | Notice
     | Report
+    | FileOutput
+    | AttachmentActivity
 )
 Subscriber = Callable[[RuntimeEvent], None]
 

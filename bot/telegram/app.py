@@ -30,6 +30,7 @@ from agentgram.bot.settings import BotSettings
 from agentgram.bot.telegram import handlers
 from agentgram.bot.telegram.context import KEY, BotContext
 from agentgram.bot.telegram.delivery import Delivery
+from agentgram.bot.telegram.files import MB, TelegramFiles
 from agentgram.bot.telegram.format_rules import TELEGRAM_FORMAT_RULES
 from agentgram.bot.telegram.handlers.commands import menu
 from agentgram.bot.telegram.ingest import Ingest
@@ -124,7 +125,8 @@ class TelegramBot:
 def compose(
     settings: BotSettings, *, llm: LLMClient | None = None, start_retry: Retry = START_RETRY
 ) -> TelegramBot:
-    """The whole adapter, wired in one place: PTB, the runtime, delivery, handlers, ingest.
+    """The whole adapter, wired in one place: PTB, the runtime, its file source, delivery,
+    handlers, ingest.
 
     Delivery hears the runtime's events and is closed by it, after the hub stopped and
     before the database closes, so queued output is still delivered and recorded.
@@ -148,7 +150,9 @@ def compose(
         drafts=tg.drafts,
         draft_interval=tg.draft_interval,
         job_interval=tg.job_status_interval,
+        upload_limit_mb=tg.max_upload_mb,
     )
+    runtime.set_file_source(TelegramFiles(application.bot), max_upload_bytes=tg.max_upload_mb * MB)
     runtime.subscribe(delivery)
     runtime.on_close(delivery.close)
     context = BotContext(runtime, settings, translator, delivery)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from telegram import Update
@@ -23,6 +24,8 @@ class BotContext:
     translator: Translator
     delivery: Delivery
     _access: AccessList | None = field(default=None, init=False, repr=False)
+    albums_acked: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=64), init=False)
+    """The albums (chat, ``media_group_id``) lately acknowledged: an album's later items are not."""
 
     @property
     def access(self) -> AccessList:

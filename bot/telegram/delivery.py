@@ -24,6 +24,13 @@ a status line until its turn ends with it showing its final marks — one a
 restart cut short is closed on start (:meth:`Delivery.recover`) — and a prompt
 until its decision is shown, so a decided prompt is edited whichever process
 hears of the decision, and only once.
+
+Files: the agent's ``send_file`` (:class:`FileOutput`, durable like a notice) is uploaded with
+the file's bytes as they are when it is sent (:func:`bot.telegram.files.upload`), an
+``upload_document`` action showing meanwhile; a file gone by then, or one Telegram refuses for
+good, is explained in the chat instead. While the runtime fetches or transcribes a message's
+files (:class:`AttachmentActivity`) the chat shows ``upload_document`` or ``record_voice``
+(instead of typing) until it says it is idle.
 """
 
 from __future__ import annotations
@@ -33,12 +40,14 @@ import contextlib
 import io
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
 from agentgram.bot.telegram import agents_view, jobs_view, questions_view, todos_view
 from agentgram.bot.telegram.drafts import DraftChats, DraftStream
+from agentgram.bot.telegram.files import Upload, UploadRefused, fits_caption, upload
 from agentgram.bot.telegram.prompts import approval_prompt, decided_prompt, decision_line
 from agentgram.bot.telegram.records import ChatRecords, PromptShown, StatusLine
 from agentgram.bot.telegram.render import escape, markdown_to_html
@@ -59,8 +68,11 @@ from agentgram.runtime.app import ApprovalStatus, ToolCallStatus
 from agentgram.runtime.events import (
     ApprovalRequested,
     ApprovalResolved,
+    AttachmentAction,
+    AttachmentActivity,
     CallDetached,
     CallFinished,
+    FileOutput,
     Notice,
     OutcomeKind,
     QuestionAsked,
@@ -90,7 +102,13 @@ IDLE_EVICT = 60.0
 """Seconds a chat's outbox waits with nothing to do before its task ends and it is dropped
 (the next event makes a new one); keeps memory flat however many chats and headless runs come."""
 _HEADLESS = frozenset({"tic", "cron"})
-_HEADLESS_SPEAKS = (ApprovalRequested, ApprovalResolved, Report)
+_HEADLESS_SPEAKS = (ApprovalRequested, ApprovalResolved, Report, FileOutput)
+ACTION_LIMIT = 600.0
+"""Seconds a fetch's or transcription's chat action is shown at most, should its end never come."""
+_ACTIVITY = {
+    AttachmentAction.FETCHING: ChatAction.UPLOAD_DOCUMENT,
+    AttachmentAction.TRANSCRIBING: ChatAction.RECORD_VOICE,
+}
 _PHASE_MARK = {
     ToolPhase.STARTED: "…",
     ToolPhase.RUNNING: "…",
@@ -140,6 +158,7 @@ class ChatOutbox:
     turn_session: int | None = None  # the session whose turn is in progress in this chat
     last_edit: float = 0.0
     typing: asyncio.Task[None] | None = None
+    action: asyncio.Task[None] | None = None  # a file's chat action (fetching, transcribing, sending)
 
 
 class Delivery:
@@ -154,11 +173,13 @@ class Delivery:
         drafts: bool = False,
         draft_interval: float = 0.3,
         job_interval: float = 5.0,
+        upload_limit_mb: int = 50,
     ) -> None:
         self.bot = bot
         self.runtime = runtime
         self.t = translator
         self.edit_interval = edit_interval
+        self.upload_limit_mb = upload_limit_mb
         self.first_delay = first_delay
         self.drafts = DraftChats(enabled=drafts, interval=draft_interval)
         self.outboxes: dict[int, ChatOutbox] = {}
@@ -225,7 +246,7 @@ class Delivery:
 
     @staticmethod
     def _idle(box: ChatOutbox) -> bool:
-        working = (box.stream, box.draft, box.tools_group, box.typing) != (None, None, None, None)
+        working = (box.stream, box.draft, box.tools_group, box.typing, box.action) != (None,) * 5
         return box.queue.empty() and not working
 
     def _flush_delay(self, box: ChatOutbox) -> float | None:
@@ -301,6 +322,11 @@ class Delivery:
             case Report():
                 html = report_html(self.t, box.language, event.content)
                 await self._say(box, html, event.silent, event.outbox_id)
+            case FileOutput():
+                await self._flush(box, force=True)
+                await self._on_file(box, event)
+            case AttachmentActivity():
+                self._on_activity(box, event.action)
 
     async def _say(
         self, box: ChatOutbox, html: str, silent: bool, outbox_id: int | None, *, reply_to: int | None = None
@@ -454,6 +480,64 @@ class Delivery:
         if edited != Edit.FAILED:  # a failed edit is tried again when a restart reports it again
             await self.records.drop_prompt(event.request_id)
 
+    # --- files -----------------------------------------------------------------
+
+    async def _on_file(self, box: ChatOutbox, event: FileOutput) -> None:
+        """Upload until delivered or refused for good (then the chat is told why), then report it
+        shown; a caption too long for Telegram follows as a reply to the file."""
+        path = Path(event.path)
+        caption = markdown_to_html(event.caption) if event.caption else None
+        inline = caption if caption is not None and fits_caption(caption) else None
+        self._start_action(box, ChatAction.UPLOAD_DOCUMENT)
+        try:
+            content = await asyncio.to_thread(path.read_bytes)
+            file = Upload(content, path.name, inline, event.as_photo, self.upload_limit_mb)
+            sent = await upload(self.bot, box.chat_id, file, PERSISTENT)
+        except FileNotFoundError:
+            await self._file_not_sent(box, path.name, self.t.t(box.language, "file-send-missing"))
+        except OSError as error:
+            await self._file_not_sent(box, path.name, error.strerror or str(error))
+        except UploadRefused as error:
+            await self._file_not_sent(box, path.name, str(error))
+        else:
+            if caption is not None and inline is None:
+                await send_html(self.bot, box.chat_id, caption, reply_to=sent.message_id, retry=PERSISTENT)
+        finally:
+            self._stop_action(box)
+        if event.outbox_id is not None:
+            await self.runtime.output_shown(event.outbox_id)
+
+    async def _file_not_sent(self, box: ChatOutbox, name: str, reason: str) -> None:
+        text = self.t.t(box.language, "file-send-failed", name=escape(name), reason=escape(reason))
+        await send_html(self.bot, box.chat_id, text, retry=PERSISTENT)
+
+    def _on_activity(self, box: ChatOutbox, action: AttachmentAction) -> None:
+        shown = _ACTIVITY.get(action)
+        if shown is None:
+            self._stop_action(box)
+        else:
+            self._start_action(box, shown)
+
+    def _start_action(self, box: ChatOutbox, action: ChatAction) -> None:
+        self._stop_action(box)
+        box.action = self._tasks.spawn(self._show_action(box, action), name=f"action-{box.chat_id}")
+
+    def _stop_action(self, box: ChatOutbox) -> None:
+        if box.action is not None:
+            box.action.cancel()
+            box.action = None
+
+    async def _show_action(self, box: ChatOutbox, action: ChatAction) -> None:
+        """Telegram shows an action for ~5 s: sent again every 4 s, until stopped (or the limit)."""
+        until = time.monotonic() + ACTION_LIMIT
+        while time.monotonic() < until:
+            try:
+                await self.bot.send_chat_action(box.chat_id, action)
+            except TelegramError as error:
+                log.debug("%s action failed: %s", action, error)
+            await asyncio.sleep(TYPING_EVERY)
+        box.action = None
+
     # --- typing ----------------------------------------------------------------
 
     def _start_typing(self, box: ChatOutbox) -> None:
@@ -468,7 +552,7 @@ class Delivery:
     async def _typing(self, box: ChatOutbox) -> None:
         await asyncio.sleep(TYPING_AFTER)
         while True:
-            if not self._waits_for_user(box):
+            if not self._waits_for_user(box) and box.action is None:  # a file's action says more
                 try:
                     await self.bot.send_chat_action(box.chat_id, ChatAction.TYPING)
                 except TelegramError as error:

@@ -124,7 +124,8 @@ def _is_not_modified(error: BadRequest) -> bool:
     return "message is not modified" in error.message.lower()
 
 
-def _is_entity_error(error: BadRequest) -> bool:
+def is_entity_error(error: BadRequest) -> bool:
+    """Telegram could not parse our HTML: the same text goes again as plain text."""
     return "can't parse entities" in error.message.lower()
 
 
@@ -206,7 +207,7 @@ async def _send_one(
             lambda: bot.send_message(chat_id, html, parse_mode=ParseMode.HTML, **kwargs), retry, what
         )
     except BadRequest as error:
-        if not _is_entity_error(error):
+        if not is_entity_error(error):
             _refused(what, error)
             return None
         log.warning("Telegram rejected our HTML (%s); re-sending as plain text", error.message)
@@ -252,7 +253,7 @@ async def edit_html(
         try:
             return await edit(html, ParseMode.HTML)
         except BadRequest as error:
-            if not _is_entity_error(error):
+            if not is_entity_error(error):
                 raise
         return await edit(html_to_text(html) or "…", None)
     except BadRequest as error:
@@ -303,7 +304,7 @@ async def send_draft(bot, chat_id: int, draft_id: int, html: str) -> DraftSent: 
         try:
             await draft(html, ParseMode.HTML)
         except BadRequest as error:
-            if not _is_entity_error(error):
+            if not is_entity_error(error):
                 raise
             await draft(html_to_text(html) or "…", None)
     except (BadRequest, InvalidToken) as error:

@@ -30,6 +30,12 @@ help-text =
     /search — find something we talked about
     /context — how full my memory of this chat is
     /compact — summarise older messages now
+
+    <b>Besides text</b>
+    📷 photos — I look at them
+    🎙 voice notes, audio, video notes — I transcribe them and show you what I heard
+    📎 files — saved in my working folder, where I read them
+    I can send files back, too.
 not-allowed = This is a private bot. Your Telegram user id is <code>{ $id }</code>.
 pairing-asked =
     This is a private bot. Your Telegram user id is <code>{ $id }</code>.
@@ -43,9 +49,7 @@ pairing-request-denied = ❌ User <code>{ $id }</code> ({ $user }) was refused.
 pairing-welcome = ✅ The owner let you in. Send your message again and I'll answer.
 pairing-refused = The owner declined your request.
 group-not-supported = I only work in private chats for now.
-unsupported-content = I can't handle stickers, photos or voice messages yet — please send text.
-unsupported-document = 📎 I can't open files yet — please paste the text, or tell me what is in the file.
-document-caption-only = 📎 I can't open files yet, so I didn't read “{ $file }” — I'm answering your caption only.
+unsupported-content = I read text, photos, voice notes and files — not this kind of message, sorry. Please send it another way.
 unknown-command = I don't know that command.
 quiet-hours-digest-header = 🌙 <b>While you were away</b>
 

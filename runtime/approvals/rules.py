@@ -82,7 +82,15 @@ SEEDED_RULES: tuple[Rule, ...] = (
     ),
     *(
         Rule(tool=name, action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed")
-        for name in ("read_file", "list_dir", "list_jobs", "schedule_job", "update_job", "execute_task")
+        for name in (
+            "read_file",
+            "list_dir",
+            "list_jobs",
+            "schedule_job",
+            "update_job",
+            "execute_task",
+            "send_file",
+        )
     ),
     *(  # they ask the user or keep the session's own notes (runtime/questions, runtime/tools/notes.py)
         Rule(tool=name, action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed")

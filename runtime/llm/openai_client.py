@@ -36,6 +36,8 @@ from agentgram.runtime.errors import FailureKind, LLMError, kind_for_status
 from agentgram.runtime.llm.types import (
     AssistantMessage,
     ChatMessage,
+    ContentPart,
+    ImagePart,
     LLMRound,
     ModelFallback,
     ProbeWarning,
@@ -292,6 +294,8 @@ def _request(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> dict
 
 def to_openai_message(message: ChatMessage) -> dict[str, Any]:
     match message:
+        case UserMessage(content=tuple() as parts):
+            return {"role": "user", "content": [to_openai_part(p) for p in parts]}
         case SystemMessage(content=content) | UserMessage(content=content):
             return {"role": message.role, "content": content}
         case AssistantMessage(content=content, tool_calls=calls) if calls:
@@ -308,6 +312,12 @@ def to_openai_message(message: ChatMessage) -> dict[str, Any]:
         case ToolMessage(tool_call_id=call_id, content=content):
             return {"role": "tool", "tool_call_id": call_id, "content": content}
     raise TypeError(f"not a chat message: {message!r}")
+
+
+def to_openai_part(part: ContentPart) -> dict[str, Any]:
+    if isinstance(part, ImagePart):
+        return {"type": "image_url", "image_url": {"url": part.url}}
+    return {"type": "text", "text": part.text}
 
 
 def to_openai_tool(tool: ToolSpec) -> dict[str, Any]:

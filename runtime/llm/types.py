@@ -27,9 +27,33 @@ class SystemMessage:
 
 
 @dataclass(slots=True, frozen=True)
+class TextPart:
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class ImagePart:
+    """An image the model sees; ``url`` is a ``data:`` URL (:mod:`runtime.attachments.images`)."""
+
+    url: str
+
+
+ContentPart = TextPart | ImagePart
+
+
+@dataclass(slots=True, frozen=True)
 class UserMessage:
-    content: str
+    """``content`` is plain text, or parts when the message carries images (or inlined files)."""
+
+    content: str | tuple[ContentPart, ...]
     role: Literal["user"] = "user"
+
+    @property
+    def text(self) -> str:
+        """The words alone, for code that needs no images (size estimates, logs)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n\n".join(part.text for part in self.content if isinstance(part, TextPart))
 
 
 @dataclass(slots=True, frozen=True)

@@ -28,11 +28,24 @@ class _Body(BaseModel):
 
 
 class Attachment(_Body):
-    kind: str
+    """A file that came with a message, as the chat adapter saw it (``runtime.attachments``).
+
+    ``path`` is where the runtime saves it in the workspace, assigned when the mail is accepted
+    (adapters leave it unset); ``skipped`` is the adapter's reason not to fetch it at all (too large);
+    ``transcript`` one the platform already made (a voice note)."""
+
+    kind: str  # photo | document | voice | audio | video_note | video | sticker | animation
     file_id: str | None = None
     name: str | None = None
     mime_type: str | None = None
     size: int | None = None
+    unique_id: str | None = None
+    width: int | None = None
+    height: int | None = None
+    duration: int | None = None
+    transcript: str | None = None
+    skipped: str | None = None
+    path: str | None = None
 
 
 class UserMessageBody(_Body):
@@ -41,6 +54,7 @@ class UserMessageBody(_Body):
     attachments: list[Attachment] = Field(default_factory=list)
     chat_message_id: int | None = None
     is_synthetic: bool = False
+    media_group_id: str | None = None  # an album: its items arrive as separate mail with one id
 
 
 class AgentMessageBody(_Body):

@@ -35,13 +35,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from agentgram.runtime.attachments.inbox import PreparationStopped
 from agentgram.runtime.events import Address, OutcomeKind, TurnStarted
 from agentgram.runtime.log import get_logger
-from agentgram.runtime.mailbox import ControlAction, ControlBody, Envelope
+from agentgram.runtime.mailbox import ControlAction, ControlBody, Envelope, UserMessageBody
 from agentgram.runtime.sessions.state import BUSY, RESTING, WorkerState, may_enter
-from agentgram.runtime.storage.models import ChatSession, SessionSource, Turn, TurnStatus
+from agentgram.runtime.storage.models import ChatSession, SessionSource, Turn, TurnStatus, utcnow
 from agentgram.runtime.turn import steps
-from agentgram.runtime.turn.inject import control_action, mail_text, take_until_pause, wakes
+from agentgram.runtime.turn.inject import Prepared, control_action, mail_text, take_until_pause, wakes
 from agentgram.runtime.turn.loop import TurnRunner, TurnServices, settle_cancelled
 from agentgram.runtime.turn.outcome import Cancelled, Failed, TurnOutcome
 from agentgram.runtime.turn.prefetch import Prefetch
@@ -58,6 +59,23 @@ A headless session's worker goes as soon as its turn is over: its session gets n
 """
 
 _HEADLESS = (SessionSource.TIC, SessionSource.CRON)
+
+
+ALBUM_WINDOW = 1.0
+"""Seconds after an album's latest item the worker waits for more before it reads the album."""
+
+
+def album_pending(mail: list[Envelope]) -> float:
+    """How much longer to wait for more items of an album ``mail`` holds (0: read it now)."""
+    groups = {
+        e.body.media_group_id for e in mail if isinstance(e.body, UserMessageBody) and e.body.media_group_id
+    }
+    if not groups:
+        return 0.0
+    latest = max(
+        e.sent_at for e in mail if isinstance(e.body, UserMessageBody) and e.body.media_group_id in groups
+    )
+    return max(0.0, ALBUM_WINDOW - (utcnow() - latest).total_seconds())
 
 
 def address_of(session: ChatSession) -> Address:
@@ -228,6 +246,9 @@ class SessionWorker:
         taken, pause = take_until_pause(unread)
         if not pause and not any(wakes(e) for e in taken):  # e.g. results of calls /stop cancelled
             return False  # they are read with the next mail that wakes the session
+        if (wait := album_pending(taken)) > 0:  # an album's items arrive one by one: read them as one
+            asyncio.get_running_loop().call_later(wait, self.wake.set)
+            return False
         await self._start_turn(taken[:-1] if pause else taken, pause_queued=pause)  # R1 meets the pause
         return True
 
@@ -240,11 +261,15 @@ class SessionWorker:
         s = self.hub.services
         self._enter(WorkerState.OPENING)
         try:
-            if not pause_queued:  # a turn that pauses at once asks nothing first
+            prepared = await self._prepare(mail)
+            if prepared is None:  # a /stop cancelled the fetch: the stop settles the mail
+                self._enter(WorkerState.IDLE)
+                return
+            if not pause_queued and not prepared:  # nothing first: a turn that pauses, a file to show
                 source = (await self._session()).source  # read once; the turn's run needs it too
                 self.prefetch = await steps.prefetch(s, self.session_id, mail, source=source)
                 await self.prefetch.under_way(steps.PREFETCH_PATIENCE)
-            turn_id = await steps.open_turn(s, self.session_id, mail)
+            turn_id = await steps.open_turn(s, self.session_id, mail, prepared)
         except BaseException:
             if self.prefetch is not None:
                 self.prefetch.cancel()
@@ -256,6 +281,17 @@ class SessionWorker:
         await self._run_turn(
             turn_id, restarted=False, first_mail=None if pause_queued else [], prefetch=prefetch
         )
+
+    async def _prepare(self, mail: list[Envelope]) -> Prepared | None:
+        """The files of the mail that starts a turn, fetched (``runtime.attachments``); ``None``
+        when a /stop cancelled that."""
+        inbox = self.hub.services.inbox
+        if inbox is None:
+            return {}
+        try:
+            return await inbox.prepare(mail, address_of(await self._session()))
+        except PreparationStopped:
+            return None
 
     async def _dispatch_paused(self, paused: Turn, unread: list[Envelope]) -> bool:
         """A paused turn continues on /resume (anywhere in the queue) or, if configured, any message."""

@@ -19,6 +19,7 @@ from sqlmodel import SQLModel
 import agentgram.runtime.storage.background_rows  # registers the tables
 import agentgram.runtime.storage.models
 import agentgram.runtime.storage.notes_rows  # registers the tables
+import agentgram.runtime.storage.prepared_rows  # registers the tables
 import agentgram.runtime.storage.question_rows  # registers the tables
 import agentgram.runtime.storage.scheduler_rows  # registers the tables
 import agentgram.runtime.storage.summary_rows  # registers the tables

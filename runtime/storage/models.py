@@ -104,6 +104,7 @@ class OutboxKind(enum.StrEnum):
 
     NOTICE = "notice"
     REPORT = "report"
+    FILE = "file"  # a file the agent sends (send_file)
 
 
 class ChatSession(SQLModel, table=True):

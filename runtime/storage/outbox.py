@@ -1,7 +1,7 @@
 """Output that must reach the user, recorded before it is emitted.
 
-Notices ("⏹ Stopped.", "🔄 Restarted…") and reports (tic and cron results)
-are stored here first, then published on the event bus with their
+Notices ("⏹ Stopped.", "🔄 Restarted…"), reports (tic and cron results) and
+files the agent sends (``send_file``) are stored here first, then published on the event bus with their
 ``outbox_id``. The adapter reports each one shown once its chat shows it (or
 once Telegram refused it for good); whatever a crash or a long outage kept
 from the chat is published again on start, once, if it is under a day old.
@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from sqlalchemy import Connection
 from sqlmodel import Session, col, select
 
-from agentgram.runtime.events import REPORT_CONTENT, Address, DurableOutput, Notice, Report
+from agentgram.runtime.events import REPORT_CONTENT, Address, DurableOutput, FileOutput, Notice, Report
 from agentgram.runtime.log import get_logger
 from agentgram.runtime.storage.db import Database
 from agentgram.runtime.storage.models import OutboxRow, utcnow
@@ -41,6 +41,8 @@ def _event(row: OutboxRow) -> DurableOutput | None:
     to = Address(session_id=row.session_id, source=row.source, chat_id=row.chat_id, language=row.language)
     if row.kind == "report":
         return _report(to, row)
+    if row.kind == "file":
+        return FileOutput(to=to, outbox_id=row.id, **row.payload)  # type: ignore[arg-type]
     return Notice(to=to, outbox_id=row.id, **row.payload)  # type: ignore[arg-type]
 
 

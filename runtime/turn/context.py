@@ -20,25 +20,46 @@ should be summarised). Tool results from earlier
 turns (by ``turn_id``: a message injected mid-turn does not start a new one)
 longer than ``max_tool_result_chars`` are replaced by a note (the database
 keeps them whole).
+
+Attachments (``meta["attachments"]`` of a user row, one dict per file as the
+runtime prepared it: the mail's :class:`~runtime.mailbox.envelope.Attachment`
+plus ``status``/``error``) are shown from that metadata on every round, never
+stored in ``content``: a line per file after the user's text, the text of a
+small UTF-8 document, and, with ``vision`` on, the image itself — for every
+image of the current turn and the newest ``max_history_images`` of earlier
+turns; older images (and all of them with ``vision`` off) are only their
+``[image: path]`` line. The round loads those images first
+(:func:`images_needed`, then :meth:`ImageCache.load`), so the build stays sync.
 """
 
 from __future__ import annotations
 
+import enum
 import platform
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
+from pydantic import ValidationError
+
+from agentgram.runtime.attachments.images import WIRE_FORMATS, ImageCache
 from agentgram.runtime.llm.types import (
     AssistantMessage,
     ChatMessage,
+    ContentPart,
+    ImagePart,
     SystemMessage,
+    TextPart,
     ToolCallRequest,
     ToolMessage,
     UserMessage,
 )
+from agentgram.runtime.log import get_logger
+from agentgram.runtime.mailbox.envelope import Attachment
 from agentgram.runtime.storage.history import HistoryEntry
 from agentgram.runtime.storage.models import Role, RowStatus, ToolCallRow, ToolCallStatus
 from agentgram.runtime.turn import texts
@@ -52,6 +73,11 @@ class ContextSettings:
     timezone_name: str
     max_history_messages: int = 200
     max_tool_result_chars: int | None = 4000
+    vision: bool = True
+    max_history_images: int = 4
+    inline_text_kb: int = 32
+    images: ImageCache | None = None
+    """Where the images the model sees are read from; ``None``: no image is sent (lines only)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -75,10 +101,11 @@ def build_messages(
     static prefix byte-identical."""
     kept = entries if compacted is not None else truncate(entries, settings.max_history_messages)
     boundary = current_turn_start(kept)
+    shown = AttachmentView(settings, shown_images(kept, settings))
     conversation: list[ChatMessage] = []
     for index, entry in enumerate(kept):
         hide = settings.max_tool_result_chars if index < boundary else None
-        conversation.extend(render_entry(entry, hide))
+        conversation.extend(render_entry(entry, hide, shown))
     return [
         SystemMessage(settings.static_system),
         *([SystemMessage(notes)] if notes else []),
@@ -125,10 +152,12 @@ def current_turn_start(entries: list[HistoryEntry]) -> int:
     return start
 
 
-def render_entry(entry: HistoryEntry, hide_over: int | None) -> list[ChatMessage]:
+def render_entry(
+    entry: HistoryEntry, hide_over: int | None, attachments: AttachmentView | None = None
+) -> list[ChatMessage]:
     row = entry.row
     if row.role == Role.USER:
-        return [UserMessage(row.content)]
+        return [user_message(entry, attachments)]
     calls = tuple(ToolCallRequest(c.call_id, c.name, c.arguments) for c in entry.calls)
     content = row.content
     if row.status == RowStatus.CANCELLED and not calls:
@@ -152,15 +181,30 @@ def tool_result_text(call: ToolCallRow, hide_over: int | None) -> str:
 
 
 def coalesce_users(messages: list[ChatMessage]) -> list[ChatMessage]:
-    """Merge consecutive user messages (injected mid-turn rows read as one turn)."""
+    """Merge consecutive user messages (injected mid-turn rows and an album's items read as one)."""
     merged: list[ChatMessage] = []
     for message in messages:
         previous = merged[-1] if merged else None
         if isinstance(message, UserMessage) and isinstance(previous, UserMessage):
-            merged[-1] = UserMessage(f"{previous.content}\n\n{message.content}")
+            merged[-1] = join_users(previous, message)
         else:
             merged.append(message)
     return merged
+
+
+def join_users(first: UserMessage, second: UserMessage) -> UserMessage:
+    """Texts join with a blank line; with images, the parts follow each other in order (where the
+    two meet text to text, the texts join, so each image stays next to the line that names it)."""
+    if isinstance(first.content, str) and isinstance(second.content, str):
+        return UserMessage(f"{first.content}\n\n{second.content}")
+    head, tail = _parts(first), _parts(second)
+    if head and tail and isinstance(head[-1], TextPart) and isinstance(tail[0], TextPart):
+        head, tail = (*head[:-1], TextPart(f"{head[-1].text}\n\n{tail[0].text}")), tail[1:]
+    return UserMessage((*head, *tail))
+
+
+def _parts(message: UserMessage) -> tuple[ContentPart, ...]:
+    return (TextPart(message.content),) if isinstance(message.content, str) else message.content
 
 
 def dynamic_tail(settings: ContextSettings, now: datetime) -> str:
@@ -176,3 +220,193 @@ def dynamic_tail(settings: ContextSettings, now: datetime) -> str:
 @cache
 def os_description() -> str:
     return f"{platform.system()} {platform.release()} [{platform.machine()}]"
+
+
+# --- attachments ---------------------------------------------------------------------------
+
+log = get_logger("turn")
+
+IMAGE_MIMES = frozenset(WIRE_FORMATS.values())
+"""A document of one of these types is shown as an image; any other is a file line."""
+SPOKEN = {"voice": "voice note", "audio": "audio", "video_note": "video note"}
+UNSHOWABLE = "could not be shown as an image"
+"""An image meant to be shown that Pillow could not read (or the round did not load)."""
+
+
+class AttachmentStatus(enum.StrEnum):
+    READY = "ready"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+@dataclass(slots=True, frozen=True)
+class PreparedAttachment:
+    """One of a user row's ``meta["attachments"]``, parsed: the mail's item and how preparing it went."""
+
+    item: Attachment
+    status: AttachmentStatus
+    error: str | None
+
+    @property
+    def is_image(self) -> bool:
+        item = self.item
+        return item.kind == "photo" or (item.kind == "document" and item.mime_type in IMAGE_MIMES)
+
+    @property
+    def ready_path(self) -> str | None:
+        """The workspace-relative path of the saved file; ``None`` when there is none to read."""
+        return self.item.path if self.status is AttachmentStatus.READY else None
+
+
+def prepared_attachments(meta: dict[str, Any]) -> list[PreparedAttachment]:
+    """The row's attachments; a malformed record is left out (and logged), never guessed at."""
+    found: list[PreparedAttachment] = []
+    for raw in meta.get("attachments") or ():
+        try:
+            fields = {k: v for k, v in raw.items() if k in Attachment.model_fields}
+            found.append(
+                PreparedAttachment(
+                    Attachment.model_validate(fields), AttachmentStatus(raw.get("status")), raw.get("error")
+                )
+            )
+        except (AttributeError, ValueError, ValidationError):
+            log.warning("an attachment record in a history row is malformed; it is not shown")
+    return found
+
+
+def shown_images(entries: list[HistoryEntry], settings: ContextSettings) -> frozenset[str]:
+    """Paths of the images the model sees: the current turn's, and the newest
+    ``max_history_images`` of earlier turns."""
+    if not settings.vision or settings.images is None:
+        return frozenset()
+    boundary = current_turn_start(entries)
+    current = [p for e in entries[boundary:] for p in _image_paths(e)]
+    earlier = [p for e in entries[:boundary] for p in _image_paths(e)]
+    keep = settings.max_history_images
+    return frozenset(current + (earlier[-keep:] if keep > 0 else []))
+
+
+def images_needed(entries: list[HistoryEntry], settings: ContextSettings) -> list[Path]:
+    """The files :meth:`ImageCache.load` must have read before :func:`build_messages` runs
+    on ``entries`` (a superset when truncation drops some)."""
+    return sorted(settings.workdir / path for path in shown_images(entries, settings))
+
+
+def _image_paths(entry: HistoryEntry) -> Iterator[str]:
+    if entry.row.role != Role.USER or not entry.row.meta.get("attachments"):
+        return
+    for prepared in prepared_attachments(entry.row.meta):
+        if prepared.is_image and prepared.ready_path:
+            yield prepared.ready_path
+
+
+@dataclass(slots=True, frozen=True)
+class AttachmentView:
+    """What one build shows of attachments: the settings, and which images go as images."""
+
+    settings: ContextSettings
+    images: frozenset[str] = frozenset()
+
+    def shows(self, prepared: PreparedAttachment) -> bool:
+        """The model gets this attachment as an image (not just its line)."""
+        return prepared.is_image and prepared.ready_path in self.images
+
+    def image_url(self, prepared: PreparedAttachment) -> str | None:
+        cache = self.settings.images
+        if cache is None or prepared.ready_path is None or not self.shows(prepared):
+            return None
+        return cache.get(self.settings.workdir / prepared.ready_path)
+
+    def inline_text(self, prepared: PreparedAttachment) -> str | None:
+        limit = self.settings.inline_text_kb * 1024
+        path = prepared.ready_path
+        if prepared.item.kind != "document" or prepared.is_image or path is None or not limit:
+            return None
+        if prepared.item.size is not None and prepared.item.size > limit:
+            return None
+        return small_text(self.settings.workdir / path, limit)
+
+
+def user_message(entry: HistoryEntry, view: AttachmentView | None) -> UserMessage:
+    """The user's text, a line per attachment, then inlined texts and images; a plain text
+    message when there is nothing but words."""
+    row = entry.row
+    prepared = prepared_attachments(row.meta) if view is not None and row.meta.get("attachments") else []
+    if view is None or not prepared:
+        return UserMessage(row.content)
+    lines: list[str] = []
+    extra: list[ContentPart] = []
+    images: list[ContentPart] = []
+    for item in prepared:
+        url = view.image_url(item)
+        lines.append(attachment_line(item, note=UNSHOWABLE if view.shows(item) and url is None else None))
+        if url is not None:
+            images.append(ImagePart(url))
+        text = view.inline_text(item)
+        if text is not None:
+            extra.append(TextPart(f"--- {item.ready_path} ---\n{text}"))
+    words = "\n\n".join(part for part in (row.content, "\n".join(lines)) if part)
+    if not extra and not images:
+        return UserMessage(words)
+    return UserMessage((TextPart(words), *extra, *images))
+
+
+def attachment_line(prepared: PreparedAttachment, *, note: str | None = None) -> str:
+    """``[file: inbox/… · 1.2 MB · application/pdf — read it with read_file]``, ``[voice note:
+    inbox/….ogg, 12 s]``, ``[image: inbox/…]``; a file not there names why (``— not
+    downloaded: …``, ``— failed: …``)."""
+    item = prepared.item
+    where = prepared.ready_path or item.name
+    if prepared.is_image or item.kind == "sticker":
+        label, head = "image" if prepared.is_image else "sticker", [where]
+    elif item.kind in SPOKEN:
+        label, head = SPOKEN[item.kind], [", ".join(filter(None, [where, _duration(item.duration)]))]
+    else:
+        label, head = "file", [where, _size(item.size), item.mime_type]
+    described = " · ".join(filter(None, head))
+    tail = note or _status_note(prepared, label)
+    return f"[{label}{': ' + described if described else ''}{' — ' + tail if tail else ''}]"
+
+
+def _status_note(prepared: PreparedAttachment, label: str) -> str | None:
+    match prepared.status:
+        case AttachmentStatus.SKIPPED:
+            return f"not downloaded: {prepared.error or 'skipped'}"
+        case AttachmentStatus.FAILED:
+            return f"failed: {prepared.error or 'unknown reason'}"
+    if prepared.error:  # saved, but a later step failed (a voice note not transcribed)
+        return prepared.error
+    return "read it with read_file" if label == "file" else None
+
+
+def _size(size: int | None) -> str | None:
+    if size is None:
+        return None
+    if size < 1024:
+        return f"{size} B"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+def _duration(seconds: int | None) -> str | None:
+    return f"{seconds} s" if seconds is not None else None
+
+
+def small_text(path: Path, limit: int) -> str | None:
+    """The file's text when it is at most ``limit`` bytes of UTF-8 (no NUL); else ``None``."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _read_text(path, stat.st_mtime_ns, stat.st_size) if stat.st_size <= limit else None
+
+
+@lru_cache(maxsize=64)
+def _read_text(path: Path, mtime_ns: int, size: int) -> str | None:
+    """Cached by (path, mtime, size): every round shows the file again without reading it again."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None if "\x00" in text else text

@@ -16,9 +16,12 @@ and dropping what was still queued (never stored as conversation).
 from __future__ import annotations
 
 import enum
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from sqlalchemy import Connection
 
+from agentgram.runtime.attachments.inbox import PreparationStopped, spoken_text
 from agentgram.runtime.mailbox import ControlAction, ControlBody, Envelope, Mailbox, MailKind
 from agentgram.runtime.mailbox.envelope import (
     AgentMessageBody,
@@ -30,6 +33,10 @@ from agentgram.runtime.storage.background_rows import BackgroundStore
 from agentgram.runtime.storage.db import Database, durable
 from agentgram.runtime.storage.history import HistoryStore
 from agentgram.runtime.turn import texts
+
+Prepared = Mapping[str, list[dict[str, Any]]]
+"""A message's attachments as the inbox prepared them, by envelope id (``runtime.attachments``)."""
+Prepare = Callable[[list[Envelope]], Awaitable[Prepared]]
 
 
 class Injected(enum.Enum):
@@ -104,8 +111,11 @@ async def inject_mail(
     session_id: int,
     turn_id: int,
     unread: list[Envelope] | None = None,
+    *,
+    prepare: Prepare | None = None,
 ) -> Injected:
-    """``unread`` may be handed in when the caller has just read it (saves a query)."""
+    """``unread`` may be handed in when the caller has just read it (saves a query); ``prepare``
+    fetches the files of the messages folded in (``runtime.attachments``) before they are."""
     if unread is None:
         unread = await mailbox.unread(session_id)
     if stop_pending(unread):
@@ -113,16 +123,26 @@ async def inject_mail(
     taken, pause = take_until_pause(unread)
     if not taken:
         return Injected.NOTHING
-    await durable(_commit(db, mailbox, history, session_id, turn_id, taken))
+    try:
+        prepared = await prepare(taken) if prepare is not None else {}
+    except PreparationStopped:  # a /stop is on its way
+        return Injected.STOP
+    await durable(_commit(db, mailbox, history, session_id, turn_id, taken, prepared))
     if pause:
         return Injected.PAUSE
     return Injected.MESSAGES if any(mail_text(e) is not None for e in taken) else Injected.NOTHING
 
 
 async def _commit(
-    db: Database, mailbox: Mailbox, history: HistoryStore, session_id: int, turn_id: int, mail: list[Envelope]
+    db: Database,
+    mailbox: Mailbox,
+    history: HistoryStore,
+    session_id: int,
+    turn_id: int,
+    mail: list[Envelope],
+    prepared: Prepared,
 ) -> None:
-    await db.write_sync(lambda tx: fold_into_turn(tx, mailbox, history, session_id, turn_id, mail))
+    await db.write_sync(lambda tx: fold_into_turn(tx, mailbox, history, session_id, turn_id, mail, prepared))
 
 
 def fold_into_turn(
@@ -132,10 +152,13 @@ def fold_into_turn(
     session_id: int,
     turn_id: int,
     mail: list[Envelope],
+    prepared: Prepared | None = None,
 ) -> None:
-    """Inside the caller's (synchronous) transaction: each piece of mail its own user row, then the cursor."""
+    """Inside the caller's (synchronous) transaction: each piece of mail its own user row, then the
+    cursor. ``prepared``: the attachments of the messages that have any, as the inbox left them."""
     if not mail:
         return
+    prepared = prepared or {}
     finished = [e.body.call_id for e in mail if isinstance(e.body, ToolCallFinishedBody)]
     read = BackgroundStore.read_in(tx, session_id, finished) if finished else set()
     for envelope in mail:
@@ -143,23 +166,26 @@ def fold_into_turn(
         text = mail_text(envelope, read=isinstance(body, ToolCallFinishedBody) and body.call_id in read)
         if text is None:
             continue
+        files = prepared.get(envelope.id)
         history.add_user_row(
             tx,
             session_id=session_id,
             turn_id=turn_id,
-            content=text,
+            content=spoken_text(text, files) if files else text,
             is_synthetic=is_synthetic(envelope),
             mail_seq=envelope.seq,
-            meta=_meta(envelope),
+            meta=_meta(envelope, files),
         )
     mailbox.advance(tx, session_id, max(e.seq for e in mail))
 
 
-def _meta(envelope: Envelope) -> dict[str, object]:
+def _meta(envelope: Envelope, files: list[dict[str, Any]] | None) -> dict[str, object]:
     body = envelope.body
     meta: dict[str, object] = {"envelope_id": envelope.id}
     if isinstance(body, UserMessageBody):
-        if body.attachments:
+        if files is not None:
+            meta["attachments"] = files
+        elif body.attachments:
             meta["attachments"] = [a.model_dump(mode="json") for a in body.attachments]
         if body.chat_message_id is not None:
             meta["chat_message_id"] = body.chat_message_id

@@ -36,6 +36,7 @@ from functools import partial
 from typing import Any
 
 from agentgram.runtime.approvals.manager import ApprovalManager
+from agentgram.runtime.attachments.inbox import Inbox
 from agentgram.runtime.errors import LLMError, ToolError
 from agentgram.runtime.events import (
     Address,
@@ -93,9 +94,9 @@ from agentgram.runtime.tools.wrappers import CallSite, Chain, HookDenied, Wrappe
 from agentgram.runtime.turn import texts
 from agentgram.runtime.turn.background import BackgroundCalls, Performed
 from agentgram.runtime.turn.compaction import Compactor
-from agentgram.runtime.turn.context import Compacted, ContextSettings, build_messages
+from agentgram.runtime.turn.context import Compacted, ContextSettings, build_messages, images_needed
 from agentgram.runtime.turn.gate import GateDeps, WaitHook, approval_resolved, run_approval_gate
-from agentgram.runtime.turn.inject import Injected, inject_mail
+from agentgram.runtime.turn.inject import Injected, Prepared, inject_mail
 from agentgram.runtime.turn.outcome import (
     Cancelled,
     CancelToken,
@@ -159,6 +160,7 @@ class TurnServices:
     memory: MemoryPrompt | None = None  # the memory files each session's static prompt ends with
     agents: AgentBook = field(default_factory=AgentBook)  # who execute_task may start (runtime.agents)
     background: BackgroundCalls | None = None  # tracked calls (runtime.turn.background); None: all attached
+    inbox: Inbox | None = None  # a message's files, fetched before its turn reads it (runtime.attachments)
     wrappers: Wrappers = field(default_factory=lambda: Wrappers((), lambda name: None))  # tools.wrappers
     max_parallel_subagents: int = 4  # the children of one parallel batch running at once
     frames: FrameStore = field(init=False)  # the sessions' call stacks (sub-agent frames)
@@ -263,7 +265,9 @@ class TurnRunner:
             if self.token.cancelled:
                 raise asyncio.CancelledError
             unread, self.first_mail = self.first_mail, None
-            injected = await inject_mail(s.db, s.mailbox, s.history, self.session_id, self.turn_id, unread)
+            injected = await inject_mail(
+                s.db, s.mailbox, s.history, self.session_id, self.turn_id, unread, prepare=self._prepare
+            )
             if injected is Injected.PAUSE:
                 return Paused()
             if injected is Injected.STOP:  # a /stop landed before the hub could cancel us
@@ -275,6 +279,11 @@ class TurnRunner:
             step = await self._round()
             if not isinstance(step, RunAgain):
                 return step
+
+    async def _prepare(self, mail: list[Envelope]) -> Prepared:
+        """The files of the messages R1 folds in, fetched first (``runtime.attachments``)."""
+        inbox = self.services.inbox
+        return await inbox.prepare(mail, self.address) if inbox is not None else {}
 
     async def stored_answer(self) -> str | None:
         """The turn's final answer when it is already stored as the session's last row.
@@ -301,6 +310,7 @@ class TurnRunner:
             s, self.session_id, ephemeral=self.session.is_ephemeral, compact=compact
         )
         notes = await s.notes.context_text(self.session_id) if s.notes is not None else None
+        await load_images(context, entries)
         prefetch, self.prefetch = self.prefetch, None  # from here on its text is streamed or void
         messages = build_messages(
             entries, context, prefetch.now if prefetch else s.clock(), notes=notes, compacted=compacted
@@ -665,6 +675,7 @@ class TurnRunner:
         context = replace(
             s.context, static_system=with_memory(level.system or s.context.static_system, memory)
         )
+        await load_images(context, entries)
         result = await self._call_llm(build_messages(entries, context, s.clock()))
         self.tokens_in += result.usage.input_tokens
         self.tokens_out += result.usage.output_tokens
@@ -779,6 +790,12 @@ async def round_history(
     else:
         view = await s.compaction.prepared(session_id, await s.llm_for(session_id), compact)
     return view.entries, view.compacted
+
+
+async def load_images(context: ContextSettings, entries: list[HistoryEntry]) -> None:
+    """Read (off the event loop) the images a context shows, before its synchronous build."""
+    if context.images is not None:
+        await context.images.load(images_needed(entries, context))
 
 
 def offered_tools(services: TurnServices, source: str) -> ToolRegistry:

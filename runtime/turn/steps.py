@@ -15,8 +15,8 @@ from agentgram.runtime.events import OutcomeKind, TurnFinished
 from agentgram.runtime.mailbox import Envelope
 from agentgram.runtime.storage.models import SessionSource, TurnStatus
 from agentgram.runtime.turn import texts
-from agentgram.runtime.turn.inject import fold_into_turn
-from agentgram.runtime.turn.loop import TurnRunner, TurnServices, offered_tools, round_history
+from agentgram.runtime.turn.inject import Prepared, fold_into_turn
+from agentgram.runtime.turn.loop import TurnRunner, TurnServices, load_images, offered_tools, round_history
 from agentgram.runtime.turn.outcome import Exhausted, Failed, Final, TurnOutcome
 from agentgram.runtime.turn.prefetch import Prefetch, provisional_messages
 
@@ -52,20 +52,23 @@ async def prefetch(
     now = s.clock()
     notes = await s.notes.context_text(session_id) if s.notes is not None else None
     context = s.context_for(session_id)
+    await load_images(context, entries)
     messages = provisional_messages(entries, mail, context, now, notes=notes, compacted=compacted)
     llm = await s.llm_for(session_id)
     return Prefetch(llm, messages, offered_tools(s, source).specs(), now, tasks=s.requests)
 
 
-async def open_turn(services: TurnServices, session_id: int, mail: list[Envelope]) -> int:
+async def open_turn(
+    services: TurnServices, session_id: int, mail: list[Envelope], prepared: Prepared | None = None
+) -> int:
     """Step 2, one transaction: settle orphans, open the turn, fold in the mail that starts it
-    (the user rows and the cursor move commit together)."""
+    (the user rows and the cursor move commit together), with its files as the inbox prepared them."""
     s = services
 
     def write(tx: Connection) -> int:
         s.history.mark_orphans_failed(tx, session_id)
         turn_id = s.sessions.open_turn(tx, session_id)
-        fold_into_turn(tx, s.mailbox, s.history, session_id, turn_id, mail)
+        fold_into_turn(tx, s.mailbox, s.history, session_id, turn_id, mail, prepared)
         return turn_id
 
     return await s.db.write_sync(write)

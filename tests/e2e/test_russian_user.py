@@ -270,11 +270,13 @@ async def _approvals(rig: Rig) -> None:
 
 
 async def _document(rig: Rig) -> None:
+    """A document is saved in the workspace and the model told where (issue 15); the user reads
+    only Russian about it (the model-facing attachment line is English, as every prompt is)."""
     rig.llm.script(Text("Про отчёт: расскажите подробнее."))
     rig.tg.send_user_document(ALLOWED_USER, "report.pdf", b"%PDF-1.4", caption="что в этом отчёте?")
     await rig.wait_text("Про отчёт: расскажите подробнее.")
-    await rig.wait_text("отвечаю только на подпись")
     told = [m["content"] for m in rig.llm.requests[-1]["messages"] if m["role"] == "user"][-1]
-    assert told.startswith("что в этом отчёте?") and "“report.pdf”" in told and "not read" in told
-    rig.tg.send_user_document(ALLOWED_USER, "data.bin", b"\x00")
-    await rig.wait_text("Файлы я пока открывать не умею — вставьте текст")
+    told = told if isinstance(told, str) else " ".join(p.get("text", "") for p in told)
+    assert told.startswith("что в этом отчёте?") and "report.pdf" in told and "read it with read_file" in told
+    [saved] = [p for p in (rig.workdir / "inbox").rglob("report.pdf")]
+    assert saved.read_bytes() == b"%PDF-1.4"

@@ -186,7 +186,8 @@ class Fuzzer:
     def media(self, user: int) -> tuple[str, int]:
         if self.rng.random() < 0.5:
             return "sticker", self.tg.send_sticker(user)
-        return "photo", self.tg.send_photo(user, caption=f"{FOREIGN} {noise(self.rng, 20)}")
+        # an allowed user's caption reaches the model with the photo (issue 15); a stranger's never
+        return "photo", self.tg.send_photo(user, caption=self.words(user))
 
     def group(self, user: int) -> tuple[str, int]:
         text = f"{FOREIGN} {noise(self.rng, 40)}"

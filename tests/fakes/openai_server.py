@@ -24,11 +24,24 @@ the script, which they leave alone), or draw them at random with
 :meth:`FakeOpenAI.chaos`; every forced or random fault lands in
 :attr:`FakeOpenAI.injected`. What the ``openai`` SDK raises for each is in the
 docstrings of the fault classes.
+
+Images: a user message's content may be a list of ``text`` and ``image_url`` parts; an image must
+be a ``data:`` URL of base64 PNG, JPEG, GIF or WebP bytes (the bytes are checked, as OpenAI
+decodes them), only in user messages. :meth:`FakeOpenAI.images` gives a request's images back,
+decoded.
+
+Speech: ``POST /v1/audio/transcriptions`` takes the SDK's multipart upload (``file``, ``model``,
+``language``, ``response_format`` …), refuses what OpenAI refuses (a file name without a supported
+extension, bytes that are no audio container, over 25 MB, a bad language code) and answers the
+next :meth:`FakeOpenAI.transcribe` reply: a :class:`Transcript`, an :class:`Error` or a
+:class:`GatewayTimeout`. Every request lands in :attr:`FakeOpenAI.transcriptions`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import inspect
 import json
@@ -42,7 +55,7 @@ from enum import StrEnum
 from http import HTTPStatus
 from typing import Any, ClassVar
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from tests.fakes.loopback import LoopbackServer
 
@@ -159,6 +172,42 @@ class Drop:
     first_text: str = ""
 
 
+@dataclass(slots=True, frozen=True)
+class Transcript:
+    """What ``/v1/audio/transcriptions`` heard."""
+
+    text: str
+    language: str = "english"  # verbose_json names the language in full, as Whisper does
+    duration: float = 3.0
+
+
+TranscriptionReply = Transcript | Error | GatewayTimeout
+
+
+@dataclass(slots=True)
+class TranscriptionRequest:
+    """One request to ``/v1/audio/transcriptions``, as received (refused ones included)."""
+
+    content: bytes
+    filename: str | None
+    content_type: str | None
+    model: str | None
+    language: str | None
+    response_format: str | None
+    prompt: str | None
+    fields: dict[str, str]  # every form field but the file
+
+
+@dataclass(slots=True, frozen=True)
+class SeenImage:
+    """An ``image_url`` part of a chat request, decoded."""
+
+    message_index: int
+    mime_type: str
+    data: bytes
+    detail: str | None
+
+
 Reply = Text | ToolCalls | Error | Hang | Drop | GatewayTimeout | Cut | BadChunk | StreamError
 FaultReply = Error | Hang | Drop | GatewayTimeout | Cut | BadChunk | StreamError
 Handler = Callable[[dict[str, Any]], Reply | Awaitable[Reply]]
@@ -207,6 +256,15 @@ _STATUS_TYPES = {
 }
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
+MB = 1024 * 1024
+MAX_IMAGE_BYTES = 20 * MB
+MAX_AUDIO_BYTES = 25 * MB
+_PART_TYPES = ("text", "image_url", "input_audio", "refusal", "audio", "file")
+_IMAGE_MIMES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+_DATA_URL = re.compile(r"^data:(?P<mime>[^;,]*);base64,(?P<data>.*)$", re.DOTALL)
+_EXAMPLE_DATA_URL = "'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU='"
+_AUDIO_FORMATS = ("flac", "m4a", "mp3", "mp4", "mpeg", "mpga", "oga", "ogg", "wav", "webm")
+_RESPONSE_FORMATS = ("json", "text", "srt", "verbose_json", "vtt")
 
 
 class BadRequest(Exception):
@@ -216,6 +274,10 @@ class BadRequest(Exception):
         super().__init__(message)
         self.message = message
         self.param = param
+
+
+class TooLarge(Exception):
+    """A request body OpenAI refuses with 413."""
 
 
 def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
@@ -267,8 +329,129 @@ def _validate_message(i: int, message: Any) -> None:
         raise BadRequest(f"Missing required parameter: '{where}.content'.", f"{where}.content")
     if content is not None and not isinstance(content, str | list):
         raise BadRequest(f"Invalid type for '{where}.content'.", f"{where}.content")
+    if isinstance(content, list):
+        _validate_parts(where, role, content)
     if role == "tool" and not isinstance(message.get("tool_call_id"), str):
         raise BadRequest(f"Missing required parameter: '{where}.tool_call_id'.", f"{where}.tool_call_id")
+
+
+def _validate_parts(where: str, role: str, parts: list[Any]) -> None:
+    if not parts:
+        raise BadRequest(
+            f"Invalid '{where}.content': empty array. Expected an array with minimum length 1, "
+            "but got an empty array instead.",
+            f"{where}.content",
+        )
+    for j, part in enumerate(parts):
+        at = f"{where}.content[{j}]"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in _PART_TYPES:
+            raise BadRequest(
+                f"Invalid value: '{kind}'. Supported values are: 'text', 'image_url', 'input_audio', "
+                "'refusal', 'audio', and 'file'.",
+                f"{at}.type",
+            )
+        if kind == "text":
+            if not isinstance(part.get("text"), str):
+                raise BadRequest(f"Missing required parameter: '{at}.text'.", f"{at}.text")
+        elif kind == "image_url":
+            if role != "user":
+                raise BadRequest(
+                    f"Invalid '{where}'. Image URLs are only allowed for messages with role 'user', "
+                    f"but this message with role '{role}' contains an image URL.",
+                    where,
+                )
+            decode_image_part(at, part.get("image_url"))
+        else:
+            raise BadRequest(f"FakeOpenAI: content parts of type '{kind}' are not modelled", f"{at}.type")
+
+
+def decode_image_part(at: str, image_url: Any) -> tuple[str, bytes, str | None]:
+    """``(mime, bytes, detail)`` of an ``image_url`` part, or the 400 OpenAI answers for it."""
+    url = image_url.get("url") if isinstance(image_url, dict) else None
+    if not isinstance(url, str):
+        raise BadRequest(f"Missing required parameter: '{at}.image_url.url'.", f"{at}.image_url.url")
+    detail = image_url.get("detail")
+    if detail not in (None, "auto", "low", "high"):
+        raise BadRequest(
+            f"Invalid value: '{detail}'. Supported values are: 'auto', 'low', and 'high'.",
+            f"{at}.image_url.detail",
+        )
+    match = _DATA_URL.match(url)
+    if match is None:
+        if url.startswith(("http://", "https://")):
+            raise BadRequest("FakeOpenAI: image URLs are not fetched (no network in tests); send a data: URL")
+        raise BadRequest(
+            f"Invalid '{at}.image_url.url'. Expected a valid URL, but got a value with an invalid format.",
+            f"{at}.image_url.url",
+        )
+    expected = f"Invalid '{at}.image_url.url'. Expected a base64-encoded data URL with an image MIME type (e.g. {_EXAMPLE_DATA_URL})"
+    if match["mime"] not in _IMAGE_MIMES:
+        raise BadRequest(
+            f"{expected}, but got unsupported MIME type '{match['mime']}'.", f"{at}.image_url.url"
+        )
+    try:
+        data = base64.b64decode(match["data"], validate=True)
+    except binascii.Error:
+        raise BadRequest(f"{expected}, but got an invalid base64 encoding.", f"{at}.image_url.url") from None
+    if _image_format(data) is None or len(data) > MAX_IMAGE_BYTES:
+        raise BadRequest(
+            "You uploaded an unsupported image. Please make sure your image is below 20 MB in size and "
+            "is of one the following formats: ['png', 'jpeg', 'gif', 'webp']."
+        )
+    return match["mime"], data, detail
+
+
+def _image_format(data: bytes) -> str | None:
+    """The format OpenAI would find in ``data`` (it decodes the image, whatever the MIME type says)."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    return None
+
+
+def _is_audio(data: bytes) -> bool:
+    """Bytes in a container Whisper decodes: Ogg, MP3, WAV, FLAC, MP4/M4A, WebM."""
+    mp3_frame = len(data) > 1 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0
+    return (
+        data.startswith((b"OggS", b"ID3", b"fLaC", b"\x1a\x45\xdf\xa3"))
+        or mp3_frame
+        or (data[:4] == b"RIFF" and data[8:12] == b"WAVE")
+        or data[4:8] == b"ftyp"
+    )
+
+
+def validate_transcription_request(req: TranscriptionRequest) -> None:
+    """Raise :class:`BadRequest` (or :class:`TooLarge`) for what OpenAI's transcription API refuses."""
+    if req.filename is None:
+        raise BadRequest("Missing required parameter: 'file'.", "file")
+    if not req.model:
+        raise BadRequest("you must provide a model parameter", "model")
+    if len(req.content) > MAX_AUDIO_BYTES:
+        raise TooLarge(
+            f"Maximum content size limit ({MAX_AUDIO_BYTES}) exceeded ({len(req.content)} bytes read)"
+        )
+    extension = req.filename.rsplit(".", 1)[-1].lower() if "." in req.filename else ""
+    if extension not in _AUDIO_FORMATS:
+        raise BadRequest(f"Invalid file format. Supported formats: {list(_AUDIO_FORMATS)}", "file")
+    if not _is_audio(req.content):
+        raise BadRequest("Audio file might be corrupted or unsupported", "file")
+    if req.response_format is not None and req.response_format not in _RESPONSE_FORMATS:
+        raise BadRequest(
+            f"Invalid value: '{req.response_format}'. Supported values are: 'json', 'text', 'srt', "
+            "'verbose_json', and 'vtt'.",
+            "response_format",
+        )
+    if req.language is not None and not re.fullmatch(r"[a-z]{2}", req.language):
+        raise BadRequest(
+            f"Invalid language '{req.language}'. Language parameter must be specified in ISO-639-1 format.",
+            "language",
+        )
 
 
 def _validate_call(where: str, call: Any) -> None:
@@ -362,13 +545,17 @@ class FakeOpenAI(LoopbackServer):
         self._forced: deque[_Forced] = deque()
         self._chaos: _Chaos | None = None
         self._stopping = asyncio.Event()  # cuts a GatewayTimeout's wait short on stop
+        self.transcriptions: list[TranscriptionRequest] = []  # every /audio/transcriptions request
+        self.transcription_handler: Callable[[TranscriptionRequest], TranscriptionReply] | None = None
+        self._transcripts: deque[TranscriptionReply] = deque()
 
     # lifecycle
 
     def application(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * MB)  # images and audio: OpenAI takes tens of MB
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/audio/transcriptions", self._transcription)
         return app
 
     async def start(self) -> None:
@@ -392,6 +579,26 @@ class FakeOpenAI(LoopbackServer):
     def script(self, *replies: Reply) -> None:
         """Queue replies consumed in order by requests naming any model."""
         self._queue.extend(replies)
+
+    def transcribe(self, *replies: TranscriptionReply | str) -> None:
+        """Queue what the next transcription requests get (a ``str`` is a :class:`Transcript`);
+        with none queued, :attr:`transcription_handler` answers, else a 500."""
+        self._transcripts.extend(Transcript(r) if isinstance(r, str) else r for r in replies)
+
+    def images(self, index: int = -1) -> list[bytes]:
+        """The decoded bytes of every image in chat request ``index``, in message order."""
+        return [seen.data for seen in self.seen_images(index)]
+
+    def seen_images(self, index: int = -1) -> list[SeenImage]:
+        body = self.requests[index]
+        seen = []
+        for i, message in enumerate(body.get("messages") or []):
+            content = message.get("content") if isinstance(message, dict) else None
+            for part in content if isinstance(content, list) else []:
+                if isinstance(part, dict) and part.get("type") == "image_url":
+                    mime, data, detail = decode_image_part(f"messages[{i}]", part.get("image_url"))
+                    seen.append(SeenImage(i, mime, data, detail))
+        return seen
 
     def on_model(self, model: str, *replies: Reply) -> None:
         """Queue replies only for requests naming ``model`` (tried before :meth:`script`'s)."""
@@ -432,6 +639,9 @@ class FakeOpenAI(LoopbackServer):
     # ``timeout`` parameters are the fake's agreed test API, hence the ASYNC109 waivers.
     async def wait_for_requests(self, n: int, timeout: float = 5.0) -> None:
         await self._wait(lambda: len(self.requests) >= n, timeout, f"{n} requests")
+
+    async def wait_for_transcriptions(self, n: int, timeout: float = 5.0) -> None:
+        await self._wait(lambda: len(self.transcriptions) >= n, timeout, f"{n} transcription requests")
 
     async def wait_stream_closed(self, timeout: float = 5.0, count: int = 1) -> None:
         await self._wait(lambda: self.closed_streams >= count, timeout, f"{count} closed streams")
@@ -498,6 +708,44 @@ class FakeOpenAI(LoopbackServer):
         if isinstance(reply, StreamError):
             return web.json_response(error_body(500, reply.message), status=500)
         return web.json_response(self._completion(body, reply))
+
+    async def _transcription(self, request: web.Request) -> web.StreamResponse:
+        if not request.content_type.startswith("multipart/form-data"):
+            return web.json_response(
+                error_body(
+                    400,
+                    f"Invalid Content-Type header ({request.content_type}), expected multipart/form-data.",
+                ),
+                status=400,
+            )
+        received = await _read_transcription(request)
+        self.transcriptions.append(received)
+        await self._notify()
+        if denied := self._unauthorized(request):
+            return denied
+        try:
+            validate_transcription_request(received)
+        except BadRequest as exc:
+            return web.json_response(error_body(400, exc.message, exc.param), status=400)
+        except TooLarge as exc:
+            return web.json_response(error_body(413, str(exc)), status=413)
+        reply = self._next_transcript(received)
+        if reply is None:
+            return web.json_response(error_body(500, "FakeOpenAI: no scripted transcript"), status=500)
+        if isinstance(reply, Error):
+            return _error_response(reply)
+        if isinstance(reply, GatewayTimeout):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), reply.seconds)
+            return _error_response(Error(reply.status, HTTPStatus(reply.status).phrase, html=reply.html))
+        return _transcript_response(reply, received.response_format or "json")
+
+    def _next_transcript(self, received: TranscriptionRequest) -> TranscriptionReply | None:
+        if self._transcripts:
+            return self._transcripts.popleft()
+        if self.transcription_handler is not None:
+            return self.transcription_handler(received)
+        return None
 
     def _take_fault(self, body: dict[str, Any]) -> FaultReply | None:
         """A forced fault for this request, else chaos's draw; recorded in :attr:`injected`."""
@@ -712,6 +960,48 @@ class _ChunkWriter:
     def drop(self) -> None:
         if self.request.transport is not None:
             self.request.transport.close()
+
+
+async def _read_transcription(request: web.Request) -> TranscriptionRequest:
+    fields: dict[str, str] = {}
+    content, filename, content_type = b"", None, None
+    reader = await request.multipart()
+    while (part := await reader.next()) is not None:
+        if not isinstance(part, BodyPartReader) or part.name is None:
+            continue
+        if part.name == "file":
+            content, filename = bytes(await part.read()), part.filename or ""
+            content_type = part.headers.get("Content-Type")
+        else:
+            fields[part.name] = await part.text()
+    return TranscriptionRequest(
+        content, filename, content_type, fields.get("model"), fields.get("language"),
+        fields.get("response_format"), fields.get("prompt"), fields,
+    )  # fmt: skip
+
+
+def _transcript_response(reply: Transcript, response_format: str) -> web.Response:
+    usage = {"type": "duration", "seconds": max(1, round(reply.duration))}
+    if response_format == "json":
+        return web.json_response({"text": reply.text, "usage": usage})
+    if response_format == "verbose_json":
+        segment = {
+            "id": 0, "seek": 0, "start": 0.0, "end": reply.duration, "text": reply.text, "tokens": [],
+            "temperature": 0.0, "avg_logprob": -0.2, "compression_ratio": 1.0, "no_speech_prob": 0.01,
+        }  # fmt: skip
+        return web.json_response({
+            "task": "transcribe", "language": reply.language, "duration": reply.duration,
+            "text": reply.text, "segments": [segment] if reply.text else [], "usage": usage,
+        })  # fmt: skip
+    end = f"00:00:{min(59, round(reply.duration)):02d}"
+    if response_format == "srt":
+        return web.Response(
+            text=f"1\n00:00:00,000 --> {end},000\n{reply.text}\n\n", content_type="text/plain"
+        )
+    if response_format == "vtt":
+        body = f"WEBVTT\n\n00:00:00.000 --> {end}.000\n{reply.text}\n\n"
+        return web.Response(text=body, content_type="text/vtt")
+    return web.Response(text=f"{reply.text}\n", content_type="text/plain")
 
 
 def _pieces(text: str, size: int) -> list[str]:

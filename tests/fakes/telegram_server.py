@@ -18,6 +18,14 @@ took effect) or at random, seeded and bounded (``chaos``); every such fault is k
 ``injected``. ``revoke_token`` makes every call 401. ``send_raw_update`` and the builders after it
 queue updates a client may not be able to parse (a newer API's types, broken objects).
 
+Files as Telegram keeps them: a user's photo (in sizes, each its own file), voice note, audio,
+video note, video, animation, document or sticker (``send_photo``, ``send_voice`` …, album items
+sharing a ``media_group_id``), or any bytes (``add_file``); ``getFile`` refuses what is over the
+20 MB download limit ("file is too big", going by the size Telegram claims, so a test needs no
+real 25 MB), the file route ``/file/bot<token>/<file_path>`` serves the bytes, records each request
+in ``downloads`` and hangs on demand (``hold_downloads``); uploads (``sendPhoto`` up to 10 MB,
+``sendDocument`` up to 50 MB) keep the bytes, name and caption for ``files_sent``.
+
 Usage::
 
     async with FakeTelegram() as tg:
@@ -53,6 +61,7 @@ __all__ = [
     "CallbackAnswer",
     "ChatActionCall",
     "CommandsCall",
+    "Download",
     "DraftCall",
     "FakeTelegram",
     "Fault",
@@ -64,6 +73,10 @@ __all__ = [
 
 MAX_TEXT = 4096
 MAX_CAPTION = 1024
+MB = 1024 * 1024
+MAX_DOWNLOAD = 20 * MB  # getFile refuses bigger files ("file is too big")
+MAX_PHOTO_UPLOAD = 10 * MB  # sendPhoto, multipart
+MAX_UPLOAD = 50 * MB  # every other multipart upload
 MAX_CALLBACK_ANSWER = 200
 NOT_MODIFIED = (
     "Bad Request: message is not modified: specified new message content and reply markup are exactly "
@@ -85,6 +98,8 @@ DEFAULT_ALLOWED_UPDATES = frozenset(
     }
 )  # fmt: skip
 KNOWN_UPDATE_TYPES = DEFAULT_ALLOWED_UPDATES | {"chat_member", "message_reaction", "message_reaction_count"}
+_SUFFIXES = {"voice": ".oga", "video_notes": ".mp4", "photos": ".jpg", "stickers": ".webp"}
+"""The extension Telegram's ``file_path`` has for files that come without a name."""
 _TOKEN_SHAPE = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
 _COMMAND_NAME = re.compile(r"^[a-z0-9_]{1,32}$")
 _BOT_COMMAND = re.compile(r"^/[A-Za-z0-9_]{1,32}(@[A-Za-z0-9_]+)?")
@@ -279,6 +294,20 @@ class _StoredFile:
     content: bytes
     name: str | None
     mime_type: str | None
+    declared_size: int | None = None  # what Telegram says the file weighs, when not len(content)
+
+    @property
+    def size(self) -> int:
+        return len(self.content) if self.declared_size is None else self.declared_size
+
+
+@dataclass(slots=True)
+class Download:
+    """One request on the file route, as the client made it."""
+
+    path: str
+    file_id: str | None  # None: no such file (answered 404)
+    time: float
 
 
 @dataclass(slots=True)
@@ -430,6 +459,8 @@ class FakeTelegram(LoopbackServer):
         self.logged_out = False
         self.callback_query_ttl: float | None = None  # seconds; None = queries never expire
         self.injected: list[InjectedFault] = []  # every failure fail_next or chaos answered, in order
+        self.downloads: list[Download] = []  # every request on the file route, in order
+        self.max_download_bytes = MAX_DOWNLOAD  # raise it to play a local Bot API server
         # internal state
         self._next_update_id = first_update_id
         self._updates: list[dict[str, Any]] = []
@@ -452,6 +483,7 @@ class FakeTelegram(LoopbackServer):
         self._flood_per_chat: float | None = None
         self._flood_hits: dict[int, deque[float]] = {}
         self._files: dict[str, _StoredFile] = {}
+        self._downloads_held = False
         self._changed_event = asyncio.Event()
         self._stopping = False
         self._methods: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
@@ -614,6 +646,34 @@ class FakeTelegram(LoopbackServer):
         self._flood_per_chat = per_chat_per_second
         self._flood_hits.clear()
 
+    def add_file(
+        self,
+        content: bytes,
+        *,
+        folder: str = "documents",
+        name: str | None = None,
+        mime_type: str | None = None,
+        size: int | None = None,
+    ) -> tuple[str, str]:
+        """Put a file on the server, as if a user had sent it; returns its ``(file_id,
+        file_unique_id)``. ``size`` is what Telegram claims it weighs (default ``len(content)``),
+        so a test can have a 25 MB file without 25 MB of bytes; ``getFile`` goes by it."""
+        stored = self._store_file(content, folder, name, mime_type, size)
+        return stored.file_id, stored.file_unique_id
+
+    def hold_downloads(self) -> None:
+        """File downloads are recorded and then hang, until :meth:`release_downloads` (or the
+        server stops): a download still under way when a test kills the bot."""
+        self._downloads_held = True
+
+    def release_downloads(self) -> None:
+        self._downloads_held = False
+        self._changed()
+
+    def downloaded(self, file_id: str) -> int:
+        """How many times the file was requested from the file route."""
+        return sum(1 for d in self.downloads if d.file_id == file_id)
+
     # ---------------------------------------------------------------------------- inject updates
     def send_update(self, update: dict[str, Any]) -> int:
         """Queue a raw update payload (without update_id); returns the assigned update_id."""
@@ -740,16 +800,21 @@ class FakeTelegram(LoopbackServer):
         content: bytes = b"\x89PNG fake",
         *,
         caption: str | None = None,
+        media_group_id: str | None = None,
+        width: int = 1280,
+        height: int = 1280,
+        size: int | None = None,
         chat_id: int | None = None,
         chat_type: str = "private",
     ) -> int:
-        message = self._user_message(user_id, chat_id, chat_type, "Ann", "en", None)
-        stored = self._store_file(content, "photos", "photo.jpg", "image/jpeg")
-        size = {"file_id": stored.file_id, "file_unique_id": stored.file_unique_id, "file_size": len(content)}
-        message["photo"] = [{**size, "width": 90, "height": 90}, {**size, "width": 1280, "height": 1280}]
-        if caption is not None:
-            message["caption"] = caption
-        return self.send_update({"message": message})
+        """The user sends a photo: as Telegram does, a list of sizes, smallest first, each its own
+        file; ``content`` is the largest (``width`` x ``height``), the thumbnail other bytes."""
+        scale = 90 / max(width, height, 1)
+        thumb_w, thumb_h = max(1, round(width * scale)), max(1, round(height * scale))
+        thumb = self._file_fields(b"fake-thumbnail", "photos", "thumb.jpg", "image/jpeg", None)
+        full = self._file_fields(content, "photos", "photo.jpg", "image/jpeg", size)
+        sizes = [{**thumb, "width": thumb_w, "height": thumb_h}, {**full, "width": width, "height": height}]
+        return self._send_media(user_id, "photo", sizes, caption, media_group_id, chat_id, chat_type)
 
     def send_user_document(
         self,
@@ -759,17 +824,139 @@ class FakeTelegram(LoopbackServer):
         *,
         mime_type: str = "application/octet-stream",
         caption: str | None = None,
+        media_group_id: str | None = None,
+        size: int | None = None,
         chat_id: int | None = None,
         chat_type: str = "private",
     ) -> int:
-        message = self._user_message(user_id, chat_id, chat_type, "Ann", "en", None)
-        stored = self._store_file(content, "documents", filename, mime_type)
-        message["document"] = {
-            "file_id": stored.file_id, "file_unique_id": stored.file_unique_id, "file_name": filename,
-            "mime_type": mime_type, "file_size": len(content),
+        """The user sends a file; ``size`` is the ``file_size`` Telegram reports (see :meth:`add_file`)."""
+        body = {
+            **self._file_fields(content, "documents", filename, mime_type, size),
+            "file_name": filename, "mime_type": mime_type,
         }  # fmt: skip
+        return self._send_media(user_id, "document", body, caption, media_group_id, chat_id, chat_type)
+
+    def send_voice(
+        self,
+        user_id: int,
+        content: bytes = b"OggS fake voice",
+        *,
+        duration: int = 3,
+        transcript: str | None = None,
+        mime_type: str = "audio/ogg",
+        caption: str | None = None,
+        size: int | None = None,
+        chat_id: int | None = None,
+        chat_type: str = "private",
+    ) -> int:
+        """A voice note (``file_path`` ``voice/file_N.oga``). ``transcript`` is the text a Premium
+        user's client already has; PTB 22.8's ``Voice`` does not know the field and keeps it in
+        ``api_kwargs``."""
+        fields = self._file_fields(content, "voice", None, mime_type, size)
+        body = {**fields, "duration": duration, "mime_type": mime_type}
+        if transcript is not None:
+            body["transcript"] = transcript
+        return self._send_media(user_id, "voice", body, caption, None, chat_id, chat_type)
+
+    def send_audio(
+        self,
+        user_id: int,
+        content: bytes = b"ID3 fake audio",
+        *,
+        filename: str = "song.mp3",
+        mime_type: str = "audio/mpeg",
+        duration: int = 30,
+        caption: str | None = None,
+        media_group_id: str | None = None,
+        size: int | None = None,
+        chat_id: int | None = None,
+        chat_type: str = "private",
+    ) -> int:
+        body = {
+            **self._file_fields(content, "music", filename, mime_type, size),
+            "duration": duration, "file_name": filename, "mime_type": mime_type,
+        }  # fmt: skip
+        return self._send_media(user_id, "audio", body, caption, media_group_id, chat_id, chat_type)
+
+    def send_video_note(
+        self,
+        user_id: int,
+        content: bytes = b"fake round video",
+        *,
+        duration: int = 5,
+        length: int = 384,
+        size: int | None = None,
+        chat_id: int | None = None,
+        chat_type: str = "private",
+    ) -> int:
+        """A round video message: no name, no mime type, a ``file_path`` ending ``.mp4``."""
+        fields = self._file_fields(content, "video_notes", None, None, size)
+        body = {**fields, "duration": duration, "length": length}
+        return self._send_media(user_id, "video_note", body, None, None, chat_id, chat_type)
+
+    def send_video(
+        self,
+        user_id: int,
+        content: bytes = b"fake video",
+        *,
+        filename: str = "clip.mp4",
+        mime_type: str = "video/mp4",
+        duration: int = 10,
+        width: int = 1280,
+        height: int = 720,
+        caption: str | None = None,
+        media_group_id: str | None = None,
+        size: int | None = None,
+        chat_id: int | None = None,
+        chat_type: str = "private",
+    ) -> int:
+        body = {
+            **self._file_fields(content, "videos", filename, mime_type, size), "duration": duration,
+            "width": width, "height": height, "file_name": filename, "mime_type": mime_type,
+        }  # fmt: skip
+        return self._send_media(user_id, "video", body, caption, media_group_id, chat_id, chat_type)
+
+    def send_animation(
+        self,
+        user_id: int,
+        content: bytes = b"fake gif as mp4",
+        *,
+        caption: str | None = None,
+        chat_id: int | None = None,
+        chat_type: str = "private",
+    ) -> int:
+        """A GIF: Telegram sends it as ``animation`` and, for older clients, as ``document`` too."""
+        fields = self._file_fields(content, "animations", "funny.mp4", "video/mp4", None)
+        named = {**fields, "file_name": "funny.mp4", "mime_type": "video/mp4"}
+        message = self._user_message(user_id, chat_id, chat_type, "Ann", "en", None)
+        message["animation"] = {**named, "duration": 2, "width": 320, "height": 240}
+        message["document"] = named
         if caption is not None:
             message["caption"] = caption
+        return self.send_update({"message": message})
+
+    def _file_fields(
+        self, content: bytes, folder: str, name: str | None, mime: str | None, size: int | None
+    ) -> dict[str, Any]:
+        stored = self._store_file(content, folder, name, mime, size)
+        return {"file_id": stored.file_id, "file_unique_id": stored.file_unique_id, "file_size": stored.size}
+
+    def _send_media(
+        self,
+        user_id: int,
+        key: str,
+        body: Any,
+        caption: str | None,
+        media_group_id: str | None,
+        chat_id: int | None,
+        chat_type: str,
+    ) -> int:
+        message = self._user_message(user_id, chat_id, chat_type, "Ann", "en", None)
+        message[key] = body
+        if caption is not None:
+            message["caption"] = caption
+        if media_group_id is not None:
+            message["media_group_id"] = media_group_id
         return self.send_update({"message": message})
 
     def send_edited_text(
@@ -867,6 +1054,14 @@ class FakeTelegram(LoopbackServer):
         except KeyError:
             raise AssertionError(f"the bot sent no message {message_id} in chat {chat_id}") from None
 
+    def actions(self, chat_id: int) -> list[str]:
+        """The chat actions (``typing``, ``upload_document`` …) ``chat_id`` was shown, in order."""
+        return [c.action for c in self.chat_actions if c.chat_id == chat_id]
+
+    def files_sent(self, chat_id: int) -> list[SentMessage]:
+        """The photos and documents the bot sent to ``chat_id`` (bytes in ``document_content``)."""
+        return [m for m in self.messages(chat_id) if m.kind != "text"]
+
     def calls(self, method: str) -> list[RecordedRequest]:
         """Recorded requests of one method (case-insensitive), in arrival order."""
         return [r for r in self.requests if r.method.lower() == method.lower()]
@@ -959,12 +1154,15 @@ class FakeTelegram(LoopbackServer):
     async def _download(self, request: web.Request) -> web.Response:
         if request.match_info["token"] != self.token or self._revoked:
             return web.json_response(ApiError(401, "Unauthorized").payload(), status=401)
-        for stored in self._files.values():
-            if stored.path == request.match_info["path"]:
-                return web.Response(
-                    body=stored.content, content_type=stored.mime_type or "application/octet-stream"
-                )
-        return web.json_response(ApiError(404, "Not Found").payload(), status=404)
+        path = request.match_info["path"]
+        stored = next((f for f in self._files.values() if f.path == path), None)
+        self.downloads.append(Download(path, None if stored is None else stored.file_id, time.time()))
+        self._changed()
+        while self._downloads_held and not self._stopping:
+            await self._changed_event.wait()  # release_downloads and stop both signal a change
+        if stored is None:
+            return web.json_response(ApiError(404, "Not Found").payload(), status=404)
+        return web.Response(body=stored.content, content_type=stored.mime_type or "application/octet-stream")
 
     def _check_token(self, token: str) -> None:
         if token == self.token and not self._revoked:
@@ -1176,11 +1374,13 @@ class FakeTelegram(LoopbackServer):
         self._by_id[(sent.chat_id, sent.message_id)] = sent
         return self._message_dict(sent)
 
-    def _store_file(self, content: bytes, folder: str, name: str | None, mime: str | None) -> _StoredFile:
+    def _store_file(
+        self, content: bytes, folder: str, name: str | None, mime: str | None, size: int | None = None
+    ) -> _StoredFile:
         n = len(self._files) + 1
-        suffix = ("." + name.rsplit(".", 1)[1]) if name and "." in name else ""
+        suffix = ("." + name.rsplit(".", 1)[1]) if name and "." in name else _SUFFIXES.get(folder, "")
         stored = _StoredFile(
-            f"FILE{n:06d}-{folder}", f"U{n:06d}", f"{folder}/file_{n}{suffix}", content, name, mime
+            f"FILE{n:06d}-{folder}", f"U{n:06d}", f"{folder}/file_{n}{suffix}", content, name, mime, size
         )
         self._files[stored.file_id] = stored
         return stored
@@ -1506,6 +1706,10 @@ class FakeTelegram(LoopbackServer):
         if isinstance(value, UploadedFile):
             if not value.content:
                 raise _bad("file must be non-empty")
+            if kind == "photo" and len(value.content) > MAX_PHOTO_UPLOAD:
+                raise _bad("PHOTO_SAVE_FILE_INVALID")  # not verified against Telegram
+            if len(value.content) > MAX_UPLOAD:
+                raise ApiError(413, "Request Entity Too Large")
             return self._store_file(value.content, kind + "s", value.filename, value.content_type)
         if isinstance(value, str) and value in self._files:
             return self._files[value]
@@ -1517,9 +1721,11 @@ class FakeTelegram(LoopbackServer):
         stored = self._files.get(_str(params, "file_id") or "")
         if stored is None:
             raise _bad("invalid file_id")
+        if stored.size > self.max_download_bytes:
+            raise _bad("file is too big")
         return {
             "file_id": stored.file_id, "file_unique_id": stored.file_unique_id,
-            "file_size": len(stored.content), "file_path": stored.path,
+            "file_size": stored.size, "file_path": stored.path,
         }  # fmt: skip
 
 

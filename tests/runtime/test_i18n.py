@@ -59,6 +59,7 @@ SAMPLE_PARAMS: dict[str, str | int] = {
     "name": "smart", "details": "tools, vision · 2.5 / 10 per 1M tokens", "input": 1200, "output": 340,
     "cost": "0.0123",
     "command": "<code>pytest -x</code>", "elapsed": "2 min 10 s", "number": 1,
+    "text": "buy milk on the way home", "limit": 20, "emoji": "👍", "kind": "video",
 }  # fmt: skip
 
 

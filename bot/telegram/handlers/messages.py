@@ -5,16 +5,27 @@ The user gets an honest acknowledgement: nothing extra when a turn starts
 read this at my next step" when a turn is already running — or, when that
 turn waits for an approval, a note quoting the prompt that says how to decide
 it — a note when the session is paused, and a warning when the mailbox is
-full. Stickers, photos and other non-text content get a short "not supported
-yet"; a document's caption is passed on with a note that the file was not read.
+full.
+
+A photo, voice note, audio file, video note, video, GIF or document becomes the
+same mail, its caption the text and the file an :class:`Attachment` the runtime
+fetches and prepares off this path (:mod:`bot.telegram.attachments`). A file
+over ``telegram.max_download_mb`` is not fetched: the user is told at once,
+naming the limit, and the mail says why it is missing. An album's items share a
+``media_group_id`` (the runtime folds them into one message) and are
+acknowledged once. A sticker gets a short friendly answer; other content (a
+location, a poll, …) a note of what is understood.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from telegram import Message, ReactionTypeEmoji, Update
 from telegram.error import TelegramError
 from telegram.ext import ContextTypes, MessageHandler, filters
 
+from agentgram.bot.telegram.attachments import attachment_of
 from agentgram.bot.telegram.callback_data import ButtonAction, decode
 from agentgram.bot.telegram.context import BotContext, bot_context, envelope_id
 from agentgram.bot.telegram.handlers import questions
@@ -22,7 +33,7 @@ from agentgram.bot.telegram.ingest import checkpoint_stored, offered_checkpoint
 from agentgram.bot.telegram.render import escape
 from agentgram.bot.telegram.router import Router
 from agentgram.bot.telegram.sender import send_html
-from agentgram.runtime.app import ApprovalStatus, DecidedBy, PostResult, SessionRef
+from agentgram.runtime.app import ApprovalStatus, Attachment, DecidedBy, PostResult, SessionRef
 
 _ACK = {
     PostResult.QUEUED: "noted-busy",
@@ -33,6 +44,15 @@ _ACK = {
 _READ_AT_NEXT_STEP = frozenset({PostResult.QUEUED, PostResult.WAITING_APPROVAL})
 _PROMPT_ACTIONS = frozenset({ButtonAction.APPROVE, ButtonAction.REJECT})
 """The prompt's buttons that carry its request id."""
+_ATTACHMENTS = (
+    filters.PHOTO
+    | filters.VOICE
+    | filters.AUDIO
+    | filters.VIDEO_NOTE
+    | filters.VIDEO
+    | filters.ANIMATION
+    | filters.Document.ALL
+)
 
 
 async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -46,8 +66,39 @@ async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await _post(update, ctx, message.text)
 
 
-async def _post(update: Update, ctx: BotContext, text: str) -> None:
-    """``text`` as the user's mail, acknowledged as the mailbox took it."""
+async def on_attachment(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A file with its caption as the user's mail; one too large to fetch is explained at once."""
+    ctx = bot_context(context)
+    message = update.message
+    assert message is not None
+    attachment = attachment_of(message, ctx.settings.telegram.max_download_mb)
+    if attachment is None:
+        await on_unsupported(update, context)
+        return
+    if attachment.skipped:
+        await _say_too_large(update, ctx, attachment)
+    caption = (message.caption or "").strip()
+    await _post(update, ctx, caption, attachments=(attachment,), media_group_id=message.media_group_id)
+
+
+async def _say_too_large(update: Update, ctx: BotContext, attachment: Attachment) -> None:
+    message = update.message
+    assert message is not None
+    limit = ctx.settings.telegram.max_download_mb
+    file = escape(attachment.name) if attachment.name else ctx.text(update, "file-kind", kind=attachment.kind)
+    text = ctx.text(update, "file-too-large", file=file, limit=limit)
+    await send_html(update.get_bot(), message.chat_id, text, reply_to=message.message_id)
+
+
+async def _post(
+    update: Update,
+    ctx: BotContext,
+    text: str,
+    *,
+    attachments: Sequence[Attachment] = (),
+    media_group_id: str | None = None,
+) -> None:
+    """``text`` (and files) as the user's mail, acknowledged as the mailbox took it."""
     message = update.message
     assert message is not None
     session = await ctx.session(update)
@@ -58,9 +109,13 @@ async def _post(update: Update, ctx: BotContext, text: str) -> None:
         chat_message_id=message.message_id,
         user_ref=str(update.effective_user.id) if update.effective_user else None,
         checkpoint=offered_checkpoint(),
+        attachments=attachments,
+        media_group_id=media_group_id,
     )
     if posted.checkpoint_stored:
         checkpoint_stored()
+    if media_group_id is not None and _acked_before(ctx, message.chat_id, media_group_id):
+        return
     result = posted.result
     if result in _READ_AT_NEXT_STEP:
         try:
@@ -137,40 +192,39 @@ async def _say_stale(update: Update, ctx: BotContext) -> None:
     )
 
 
+def _acked_before(ctx: BotContext, chat_id: int, media_group_id: str) -> bool:
+    """Whether an earlier item of this album was acknowledged (and remember this one was)."""
+    key = (chat_id, media_group_id)
+    if key in ctx.albums_acked:
+        return True
+    ctx.albums_acked.append(key)
+    return False
+
+
+async def on_sticker(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A sticker is a gesture, not a request: a short friendly answer, and the model is not asked."""
+    ctx = bot_context(context)
+    message = update.message
+    assert message is not None and message.sticker is not None
+    text = ctx.text(update, "sticker-reply", emoji=message.sticker.emoji or "🙂")
+    await send_html(context.bot, message.chat_id, text, reply_to=message.message_id)
+
+
 async def on_unsupported(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """Files are not read yet. A document's caption still reaches the model, with a note that the
-    file was not read (and the user is told so); a bare document, sticker, photo or voice
-    message gets a short "not supported yet"."""
+    """A location, contact, poll, dice, …: say what is understood instead."""
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
-    message = update.message
-    document = message.document if message is not None else None
-    if message is None or document is None:
-        await send_html(context.bot, chat.id, ctx.text(update, "unsupported-content"))
-        return
-    caption = (message.caption or "").strip()
-    if not caption:
-        await send_html(context.bot, chat.id, ctx.text(update, "unsupported-document"))
-        return
-    name = document.file_name or "file"
-    note = ctx.text(update, "document-caption-only", file=escape(name))
-    await send_html(context.bot, chat.id, note, reply_to=message.message_id, silent=True)
-    await _post(update, ctx, f"{caption}\n\n{_unread_file(name)}")
+    await send_html(context.bot, chat.id, ctx.text(update, "unsupported-content"))
 
 
-def _unread_file(name: str) -> str:
-    """What the model reads about a document it was not given."""
-    return (
-        f"[The user attached a file, “{name}”, with this message as its caption. The file itself was "
-        "not read: files are not supported yet, so only the caption was passed on.]"
-    )
-
-
+_MESSAGE = filters.UpdateType.MESSAGE
 router = Router(
     "messages",
     handlers=(
-        MessageHandler(filters.UpdateType.MESSAGE & filters.TEXT & ~filters.COMMAND, on_text),
-        MessageHandler(filters.UpdateType.MESSAGE & ~filters.TEXT, on_unsupported),
+        MessageHandler(_MESSAGE & filters.TEXT & ~filters.COMMAND, on_text),
+        MessageHandler(_MESSAGE & _ATTACHMENTS, on_attachment),
+        MessageHandler(_MESSAGE & filters.Sticker.ALL, on_sticker),
+        MessageHandler(_MESSAGE & ~filters.TEXT, on_unsupported),
     ),
 )

@@ -86,10 +86,10 @@ async def test_a_stop_while_the_turn_is_opened_closes_the_request_and_starts_it_
     opening, go_on = asyncio.Event(), asyncio.Event()
     open_turn = steps.open_turn
 
-    async def slow_open(services: Any, session_id: int, mail: Any) -> int:
+    async def slow_open(services: Any, session_id: int, mail: Any, prepared: Any = None) -> int:
         opening.set()
         await go_on.wait()
-        return await open_turn(services, session_id, mail)
+        return await open_turn(services, session_id, mail, prepared)
 
     monkeypatch.setattr(steps, "open_turn", slow_open)
     async with hub_rig(tmp_path, llm, monkeypatch) as rig:
@@ -264,10 +264,10 @@ async def test_a_worker_whose_consumer_failed_starts_over_and_answers_the_next_m
     open_turn = steps.open_turn
     failures = [RuntimeError("the disk is gone")]
 
-    async def flaky_open(services: Any, session_id: int, mail: Any) -> int:
+    async def flaky_open(services: Any, session_id: int, mail: Any, prepared: Any = None) -> int:
         if failures:
             raise failures.pop()
-        return await open_turn(services, session_id, mail)
+        return await open_turn(services, session_id, mail, prepared)
 
     monkeypatch.setattr(steps, "open_turn", flaky_open)
     async with hub_rig(tmp_path, llm, monkeypatch) as rig:

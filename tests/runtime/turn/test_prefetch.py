@@ -111,10 +111,10 @@ async def test_a_stop_while_the_turn_is_opened_starts_it_cancelled(
     opening, go_on = asyncio.Event(), asyncio.Event()
     open_turn = steps.open_turn
 
-    async def slow_open(services: Any, session_id: int, mail: Any) -> int:
+    async def slow_open(services: Any, session_id: int, mail: Any, prepared: Any = None) -> int:
         opening.set()
         await go_on.wait()  # the stop arrives in this window
-        return await open_turn(services, session_id, mail)
+        return await open_turn(services, session_id, mail, prepared)
 
     monkeypatch.setattr(steps, "open_turn", slow_open)
     try:

@@ -1,0 +1,1 @@
+"""Files that come with a message: saved to the workspace, transcribed, shown to the model."""
