@@ -169,17 +169,24 @@ async def measure(kind: str, opts: Options, workdir: Path) -> dict[str, Any]:
     ):  # fmt: skip
         for index in range(WARM_TURNS):
             await one_turn(tg, llm, WARM_USER, index, opts.turn_timeout)
-        # the fakes time every event in this process: what an earlier bot's run left in its heap must
-        # not cost a later bot longer collections here (frozen objects are never walked again)
+        # the fakes time every event in this process, so its collector must not pause them: what an
+        # earlier bot's run left is frozen, and nothing is collected during the load (the fakes keep
+        # every request of a bot that makes more of them — agentgram's drafts — and the 150 ms gen-2
+        # pauses that made showed up as that bot's LLM time)
         gc.collect()
         gc.freeze()
         driver = Stalls()
         driver.start()
-        before, requests_before, cpu_before = await bot.stats(), len(tg.requests), _cpu()
-        load = Load()
-        started = time.perf_counter()
-        await asyncio.gather(*(one_chat(tg, llm, u, opts, random.Random(rng.random()), load) for u in users))
-        wall = time.perf_counter() - started
+        gc.disable()
+        try:
+            before, requests_before, cpu_before = await bot.stats(), len(tg.requests), _cpu()
+            load = Load()
+            started = time.perf_counter()
+            chats = (one_chat(tg, llm, u, opts, random.Random(rng.random()), load) for u in users)
+            await asyncio.gather(*chats)
+            wall = time.perf_counter() - started
+        finally:
+            gc.enable()
         driver_stalls = driver.stop()
         after, requests = await bot.stats(), len(tg.requests) - requests_before
         driver_cpu = _cpu() - cpu_before

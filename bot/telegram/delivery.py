@@ -227,7 +227,8 @@ class Delivery:
         while True:
             timeout = self._flush_delay(box)
             try:
-                event = await asyncio.wait_for(box.queue.get(), IDLE_EVICT if timeout is None else timeout)
+                async with asyncio.timeout(IDLE_EVICT if timeout is None else timeout):  # no task per wait
+                    event = await box.queue.get()
             except TimeoutError:
                 if timeout is None and self._idle(box):
                     del self.outboxes[box.chat_id]  # no await since the check: nothing slips in

@@ -23,8 +23,10 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
+if TYPE_CHECKING:  # Pillow is imported on the first image: ~2.5 MB a bot without photos never needs
+    from PIL import Image
 
 from agentgram.runtime.log import get_logger, payload
 
@@ -75,6 +77,8 @@ class ImageCache:
         return self._urls[key]
 
     def _make(self, path: Path) -> str | None:
+        from PIL import Image, UnidentifiedImageError
+
         try:
             return data_url(path, self._max_px)
         except (OSError, UnidentifiedImageError, Image.DecompressionBombError, ValueError) as exc:
@@ -103,6 +107,8 @@ def _key(path: Path) -> _Key | None:
 
 def data_url(path: Path, max_px: int) -> str:
     """The ``data:`` URL the model gets for the image at ``path``. Raises when the file is no image."""
+    from PIL import Image
+
     raw = path.read_bytes()
     with Image.open(io.BytesIO(raw)) as image:
         mime = WIRE_FORMATS.get(image.format or "")
@@ -113,6 +119,8 @@ def data_url(path: Path, max_px: int) -> str:
 
 
 def _as_is(image: Image.Image, max_px: int) -> bool:
+    from PIL import ExifTags
+
     """The model can take ``image``'s bytes as they are: small enough, upright, not animated."""
     upright = image.getexif().get(ExifTags.Base.Orientation, 1) == 1
     animated = bool(getattr(image, "is_animated", False))
@@ -120,6 +128,8 @@ def _as_is(image: Image.Image, max_px: int) -> bool:
 
 
 def _reencode(image: Image.Image, max_px: int) -> tuple[str, bytes]:
+    from PIL import Image, ImageOps
+
     image.draft("RGB", (max_px, max_px))  # JPEG: decode at a reduced scale, far faster
     upright = ImageOps.exif_transpose(image)
     upright.thumbnail((max_px, max_px), Image.Resampling.LANCZOS)

@@ -44,14 +44,21 @@ class OpenAITranscriber:
 
     def __init__(self, settings: TranscriptionSettings, llm: LLMSettings) -> None:
         self._settings = settings
-        key = (settings.api_key or llm.api_key).get_secret_value()
-        register_secret(key)
-        self._client = AsyncOpenAI(
-            base_url=settings.base_url or llm.base_url,
-            api_key=key or "not-needed",
-            timeout=settings.timeout,
-            max_retries=MAX_RETRIES,
-        )
+        self._base_url = settings.base_url or llm.base_url
+        self._key = (settings.api_key or llm.api_key).get_secret_value()
+        register_secret(self._key)
+        self._client: AsyncOpenAI | None = None  # made on the first voice note: a bot without any needs none
+
+    @property
+    def client(self) -> AsyncOpenAI:
+        if self._client is None:
+            self._client = AsyncOpenAI(
+                base_url=self._base_url,
+                api_key=self._key or "not-needed",
+                timeout=self._settings.timeout,
+                max_retries=MAX_RETRIES,
+            )
+        return self._client
 
     async def transcribe(self, path: Path, *, mime_type: str | None) -> str:
         """The words spoken in ``path``, stripped; :class:`TranscriptionFailed` saying why not."""
@@ -60,7 +67,7 @@ class OpenAITranscriber:
         except OSError as exc:
             raise TranscriptionFailed(f"the recording could not be read ({exc.strerror or exc})") from exc
         try:
-            result = await self._client.audio.transcriptions.create(
+            result = await self.client.audio.transcriptions.create(
                 file=(upload_name(path, mime_type), content, mime_type or "application/octet-stream"),
                 model=self._settings.model,
                 language=self._settings.language or omit,
@@ -76,7 +83,8 @@ class OpenAITranscriber:
         return text
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if self._client is not None:
+            await self._client.close()
 
 
 def upload_name(path: PurePath, mime_type: str | None) -> str:

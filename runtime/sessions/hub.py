@@ -209,7 +209,8 @@ class SessionWorker:
     async def _mail_within(self, timeout: float) -> bool:
         if not self.wake.is_set() and timeout > 0:
             try:
-                await asyncio.wait_for(self.wake.wait(), timeout)
+                async with asyncio.timeout(timeout):  # not wait_for: no second task per idle chat
+                    await self.wake.wait()
             except TimeoutError:
                 pass
         return self.wake.is_set()
