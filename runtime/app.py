@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Protocol, Self
 from zoneinfo import ZoneInfo
 
-from agentgram.runtime.agents import AGENTS_DIR, load_agents, unknown_models
+from agentgram.runtime.agents import AGENTS_DIR, AgentSpec, load_agents, unknown_models
+from agentgram.runtime.agents.skills import Skill, load_skills, skill_dirs
 from agentgram.runtime.approvals.bypass import Bypass
 from agentgram.runtime.approvals.manager import ApprovalManager, DecidedBy, DecisionResult
-from agentgram.runtime.approvals.rules import Rule
+from agentgram.runtime.approvals.rules import Rule, skill_read_rules
 from agentgram.runtime.approvals.trust import bypass_scope, proposed_rule
 from agentgram.runtime.attachments.images import ImageCache
 from agentgram.runtime.attachments.inbox import FileSource, Inbox
@@ -66,6 +67,8 @@ from agentgram.runtime.mailbox import (
     UserMessageBody,
 )
 from agentgram.runtime.mailbox.envelope import Attachment, QuestionAnswerBody
+from agentgram.runtime.mcp.servers import McpServers
+from agentgram.runtime.mcp.tools import mcp_tools, server_rules
 from agentgram.runtime.prompt import MEMORY_DIR, MemoryPrompt, build_static_prompt
 from agentgram.runtime.questions import AskUserClarification, QuestionManager
 from agentgram.runtime.scheduler.ports import SchedulerPorts
@@ -104,6 +107,7 @@ from agentgram.runtime.tools.memory import memory_tools
 from agentgram.runtime.tools.notes import NoteStore, UpdateScratchpad, WriteTodos, note_tools
 from agentgram.runtime.tools.processes import SqlProcessLedger
 from agentgram.runtime.tools.send_file import SendFile
+from agentgram.runtime.tools.skills import LOAD_SKILL, LoadSkill
 from agentgram.runtime.tools.wrappers import Wrappers
 from agentgram.runtime.turn.background import BackgroundCalls, RunningCall
 from agentgram.runtime.turn.compaction import CompactionOutcome, CompactionReport, Compactor, ContextUsage
@@ -297,6 +301,7 @@ def runtime_tool_names(settings: Settings) -> frozenset[str]:
             EXECUTE_TASK,
             *(tool.name for tool in call_tools()),
             SendFile.name,
+            LoadSkill.name,
         ]
     )
 
@@ -333,7 +338,11 @@ class Runtime:
         self.outbox = OutboxStore(self.db)
         self.history = HistoryStore(self.db)
         self.mailbox = SqlMailbox(self.db, settings.mailbox.max_unread)
-        self.approvals = ApprovalManager(self.db, settings.approval)
+        self.mcp = McpServers(settings.mcp)
+        approval = settings.approval.model_copy(
+            update={"rules": [*settings.approval.rules, *server_rules(settings.mcp)]}
+        )  # a server's ``approval`` is a configured rule for its tools
+        self.approvals = ApprovalManager(self.db, approval)
         self.questions = QuestionManager(self.db)
         self.notes = NoteStore(self.db)
         self.summaries = SummaryStore(self.db)
@@ -351,6 +360,7 @@ class Runtime:
         self.agents = load_agents(settings.agent.agents_dir or self.workdir / AGENTS_DIR)
         for problem in unknown_models(self.agents, [info.name for info in self.models.infos]):
             raise problem  # check-config reports them all (runtime.config_check.check_agents)
+        self.skill_catalog = load_skills(skill_dirs(self.workdir, settings.agent.skills_dirs))
         self.processes = SqlProcessLedger(self.sessions)
         self._chat_sessions = ChatSessionCache(CHAT_SESSIONS_KEPT)
         self._llm_check: asyncio.Task[None] | None = None
@@ -372,7 +382,10 @@ class Runtime:
             bus=self.bus,
             context=ContextSettings(
                 static_system=build_static_prompt(
-                    settings.agent.system_prompt_file, format_rules, agent_prompt=self.agents.main.prompt
+                    settings.agent.system_prompt_file,
+                    format_rules,
+                    agent_prompt=self.agents.main.prompt,
+                    skills=self._skill_listing(self.agents.main),
                 ),
                 workdir=self.workdir,
                 timezone=self.timezone,
@@ -386,7 +399,10 @@ class Runtime:
             ),
             max_rounds=settings.llm.max_tool_rounds,
             agents=AgentBook(
-                self.agents, prompt=lambda spec: build_static_prompt(None, "", agent_prompt=spec.prompt)
+                self.agents,
+                prompt=lambda spec: build_static_prompt(
+                    None, "", agent_prompt=spec.prompt, skills=self._skill_listing(spec)
+                ),
             ),
             max_parallel_subagents=settings.llm.max_parallel_subagents,
             clock=utcnow,
@@ -451,7 +467,7 @@ class Runtime:
                 self.tools.register(tool)
         if self.tools.get(EXECUTE_TASK) is None:
             self.tools.register(ExecuteTask(self.agents))
-        for tool in [*call_tools(), SendFile(self)]:
+        for tool in [*call_tools(), SendFile(self), LoadSkill(self.skill_catalog)]:
             if self.tools.get(tool.name) is None:
                 self.tools.register(tool)
         self.services.wrappers = Wrappers(settings.tools.wrappers, self.tools.get)
@@ -460,6 +476,15 @@ class Runtime:
         if self.agents.main.tools is not None:  # the main agent's allowlist (agents/main)
             self.services.tools = self.tools.only(self.agents.main.tools)
 
+    def _skill_listing(self, agent: AgentSpec) -> str:
+        """The skills block of ``agent``'s static system message: none when it may not load them."""
+        offered = agent.tools is None or LOAD_SKILL in agent.tools
+        return self.skill_catalog.listing() if offered else ""
+
+    def skills(self) -> tuple[Skill, ...]:
+        """The Agent Skills loaded at start, sorted by name (``/skills``)."""
+        return self.skill_catalog.skills
+
     # --- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
@@ -467,6 +492,9 @@ class Runtime:
         log.info("SQLite %s; database %s", Database.sqlite_version(), self.db.engine.url.render_as_string())
         await migrate(self.db)
         await self.approvals.load_rules()
+        await self._list_eager_mcp_servers()
+        for rule in skill_read_rules((s.folder for s in self.skill_catalog.skills), self.workdir):
+            await self.approvals.add_rule(rule)
         await self.questions.load()
         self._llm_check = asyncio.create_task(self._check_llm(), name="llm-check")
         await self.processes.reap_orphans()  # before any interrupted command is re-run
@@ -474,6 +502,18 @@ class Runtime:
         self._chat_sessions.fill(await self.sessions.active_chats(CHAT_SESSIONS_KEPT))
         await self.scheduler.start()  # before recover: it settles tic/cron turns a crash cut short
         await self.recover()
+
+    async def _list_eager_mcp_servers(self) -> None:
+        """Start the ``lazy: false`` MCP servers and offer their tools from the first turn; one that
+        fails to start is a warning (its own log line), and agentgram runs without its tools."""
+        for server in self.mcp.eager():
+            try:
+                listed = await server.list_tools()
+            except ToolError:
+                continue
+            for tool in mcp_tools(server, listed):
+                if self.tools.get(tool.name) is None:
+                    self.tools.register(tool)
 
     async def recover(self) -> None:
         """Resume what a previous process left: answers the chat never showed, interrupted turns,
@@ -563,6 +603,7 @@ class Runtime:
             await self.models.aclose()
             if self.inbox.transcriber is not None:
                 await self.inbox.transcriber.aclose()
+            await self.mcp.close()  # every server's session and process
             await self.mailbox.close()
             await self.db.close()
 

@@ -204,6 +204,8 @@ class AgentSettings(Section):
     """At most this much of the injected memory goes into the prompt (0: none)."""
     agents_dir: UserPath | None = None
     """Where ``<name>/AGENT.md`` agent definitions live; ``agents/`` under the workdir when unset."""
+    skills_dirs: list[UserPath] = Field(default_factory=list)
+    """Folders of ``<name>/SKILL.md`` Agent Skills besides ``skills/`` in the workdir (runtime.agents.skills)."""
     timezone: str | None = None
 
     @field_validator("timezone")
@@ -387,6 +389,49 @@ class SchedulerSettings(Section):
     misfire_grace: Duration = 3600.0
 
 
+MCP_SERVER_NAME = r"^[a-z0-9_-]{1,32}$"
+"""A server's name becomes part of its tools' names (``mcp__<server>__<tool>``)."""
+
+
+class McpServerSettings(Section):
+    """One MCP server (``mcp.servers.<name>``): a stdio ``command`` or a streamable HTTP ``url``.
+
+    ``env`` and ``headers`` are secrets (tokens live there), masked wherever the config is shown."""
+
+    command: str | None = Field(default=None, min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, SecretStr] = Field(default_factory=dict)
+    cwd: UserPath | None = None
+    url: HttpUrl | None = None
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    enabled: bool = True
+    lazy: bool = True
+    """Start and list on first use; ``false``: at start, its tools offered from the first turn."""
+    timeout: Duration = 60.0
+    """Per call (and for the start itself)."""
+    approval: ApprovalAction | None = None
+    """A rule for every tool of this server; ``None``: the approval rules decide (no match asks)."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerSettings:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("an MCP server names exactly one of 'command' (stdio) or 'url' (HTTP)")
+        return self
+
+
+def _server_names(servers: dict[str, McpServerSettings]) -> dict[str, McpServerSettings]:
+    bad = sorted(name for name in servers if not re.fullmatch(MCP_SERVER_NAME, name))
+    if bad:
+        raise ValueError(f"server names are 1-32 of a-z, 0-9, '_' and '-': {', '.join(map(repr, bad))}")
+    return servers
+
+
+class McpSettings(Section):
+    servers: Annotated[dict[str, McpServerSettings], AfterValidator(_server_names)] = Field(
+        default_factory=dict
+    )
+
+
 class LoggingSettings(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     redact_payloads: bool = True
@@ -410,6 +455,7 @@ class Settings(Section):
     tic: TicSettings = TicSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     logging: LoggingSettings = LoggingSettings()
+    mcp: McpSettings = McpSettings()
     _config_file: Path | None = PrivateAttr(default=None)  # not a key: set by parse_config
 
     @property

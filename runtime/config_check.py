@@ -11,7 +11,8 @@ fail on the same problems, before the bot is built, with one line each:
 * ``agent.workdir`` and a SQLite database's folder exist and are writable, or
   can be created (``run`` creates both with their parents);
 * ``storage.url`` names an async driver that is installed (the ``[postgres]``
-  extra for asyncpg).
+  extra for asyncpg);
+* each ``agent.skills_dirs`` entry is an existing folder.
 
 A check is a function from :class:`Settings` to the :class:`CheckProblem`\\ s it
 finds. None of these knows a chat platform: adapters add their own checks on
@@ -230,6 +231,14 @@ def check_agents(settings: Settings) -> Iterator[CheckProblem]:
         yield CheckProblem(unknown.key, unknown.problem)
 
 
+def check_skills_dirs(settings: Settings) -> Iterator[CheckProblem]:
+    """Each ``agent.skills_dirs`` entry is a folder (``skills/`` in the workdir may be missing)."""
+    for index, folder in enumerate(settings.agent.skills_dirs):
+        if not folder.is_dir():
+            what = "is not a directory" if folder.exists() else "does not exist"
+            yield CheckProblem(f"agent.skills_dirs.{index}", f"{folder} {what}")
+
+
 RUNTIME_CHECKS: tuple[Check[Settings], ...] = (
     check_tic_cron,
     check_locale,
@@ -237,4 +246,5 @@ RUNTIME_CHECKS: tuple[Check[Settings], ...] = (
     check_workdir,
     check_storage_url,
     check_agents,
+    check_skills_dirs,
 )

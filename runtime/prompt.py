@@ -1,4 +1,4 @@
-"""The static system prompt: built-in text, optional user file, adapter format rules, memory.
+"""The static system prompt: built-in text, optional user file, skills, adapter format rules, memory.
 
 It is assembled once at start and never changes during the process, so the
 first message of every request is byte-identical and provider prefix caches
@@ -33,16 +33,24 @@ How you work:
 
 
 def build_static_prompt(
-    system_prompt_file: Path | None, format_rules: str, *, agent_prompt: str | None = None
+    system_prompt_file: Path | None,
+    format_rules: str,
+    *,
+    agent_prompt: str | None = None,
+    skills: str = "",
 ) -> str:
     """``agent_prompt``: the text of the answering agent's ``AGENT.md`` (:mod:`runtime.agents`),
-    which takes the place of the built-in prompt and of ``system_prompt_file``."""
+    which takes the place of the built-in prompt and of ``system_prompt_file``. ``skills``: the
+    listing of the Agent Skills it may load (:meth:`runtime.agents.skills.SkillCatalog.listing`),
+    read once at start like the rest, so it keeps the message byte-stable."""
     base = BUILTIN_PROMPT
     if system_prompt_file is not None:
         base = system_prompt_file.read_text(encoding="utf-8").strip() + "\n"
     if agent_prompt is not None:
         base = agent_prompt
     parts = [base.strip()]
+    if skills.strip():
+        parts.append(skills.strip())
     if format_rules.strip():
         parts.append(format_rules.strip())
     return "\n\n".join(parts)

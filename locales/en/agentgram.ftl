@@ -27,6 +27,7 @@ help-text =
     /cost — tokens and cost of this conversation
     /todos — my todo list for this conversation
     /jobs — commands running in the background
+    /skills — procedures I can load
     /search — find something we talked about
     /context — how full my memory of this chat is
     /compact — summarise older messages now

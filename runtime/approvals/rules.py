@@ -18,6 +18,8 @@ before them. Paths that hold secrets are refused before any rule is read
 from __future__ import annotations
 
 import enum
+import glob
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
@@ -102,11 +104,35 @@ SEEDED_RULES: tuple[Rule, ...] = (
     ),
     # it only reads this chat's own past conversations (runtime/tools/history_search.py)
     Rule(tool="search_history", action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed"),
+    # it only reads the skills loaded at start (runtime/tools/skills.py); see also skill_read_rules
+    Rule(tool="load_skill", action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed"),
     *(  # they only observe or stop the agent's own calls (runtime/tools/calls.py)
         Rule(tool=name, action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed")
         for name in ("wait", "get_tool_call_status", "cancel_tool_call", "list_running_tool_calls")
     ),
 )
+
+
+SKILL_READ_PRIORITY = DEFAULT_PRIORITY - 2
+"""Before the seeded "reads outside the workdir" rule, after every rule of yours (a deny still wins)."""
+
+
+def skill_read_rules(folders: Iterable[Path], workdir: Path) -> list[Rule]:
+    """Reads inside a skills folder outside the workdir run without asking (inside it, reads
+    already do): ``load_skill`` points the model at the skill's other files there. Seeds, so each
+    start rewrites them for the folders configured then."""
+    outside = sorted({f for f in folders if workdir_relative(f, workdir) is None})
+    return [
+        Rule(
+            tool=f"@{ToolGroup.FS_READ_OUTSIDE}",
+            action=Action.ALLOW,
+            path=f"{glob.escape(folder.resolve().as_posix())}/**",
+            priority=SKILL_READ_PRIORITY,
+            note="skills folder",
+            origin="seed",
+        )
+        for folder in outside
+    ]
 
 
 def ordered(rules: list[Rule]) -> list[Rule]:

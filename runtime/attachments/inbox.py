@@ -163,6 +163,7 @@ class Inbox:
             task = self._work.get(envelope_id)
             if task is not None:
                 task.cancel()
+            self._forget(envelope_id)  # the stop drops the mail: nobody awaits it later
         return len(ids)
 
     def busy(self, session_id: int) -> bool:

@@ -259,8 +259,14 @@ async def run_command(
     pgid = transport.get_pid()
     if progress is not None:
         progress.watch(proto.capture.recent)
-    if ledger is not None:
-        await durable(ledger.started(pgid))
+    try:
+        if ledger is not None:
+            await durable(ledger.started(pgid))
+    except BaseException:  # stopped (or the write failed) while recording it: it must not run on
+        await finish_even_if_cancelled(asyncio.ensure_future(_kill_group(transport, proto)))
+        if ledger is not None:
+            await durable(ledger.finished(pgid))  # durable: the record landed, the group is gone
+        raise
     try:
         return await _await_command(transport, proto, timeout_seconds)
     finally:

@@ -60,6 +60,7 @@ SAMPLE_PARAMS: dict[str, str | int] = {
     "cost": "0.0123",
     "command": "<code>pytest -x</code>", "elapsed": "2 min 10 s", "number": 1,
     "text": "buy milk on the way home", "limit": 20, "emoji": "👍", "kind": "video",
+    "description": "Fill in PDF forms.",
 }  # fmt: skip
 
 

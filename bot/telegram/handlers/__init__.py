@@ -23,6 +23,7 @@ from agentgram.bot.telegram.handlers import (
     models,
     questions,
     schedule,
+    skills,
     todos,
 )
 from agentgram.bot.telegram.router import FEATURES, JoinedRouter
@@ -38,6 +39,7 @@ def join() -> JoinedRouter:
         models.router,
         questions.router,
         todos.router,
+        skills.router,
         jobs.router,
         context.router,
         messages.router,

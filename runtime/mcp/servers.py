@@ -1,0 +1,258 @@
+"""The MCP servers' client sessions: one per server, started on first use, kept open, closed once.
+
+Each running server's transport and :class:`~mcp.ClientSession` live in an
+:class:`~contextlib.AsyncExitStack` entered and left by one owner task, so the
+SDK's anyio cancel scopes open and close in the same task; calls from turns only
+send requests over the open session. A start that fails, and a session that
+dies under a call, become a WARNING line and a :class:`~runtime.errors.ToolError`
+the model reads, never a crash. A dead server is started again by the next
+call; repeated failures wait a backoff (:data:`BACKOFF_FIRST` doubling to
+:data:`BACKOFF_CAP`) before the next attempt.
+
+Not here yet: recording the server's process group for the SIGKILL orphan reap
+(``runtime.tools.processes``) — the SDK starts each stdio server in its own
+session (``start_new_session``), so its pid is the group to record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any, TypeVar
+
+import anyio
+import mcp_types as types
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from agentgram.runtime.config import McpServerSettings, McpSettings
+from agentgram.runtime.errors import ToolError
+from agentgram.runtime.log import get_logger
+
+log = get_logger("mcp")
+
+BACKOFF_FIRST = 1.0
+BACKOFF_CAP = 60.0
+"""Seconds before another start after the second failure in a row, doubling up to the cap (the
+first restart after a crash is immediate)."""
+
+CLOSE_TIMEOUT = 10.0
+"""How long a session's shutdown may take before its owner task is cancelled."""
+
+ResultT = TypeVar("ResultT")
+
+
+class ServerState(enum.StrEnum):
+    STOPPED = "stopped"  # never started, or closed
+    RUNNING = "running"
+    FAILED = "failed"  # its start failed or its session died: the next use starts it again
+
+
+class McpServer:
+    """One configured server: its session while it runs, why it failed when it did."""
+
+    def __init__(
+        self, name: str, settings: McpServerSettings, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.name = name
+        self.settings = settings
+        self._clock = clock
+        self._session: ClientSession | None = None
+        self._owner: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._failures = 0
+        self._retry_at = 0.0
+        self._listed: list[types.Tool] | None = None
+        self.reason: str | None = None
+        """Why the server last failed (shown by ``/mcp``), ``None`` while it has not."""
+
+    @property
+    def state(self) -> ServerState:
+        if self._session is not None:
+            return ServerState.RUNNING
+        return ServerState.FAILED if self.reason is not None else ServerState.STOPPED
+
+    async def list_tools(self) -> list[types.Tool]:
+        """Every tool the server lists (all pages), read once per session."""
+        if self._listed is None or self._session is None:
+            session = await self._running()
+            self._listed = await self._request(lambda: _all_tools(session))
+        return list(self._listed)
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """Call ``tool``, waiting at most the server's ``timeout``; a readable ToolError otherwise."""
+        session = await self._running()
+        result = await self._request(
+            lambda: session.call_tool(tool, arguments, read_timeout_seconds=self.settings.timeout)
+        )
+        self._failures = 0
+        return result
+
+    async def close(self) -> None:
+        """End the session and the server's process (the owner task leaves its exit stack)."""
+        owner, self._owner, self._session = self._owner, None, None
+        if owner is None:
+            return
+        self._stop.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(owner), CLOSE_TIMEOUT)
+        except TimeoutError:
+            log.warning("MCP server %s did not close within %.0fs", self.name, CLOSE_TIMEOUT)
+            owner.cancel()
+            await asyncio.gather(owner, return_exceptions=True)
+
+    async def _abandon(self) -> None:
+        """Cancel a start still under way (its owner task is not waiting to be told to close)."""
+        owner, self._owner = self._owner, None
+        if owner is not None:
+            owner.cancel()
+            await asyncio.gather(owner, return_exceptions=True)
+
+    # --- starting ------------------------------------------------------------
+
+    async def _running(self) -> ClientSession:
+        async with self._lock:
+            if self._session is not None:
+                return self._session
+            wait = self._retry_at - self._clock()
+            if wait > 0:
+                raise ToolError(
+                    f"the MCP server {self.name!r} failed ({self.reason}); it is tried again in {wait:.0f}s"
+                )
+            await self.close()  # what is left of a session that died
+            return await self._start()
+
+    async def _start(self) -> ClientSession:
+        self._stop = asyncio.Event()
+        ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+        self._owner = asyncio.create_task(self._own(ready), name=f"mcp-{self.name}")
+        try:
+            session = await asyncio.wait_for(asyncio.shield(ready), self.settings.timeout)
+        except (asyncio.CancelledError, TimeoutError) as exc:  # /stop or a hung start: nothing lingers
+            await self._abandon()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise self._failed("could not start", exc) from None
+        except Exception as exc:
+            await self.close()
+            raise self._failed("could not start", exc) from None
+        self._session, self.reason = session, None
+        log.info("MCP server %s started", self.name)
+        return session
+
+    async def _own(self, ready: asyncio.Future[ClientSession]) -> None:
+        """The owner task: open the transport and session, hold them until closed, leave them."""
+        try:
+            async with AsyncExitStack() as stack:
+                session = await self._open(stack)
+                if ready.cancelled():
+                    return
+                ready.set_result(session)
+                await self._stop.wait()
+        except Exception as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            else:
+                log.debug("MCP server %s: closing its session failed: %s", self.name, _reason(exc))
+
+    async def _open(self, stack: AsyncExitStack) -> ClientSession:
+        s = self.settings
+        if s.command is not None:
+            params = StdioServerParameters(
+                command=s.command,
+                args=s.args,
+                env={k: v.get_secret_value() for k, v in s.env.items()} or None,
+                cwd=s.cwd,
+            )
+            read, write = await stack.enter_async_context(stdio_client(params))
+        else:
+            assert s.url is not None
+            headers = {k: v.get_secret_value() for k, v in s.headers.items()}
+            client = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+            read, write = await stack.enter_async_context(streamable_http_client(s.url, http_client=client))
+        session = await stack.enter_async_context(ClientSession(read, write))
+        await session.initialize()
+        return session
+
+    # --- failures ------------------------------------------------------------
+
+    async def _request(self, send: Callable[[], Awaitable[ResultT]]) -> ResultT:
+        try:
+            return await send()
+        except MCPError as exc:
+            if exc.code == types.REQUEST_TIMEOUT:
+                raise ToolError(
+                    f"the MCP server {self.name!r} did not answer within {self.settings.timeout:g}s"
+                ) from None
+            if exc.code != types.CONNECTION_CLOSED:
+                raise ToolError(f"the MCP server {self.name!r} refused the call: {exc.message}") from None
+            raise await self._died(exc) from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
+            raise await self._died(exc) from None
+
+    async def _died(self, exc: BaseException) -> ToolError:
+        await self.close()
+        return self._failed("stopped", exc, again="it is started again on the next call")
+
+    def _failed(self, what: str, exc: BaseException, again: str | None = None) -> ToolError:
+        self.reason = _reason(exc)
+        self._failures += 1
+        delay = 0.0 if self._failures < 2 else min(BACKOFF_FIRST * 2 ** (self._failures - 2), BACKOFF_CAP)
+        self._retry_at = self._clock() + delay
+        log.warning("MCP server %s %s: %s", self.name, what, self.reason)
+        again = again or (
+            f"it is tried again in {delay:.0f}s" if delay else "it is tried again on the next call"
+        )
+        return ToolError(f"the MCP server {self.name!r} {what}: {self.reason}; {again}")
+
+
+async def _all_tools(session: ClientSession) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    while True:
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+def _reason(exc: BaseException) -> str:
+    """One readable line: the first real error inside the SDK's exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return "it did not answer in time"
+    if isinstance(exc, MCPError):
+        return exc.message
+    return str(exc) or type(exc).__name__
+
+
+class McpServers:
+    """Every enabled server of ``mcp.servers``, by name; closed together on shutdown."""
+
+    def __init__(self, settings: McpSettings) -> None:
+        self._servers = {
+            name: McpServer(name, server) for name, server in settings.servers.items() if server.enabled
+        }
+
+    def get(self, name: str) -> McpServer | None:
+        return self._servers.get(name)
+
+    def all(self) -> list[McpServer]:
+        return list(self._servers.values())
+
+    def eager(self) -> list[McpServer]:
+        """The servers listed at start (``lazy: false``)."""
+        return [server for server in self._servers.values() if not server.settings.lazy]
+
+    async def close(self) -> None:
+        await asyncio.gather(*(server.close() for server in self._servers.values()))

@@ -1,0 +1,146 @@
+"""The tools an MCP server lists, as agentgram tools named ``mcp__<server>__<tool>``.
+
+The model sees each tool's JSON schema as the server gave it, so neither
+:attr:`Tool.spec` nor :meth:`Tool.parse` goes through a pydantic model here:
+the arguments only have to be a JSON object, and the server checks the rest.
+They are in group ``other`` with no seeded rule, so a call no rule matches asks;
+rules and wrappers may name them by glob (``mcp__time__*``).
+
+Results: the text parts, joined, are what the model reads; structured content
+(when no text came with it) as JSON text; an image or audio part as a
+``[image: <mime>]`` note — sending image parts on to a vision model is a later
+step. A result the server flags as an error is a :class:`ToolError`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, ClassVar, cast
+
+import mcp_types as types
+from pydantic import ConfigDict
+
+from agentgram.runtime.config import ApprovalRuleSettings, McpSettings
+from agentgram.runtime.errors import ToolError
+from agentgram.runtime.llm.types import ToolSpec
+from agentgram.runtime.log import get_logger
+from agentgram.runtime.mcp.servers import McpServer
+from agentgram.runtime.tools.base import Tool, ToolArgs, ToolContext, ToolGroup
+
+log = get_logger("mcp")
+
+PREFIX = "mcp__"
+NAME_LIMIT = 64
+"""The longest function name OpenAI-compatible APIs accept."""
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+SERVER_RULE_PRIORITY = 500
+"""Where a server's ``approval`` rule sorts: after rules of yours, before the seeded defaults (1000)."""
+
+
+def tool_name(server: str, tool: str) -> str:
+    """``mcp__<server>__<tool>``, with characters a function name may not hold replaced by ``_``."""
+    return f"{PREFIX}{server}__{_UNSAFE.sub('_', tool)}"[:NAME_LIMIT]
+
+
+def server_glob(server: str) -> str:
+    """The rule and wrapper pattern naming every tool of ``server``."""
+    return f"{PREFIX}{server}__*"
+
+
+class McpArgs(ToolArgs):
+    """Whatever object the model sent: the server validates it against its own schema."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def values(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class McpTool(Tool[McpArgs]):
+    """One tool of one server; :func:`mcp_tools` makes a subclass per tool to carry its name."""
+
+    Args = McpArgs
+    group: ClassVar[ToolGroup] = ToolGroup.OTHER
+    remote: ClassVar[str]
+    """The tool's own name on its server."""
+
+    def __init__(self, server: McpServer, listed: types.Tool) -> None:
+        self.server = server
+        self._schema = dict(listed.input_schema)
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, parameters=self._schema)
+
+    def parse(self, raw: str | dict[str, Any]) -> McpArgs:
+        try:
+            data = json.loads(raw or "{}") if isinstance(raw, str) else raw
+        except json.JSONDecodeError as exc:
+            raise ToolError(f"arguments are not valid JSON: {exc.msg}") from None
+        if not isinstance(data, dict):
+            raise ToolError("arguments must be a JSON object")
+        return McpArgs.model_validate(data)
+
+    async def execute(self, args: McpArgs, ctx: ToolContext) -> str:
+        return result_text(await self.server.call(self.remote, args.values()))
+
+
+def mcp_tools(server: McpServer, listed: list[types.Tool]) -> list[McpTool]:
+    """One tool per listed tool; a second tool whose name comes out the same is left out."""
+    tools: dict[str, McpTool] = {}
+    for entry in listed:
+        name = tool_name(server.name, entry.name)
+        if name in tools:
+            log.warning(
+                "MCP server %s: tool %r is named %s like another; left out", server.name, entry.name, name
+            )
+            continue
+        description = (entry.description or entry.title or entry.name).strip()
+        attrs = {"name": name, "description": description, "remote": entry.name}
+        named = cast(type[McpTool], type(f"McpTool_{name}", (McpTool,), attrs))
+        tools[name] = named(server, entry)
+    return list(tools.values())
+
+
+def result_text(result: types.CallToolResult) -> str:
+    """What the model reads of a result; one the server marks as an error raises it as a ToolError."""
+    parts = [_part_text(part) for part in result.content]
+    text = "\n".join(part for part in parts if part)
+    if not any(isinstance(part, types.TextContent) for part in result.content) and result.structured_content:
+        text = "\n".join(filter(None, [text, json.dumps(result.structured_content, ensure_ascii=False)]))
+    if result.is_error:
+        raise ToolError(text or "the MCP tool failed without saying why")
+    return text
+
+
+def _part_text(part: types.ContentBlock) -> str:
+    if isinstance(part, types.TextContent):
+        return part.text
+    if isinstance(part, types.ImageContent):
+        return f"[image: {part.mime_type}]"
+    if isinstance(part, types.AudioContent):
+        return f"[audio: {part.mime_type}]"
+    if isinstance(part, types.ResourceLink):
+        return f"[resource: {part.uri}]"
+    if isinstance(part, types.EmbeddedResource):
+        resource = part.resource
+        if isinstance(resource, types.TextResourceContents):
+            return resource.text
+        return f"[resource: {resource.uri} ({resource.mime_type or 'binary'})]"
+    return f"[{getattr(part, 'type', 'unknown')} content]"
+
+
+def server_rules(settings: McpSettings) -> list[ApprovalRuleSettings]:
+    """A server's ``approval`` as a rule for all its tools, after your own rules (priority 100)
+    and before the seeded ones."""
+    return [
+        ApprovalRuleSettings(
+            tool=server_glob(name),
+            action=server.approval,
+            priority=SERVER_RULE_PRIORITY,
+            note=f"mcp.servers.{name}",
+        )
+        for name, server in settings.servers.items()
+        if server.approval is not None
+    ]
