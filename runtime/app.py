@@ -813,7 +813,13 @@ class Runtime:
         return PostResult.STARTED
 
     async def _control(
-        self, session: SessionRef, action: ControlAction, envelope_id: str, *, quiet: bool = False
+        self,
+        session: SessionRef,
+        action: ControlAction,
+        envelope_id: str,
+        *,
+        quiet: bool = False,
+        stops_work: bool = False,
     ) -> bool:
         assert session.id is not None
         envelope = Envelope(
@@ -821,7 +827,7 @@ class Runtime:
             session_id=session.id,
             sender=Sender(kind=SenderKind.USER),
             priority=Priority.INTERRUPT,
-            body=ControlBody(action=action, quiet=quiet),
+            body=ControlBody(action=action, quiet=quiet, stops_work=stops_work),
         )
         return not (await self.mailbox.accept(envelope)).duplicate
 
@@ -833,15 +839,13 @@ class Runtime:
         before any queued message (which it then drops instead of starting a turn).
         """
         assert session.id is not None
-        calls = bool(self.background.running(session.id))
-        if calls:  # before the mail: the worker may consume the stop as soon as it is stored
-            self.hub.stopped_calls(session.id)
-        await self._control(session, ControlAction.STOP, envelope_id, quiet=quiet)
+        work = self.background.busy(session.id) or self.inbox.busy(session.id)
+        await self._control(session, ControlAction.STOP, envelope_id, quiet=quiet, stops_work=work)
         running = self.hub.cancel_turn(session.id)
         # after the mail: their results (cancelled) come after the stop, and are kept, not dropped
         self.background.cancel_session(session.id, "stopped by the user (/stop)")
-        fetching = self.inbox.cancel_session(session.id) > 0  # the stop drops the message they came with
-        return StopResult(was_running=running or calls or fetching)
+        self.inbox.cancel_session(session.id)  # the stop drops the message the files came with
+        return StopResult(was_running=running or work)
 
     async def pause(self, session: SessionRef, envelope_id: str) -> bool:
         assert session.id is not None
@@ -1062,9 +1066,7 @@ class Runtime:
         """The chat's ⏹ on a running call: its processes are killed, its result mail says
         cancelled. ``False`` when it is not running (any more) or not this session's."""
         assert session.id is not None
-        if all(call.run_id != run_id for call in self.background.running(session.id)):
-            return False
-        return self.background.cancel_run(run_id, "cancelled by the user")
+        return self.background.cancel_run(run_id, "cancelled by the user", session_id=session.id)
 
     async def call_run(self, run_id: int) -> CallRun | None:
         """A tracked call's run as it stands (what a status line a restart cut short should read)."""

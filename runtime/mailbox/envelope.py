@@ -88,6 +88,7 @@ class ControlBody(_Body):
     action: ControlAction
     call_ids: list[str] = Field(default_factory=list)
     quiet: bool = False  # a stop that is part of another command (/new): no "Stopped" reply
+    stops_work: bool = False  # a stop that also stops running tool calls or fetches: it stopped something
 
 
 class ApprovalDecisionBody(_Body):

@@ -396,7 +396,8 @@ class SessionWorker:
         settled = await self._settle_unfinished_turn(address) or await self._ended_by(stops[0])
         await self._consume(upto)
         s.approvals.bypasses.clear(self.session_id)
-        stopped, self.stopped_turn = self.stopped_turn or settled, False
+        stopped_work = any(isinstance(e.body, ControlBody) and e.body.stops_work for e in stops)
+        stopped, self.stopped_turn = self.stopped_turn or settled or stopped_work, False
         quiet = all(isinstance(e.body, ControlBody) and e.body.quiet for e in stops)
         if not quiet:
             await self._report_stop(address, stopped=stopped, dropped=dropped)
@@ -526,11 +527,6 @@ class SessionHub:
     def cancel_turn(self, session_id: int) -> bool:
         worker = self.workers.get(session_id)
         return worker.cancel_turn() if worker is not None else False
-
-    def stopped_calls(self, session_id: int) -> None:
-        """A /stop is about to stop the session's running tool calls (``runtime.turn.background``):
-        its report says "stopped" even when no turn was running."""
-        self._worker(session_id).stopped_turn = True
 
     async def shutdown(self) -> None:
         """Stop consumers without marking turns cancelled: a restart resumes them."""

@@ -282,10 +282,15 @@ class BackgroundCalls:
 
     # --- stopping -------------------------------------------------------------------------------------
 
-    def cancel_run(self, run_id: int, reason: str | None = None, *, quiet: bool = False) -> bool:
-        """Cancel one running call (its processes are killed); ``False`` if it is not running."""
+    def cancel_run(
+        self, run_id: int, reason: str | None = None, *, quiet: bool = False, session_id: int | None = None
+    ) -> bool:
+        """Cancel one running call (its processes are killed); ``False`` if it is not running (or not
+        ``session_id``'s, when given)."""
         live = self._live.get(run_id)
         if live is None or live.task is None or live.task.done():
+            return False
+        if session_id is not None and live.session_id != session_id:
             return False
         live.cancel_reason = live.cancel_reason or reason
         live.quiet = live.quiet or quiet
@@ -352,6 +357,10 @@ class BackgroundCalls:
             for live in self._live.values()
             if session_id is None or live.session_id == session_id
         ]
+
+    def busy(self, session_id: int) -> bool:
+        """Whether a call of the session runs."""
+        return any(live.session_id == session_id for live in self._live.values())
 
     def live_run(self, session_id: int, call_id: str) -> LiveCall | None:
         return next(
