@@ -22,5 +22,8 @@ setup(
         *(f"agentgram.runtime.locales.{lang}" for lang in languages),
     ],
     package_dir={"agentgram.runtime.locales": "locales"},
-    package_data={f"agentgram.runtime.locales.{lang}": ["*.ftl"] for lang in languages},
+    package_data={
+        **{f"agentgram.runtime.locales.{lang}": ["*.ftl"] for lang in languages},
+        "agentgram.bot.web": ["templates/*.html"],  # the web view's pages
+    },
 )

@@ -163,17 +163,22 @@ def old_session_path(sessions: Any) -> None:
     db = sessions._db
 
     async def find_or_open(
-        chat_id: int, *, user_id: int | None, language: str | None, look_first: bool = True
+        chat_id: int,
+        *,
+        user_id: int | None,
+        language: str | None,
+        look_first: bool = True,
+        source: SessionSource = SessionSource.CHAT,
     ) -> tuple[ChatSession, bool]:
-        found = await db.read_sync(lambda tx: tx.exec(module._active_query(chat_id)).first())
+        found = await db.read_sync(lambda tx: tx.exec(module._active_query(chat_id, source)).first())
         if found is not None and (language is None or found.language_code == language):
             return found, False
 
         def find_or_create(tx: Session) -> tuple[ChatSession, bool]:
-            found = tx.exec(module._active_query(chat_id)).first()
+            found = tx.exec(module._active_query(chat_id, source)).first()
             created = found is None
             if found is None:
-                fresh = ChatSession(source=SessionSource.CHAT, chat_id=chat_id, user_id=user_id)
+                fresh = ChatSession(source=source, chat_id=chat_id, user_id=user_id)
                 found = module._create(tx, fresh)
             found.language_code = language or found.language_code
             tx.add(found)

@@ -1,8 +1,14 @@
-"""``agentgram run`` and ``agentgram check-config``.
+"""``agentgram run``, ``agentgram chat`` and ``agentgram check-config``.
+
+``agentgram chat`` is the terminal chat (:mod:`bot.terminal`): with a bot token
+configured it runs :func:`_run`'s bot with the terminal subscribed to the same
+runtime, and exits when the terminal does; without one, the terminal alone.
 
 Exit codes: 0 clean shutdown (a signal, also during the start-up retries), 2
-configuration problem (including a bot token Telegram rejects, and another
-agentgram already running on the same database), 1 anything unexpected.
+configuration problem (including a bot token Telegram rejects, another
+agentgram already running on the same database, and a ``web.listen`` the web
+view cannot bind), 1 anything unexpected. The web view (:mod:`bot.web`), when
+enabled, starts once the bot has started and stops after it.
 Configuration errors are one line, never a traceback; Telegram unreachable at
 start is waited out with logged retries (see :mod:`bot.telegram.app`).
 """
@@ -25,14 +31,17 @@ from telegram.error import InvalidToken, TelegramError
 from agentgram.bot import doctor, init
 from agentgram.bot.config_check import check_config
 from agentgram.bot.settings import BotSettings
+from agentgram.bot.terminal.config import ChatSettings, check_chat_config
 from agentgram.runtime.app import AlreadyRunning, InstanceLock, fingerprint
 from agentgram.runtime.config import masked
 from agentgram.runtime.errors import ConfigError
-from agentgram.runtime.log import configure, get_logger
+from agentgram.runtime.log import configure, get_logger, register_secret
 from agentgram.runtime.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from agentgram.bot.telegram.app import TelegramBot
+    from agentgram.bot.terminal.chat import TerminalChat
+    from agentgram.bot.web.serve import WebServer
 
 log = get_logger("cli")
 EXIT_CONFIG = 2
@@ -48,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     ):
         cmd = sub.add_parser(name, help=help_text)
         cmd.add_argument("--config", "-c", type=Path, default=Path("config.yml"), help="YAML config file")
+    chat = sub.add_parser("chat", help="chat in this terminal (beside the bot when a token is configured)")
+    chat.add_argument("--config", "-c", type=Path, default=Path("config.yml"), help="YAML config file")
+    chat.add_argument("--log", type=Path, default=None, help="write the whole log to this file")
     init.add_parser(sub)
     doctor.add_parser(sub)
     return parser
@@ -58,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in ("init", "doctor"):  # bot/init.py, bot/doctor.py: their own checks and exit codes
         return int(args.entry(args))
-    try:
-        settings = check_config(args.config)  # the same validation for run and check-config
+    try:  # the same validation for run and check-config; chat's has telegram optional
+        settings = check_chat_config(args.config) if args.command == "chat" else check_config(args.config)
     except ConfigError as error:
         print(str(error), file=sys.stderr)  # one line per problem
         return EXIT_CONFIG
@@ -72,8 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         libraries=settings.logging.libraries,
         fmt=settings.logging.format,
     )
+    if args.command == "chat":
+        from agentgram.bot.terminal.app import route_logs
+
+        route_logs(args.log)
     try:
-        return asyncio.run(_run(settings))
+        return asyncio.run(_main_task(settings, terminal=args.command == "chat"))
     except ConfigError as error:  # a check missed it: still one line, never a traceback
         print(str(error), file=sys.stderr)
         return EXIT_CONFIG
@@ -92,8 +108,17 @@ def freeze_startup_heap() -> None:
     gc.freeze()
 
 
-async def _run(settings: BotSettings) -> int:
-    """Take the instance lock, start (waiting out outages), serve until a signal or a fatal error."""
+async def _main_task(settings: BotSettings | ChatSettings, *, terminal: bool) -> int:
+    if isinstance(settings, BotSettings):
+        return await _run(settings, terminal=terminal)
+    from agentgram.bot.terminal.app import run_alone
+
+    return await run_alone(settings)
+
+
+async def _run(settings: BotSettings, *, terminal: bool = False) -> int:
+    """Take the instance lock, start (waiting out outages), serve until a signal or a fatal error
+    (or, with the ``terminal`` beside the bot, until the user leaves it)."""
     token = fingerprint(settings.telegram.token.get_secret_value())
     try:
         lock = InstanceLock.acquire(settings.storage.url, token)
@@ -108,6 +133,7 @@ async def _run(settings: BotSettings) -> int:
         from agentgram.bot.telegram.app import compose
 
         bot = compose(settings)
+        chat = _terminal(bot) if terminal else None  # subscribed before the runtime starts
         try:
             started = await _start(bot, stop)
         except InvalidToken:
@@ -125,7 +151,54 @@ async def _run(settings: BotSettings) -> int:
             log.info("stopped during start-up")
             await bot.stop()
             return 0
-        return await _serve(bot, stop)
+        try:
+            web = await _start_web(bot)
+        except ConfigError as error:  # the port is taken, or no such address: one line
+            print(str(error), file=sys.stderr)
+            await bot.stop()
+            return EXIT_CONFIG
+        talking = _talk(chat, stop) if chat is not None else None
+        try:
+            return await _serve(bot, stop)
+        finally:
+            if talking is not None:
+                await cancel_and_wait(talking)
+            if web is not None:
+                await web.stop()
+
+
+def _terminal(bot: TelegramBot) -> TerminalChat:
+    from agentgram.bot.terminal.app import terminal_for
+
+    return terminal_for(bot.runtime, bot.translator, bot.settings)
+
+
+def _talk(chat: TerminalChat, stop: asyncio.Event) -> asyncio.Task[None]:
+    """The terminal beside the bot: when the user leaves it, the bot stops as on a signal."""
+
+    async def talk() -> None:
+        try:
+            await chat.run()
+        finally:
+            stop.set()
+
+    return asyncio.create_task(talk(), name="terminal")
+
+
+async def _start_web(bot: TelegramBot) -> WebServer | None:
+    """The web view (:mod:`bot.web`) beside the bot when ``web.enabled``; it is stopped after
+    the bot (its queries then fail, and nobody asks any more)."""
+    web = bot.settings.web
+    if not web.enabled:
+        return None
+    from agentgram.bot.web.app import create_app
+    from agentgram.bot.web.serve import WebServer
+
+    assert web.token is not None  # WebSettings refuses an enabled web view without one
+    register_secret(web.token.get_secret_value())
+    server = WebServer(create_app(bot.runtime, web, lambda: bot.ingest.last_poll_ok), web.host, web.port)
+    await server.start()
+    return server
 
 
 async def _start(bot: TelegramBot, stop: asyncio.Event) -> bool:

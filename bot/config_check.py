@@ -16,6 +16,7 @@ from pathlib import Path
 
 from agentgram.bot.settings import BotSettings
 from agentgram.runtime.app import unknown_hook_tools
+from agentgram.runtime.config import Settings
 from agentgram.runtime.config_check import RUNTIME_CHECKS, Check, CheckProblem, validate_config
 
 EXAMPLE_USER_ID = 123456789
@@ -35,7 +36,7 @@ def check_allowed_users(settings: BotSettings) -> Iterator[CheckProblem]:
         )
 
 
-def check_tool_hooks(settings: BotSettings) -> Iterator[CheckProblem]:
+def check_tool_hooks(settings: Settings) -> Iterator[CheckProblem]:
     for problem in unknown_hook_tools(settings):
         yield CheckProblem(problem.key, problem.problem)
 

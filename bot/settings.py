@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
+from agentgram.bot.terminal.settings import TerminalSettings
+from agentgram.bot.web.settings import WebSettings
 from agentgram.runtime.config import HttpUrl, Section, Settings, load_config, settings_from_mapping
 
 PUBLIC_API_HOST = "api.telegram.org"
@@ -85,6 +87,11 @@ class BotSettings(Settings, _TelegramSection):
     """The whole ``config.yml``. ``telegram`` comes in through a base listed after
     :class:`Settings`, so pydantic sees it first: it keeps its place at the top of
     ``check-config``'s output and of the error list, as in the file."""
+
+    web: WebSettings = WebSettings()
+    """The web view (:mod:`bot.web`); its token rules are checked with the section."""
+    terminal: TerminalSettings = TerminalSettings()
+    """The terminal chat (``agentgram chat``, :mod:`bot.terminal`)."""
 
 
 def load_bot_config(path: Path, environ: Mapping[str, str] | None = None) -> BotSettings:

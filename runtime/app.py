@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,6 +37,7 @@ from agentgram.runtime.attachments.images import ImageCache
 from agentgram.runtime.attachments.inbox import FileSource, Inbox
 from agentgram.runtime.attachments.transcribe import OpenAITranscriber
 from agentgram.runtime.config import DEFAULT_MODEL_NAME, Settings
+from agentgram.runtime.debug_view import DebugView
 from agentgram.runtime.errors import ConfigError, MailboxFull, ToolError
 from agentgram.runtime.events import (
     Address,
@@ -67,8 +69,11 @@ from agentgram.runtime.mailbox import (
     UserMessageBody,
 )
 from agentgram.runtime.mailbox.envelope import Attachment, QuestionAnswerBody
+from agentgram.runtime.mcp.activate import ACTIVATE_TOOLS, ActivateTools
+from agentgram.runtime.mcp.catalog import McpCatalog, McpServerStatus
 from agentgram.runtime.mcp.servers import McpServers
-from agentgram.runtime.mcp.tools import mcp_tools, server_rules
+from agentgram.runtime.mcp.tools import server_rules
+from agentgram.runtime.metrics_bus import watch as watch_metrics
 from agentgram.runtime.prompt import MEMORY_DIR, MemoryPrompt, build_static_prompt
 from agentgram.runtime.questions import AskUserClarification, QuestionManager
 from agentgram.runtime.scheduler.ports import SchedulerPorts
@@ -77,7 +82,9 @@ from agentgram.runtime.scheduler.tools import DeleteJob, ListJobs, ScheduleJob, 
 from agentgram.runtime.sessions.hub import HubOptions, SessionHub, address_of
 from agentgram.runtime.storage.background_rows import BackgroundStore
 from agentgram.runtime.storage.db import Database
+from agentgram.runtime.storage.grant_rows import GrantStore
 from agentgram.runtime.storage.history import HistoryStore
+from agentgram.runtime.storage.history_tail import HistoryEntry
 from agentgram.runtime.storage.lock import AlreadyRunning, InstanceLock, fingerprint
 from agentgram.runtime.storage.migrations import migrate
 from agentgram.runtime.storage.models import (
@@ -85,6 +92,7 @@ from agentgram.runtime.storage.models import (
     ApprovalStatus,
     ChatSession,
     DeadLetter,
+    Role,
     SessionSource,
     ToolCallRow,
     ToolCallStatus,
@@ -126,6 +134,23 @@ LLM_CHECK_CAP = 60.0
 
 CHAT_SESSIONS_KEPT = 1024
 """Chats whose active session is kept in memory, least recently used out (the rest are read again)."""
+
+
+RECENT_ROWS_READ = 200
+"""History rows :meth:`Runtime.recent_exchanges` looks through for the last few exchanges."""
+
+
+def past_exchanges(entries: Sequence[HistoryEntry], limit: int) -> list[PastExchange]:
+    """Each message the user wrote (not mail the runtime wrote for them) with the last text the
+    agent answered it with before the next one; the newest ``limit``, oldest first."""
+    found: list[PastExchange] = []
+    for entry in entries:
+        row = entry.row
+        if row.role == Role.USER and not row.is_synthetic:
+            found.append(PastExchange(row.content, "", None))
+        elif row.role == Role.ASSISTANT and row.content.strip() and found:
+            found[-1] = PastExchange(found[-1].question, row.content, row.id)
+    return found[-limit:] if limit > 0 else []
 
 
 class PostResult(enum.StrEnum):
@@ -177,17 +202,29 @@ class CallState:
 
 @dataclass(slots=True, frozen=True)
 class SessionRef:
-    """A chat's session as an adapter holds it: which one, whose chat, its user's language."""
+    """A chat's session as an adapter holds it: which one, whose chat, its user's language, and
+    its source (a platform's chat, or the terminal)."""
 
     id: int
     chat_id: int | None
     user_id: int | None
     language_code: str | None
+    source: SessionSource = SessionSource.CHAT
 
     @classmethod
     def of(cls, row: ChatSession) -> SessionRef:
         assert row.id is not None
-        return cls(row.id, row.chat_id, row.user_id, row.language_code)
+        return cls(row.id, row.chat_id, row.user_id, row.language_code, SessionSource(row.source))
+
+
+@dataclass(slots=True, frozen=True)
+class PastExchange:
+    """A user's message and the answer it got, as a chat shows it again after a restart;
+    ``answer_row_id`` is the answer's stored row (``RoundEnded.row_id``), ``None`` if unanswered."""
+
+    question: str
+    answer: str
+    answer_row_id: int | None
 
 
 @dataclass(slots=True, frozen=True)
@@ -280,7 +317,7 @@ def _address(session: SessionRef) -> Address:
     assert session.id is not None
     return Address(
         session_id=session.id,
-        source=SessionSource.CHAT,
+        source=session.source,
         chat_id=session.chat_id,
         language=session.language_code,
     )
@@ -302,6 +339,7 @@ def runtime_tool_names(settings: Settings) -> frozenset[str]:
             *(tool.name for tool in call_tools()),
             SendFile.name,
             LoadSkill.name,
+            *([ACTIVATE_TOOLS] if any(s.enabled and s.lazy for s in settings.mcp.servers.values()) else []),
         ]
     )
 
@@ -338,7 +376,9 @@ class Runtime:
         self.outbox = OutboxStore(self.db)
         self.history = HistoryStore(self.db)
         self.mailbox = SqlMailbox(self.db, settings.mailbox.max_unread)
-        self.mcp = McpServers(settings.mcp)
+        watch_metrics(self.bus.subscribe, self.mailbox.subscribe)  # runtime.metrics_bus
+        self.mcp = McpServers(settings.mcp, SqlProcessLedger(self.sessions))  # groups reaped after a kill
+        self.mcp_catalog = McpCatalog(self.mcp, GrantStore(self.db))
         approval = settings.approval.model_copy(
             update={"rules": [*settings.approval.rules, *server_rules(settings.mcp)]}
         )  # a server's ``approval`` is a configured rule for its tools
@@ -470,11 +510,24 @@ class Runtime:
         for tool in [*call_tools(), SendFile(self), LoadSkill(self.skill_catalog)]:
             if self.tools.get(tool.name) is None:
                 self.tools.register(tool)
+        if self.mcp_catalog.lazy() and self.tools.get(ACTIVATE_TOOLS) is None:
+            self.tools.register(ActivateTools(self.mcp_catalog))
+        self.services.mcp = self.mcp_catalog
         self.services.wrappers = Wrappers(settings.tools.wrappers, self.tools.get)
         for key, name in self.services.wrappers.unknown_hook_tools():
             raise ConfigError(key, f"no tool named {name!r} (hooks may name any registered tool)")
         if self.agents.main.tools is not None:  # the main agent's allowlist (agents/main)
             self.services.tools = self.tools.only(self.agents.main.tools)
+
+    @functools.cached_property
+    def debug(self) -> DebugView:
+        """What the web view reads: sessions, their trees, jobs and runs, approvals, health."""
+        return DebugView(self.db, self.scheduler, self.llm)
+
+    async def kill_job(self, job_id: int) -> bool:
+        """A running cron job's session cancelled at once, as ``/cron kill`` does; ``False`` if
+        it is not running."""
+        return await self.scheduler.kill(job_id)
 
     def _skill_listing(self, agent: AgentSpec) -> str:
         """The skills block of ``agent``'s static system message: none when it may not load them."""
@@ -485,6 +538,11 @@ class Runtime:
         """The Agent Skills loaded at start, sorted by name (``/skills``)."""
         return self.skill_catalog.skills
 
+    async def mcp_overview(self, session: SessionRef) -> list[McpServerStatus]:
+        """Every enabled MCP server, sorted by name, with its state and whether ``session``
+        activated it (``/mcp``)."""
+        return await self.mcp_catalog.status(session.id)
+
     # --- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
@@ -492,28 +550,16 @@ class Runtime:
         log.info("SQLite %s; database %s", Database.sqlite_version(), self.db.engine.url.render_as_string())
         await migrate(self.db)
         await self.approvals.load_rules()
-        await self._list_eager_mcp_servers()
+        await self.processes.reap_orphans()  # before any interrupted command is re-run or MCP server starts
+        await self.mcp_catalog.list_eager()  # the lazy: false servers' tools, offered from the first turn
         for rule in skill_read_rules((s.folder for s in self.skill_catalog.skills), self.workdir):
             await self.approvals.add_rule(rule)
         await self.questions.load()
         self._llm_check = asyncio.create_task(self._check_llm(), name="llm-check")
-        await self.processes.reap_orphans()  # before any interrupted command is re-run
         await self.background.orphan_all()  # calls the previous process ran died with it: the agent is told
         self._chat_sessions.fill(await self.sessions.active_chats(CHAT_SESSIONS_KEPT))
         await self.scheduler.start()  # before recover: it settles tic/cron turns a crash cut short
         await self.recover()
-
-    async def _list_eager_mcp_servers(self) -> None:
-        """Start the ``lazy: false`` MCP servers and offer their tools from the first turn; one that
-        fails to start is a warning (its own log line), and agentgram runs without its tools."""
-        for server in self.mcp.eager():
-            try:
-                listed = await server.list_tools()
-            except ToolError:
-                continue
-            for tool in mcp_tools(server, listed):
-                if self.tools.get(tool.name) is None:
-                    self.tools.register(tool)
 
     async def recover(self) -> None:
         """Resume what a previous process left: answers the chat never showed, interrupted turns,
@@ -671,35 +717,61 @@ class Runtime:
 
     # --- sessions --------------------------------------------------------------
 
-    async def chat_session(self, chat_id: int, *, user_id: int | None, language: str | None) -> SessionRef:
-        """The chat's active session (opened if it has none)."""
-        return SessionRef.of(await self._chat_session(chat_id, user_id=user_id, language=language))
+    async def chat_session(
+        self,
+        chat_id: int,
+        *,
+        user_id: int | None,
+        language: str | None,
+        source: SessionSource = SessionSource.CHAT,
+    ) -> SessionRef:
+        """The chat's active session of ``source`` (opened if it has none)."""
+        return SessionRef.of(
+            await self._chat_session(chat_id, user_id=user_id, language=language, source=source)
+        )
 
-    async def _chat_session(self, chat_id: int, *, user_id: int | None, language: str | None) -> ChatSession:
+    async def _chat_session(
+        self, chat_id: int, *, user_id: int | None, language: str | None, source: SessionSource
+    ) -> ChatSession:
         """Kept in memory (filled at start); a chat the cache does not know, when it knows them
         all, is new: one write opens its session, with no read before it."""
-        cached = self._chat_sessions.get(chat_id, language)
+        cached = self._chat_sessions.get(chat_id, language, source)
         if cached is not None:
             return cached
         session, created = await self.sessions.find_or_open(
-            chat_id, user_id=user_id, language=language, look_first=not self._chat_sessions.complete
+            chat_id,
+            user_id=user_id,
+            language=language,
+            look_first=not self._chat_sessions.complete,
+            source=source,
         )
         self._chat_sessions.keep(session)
         self.hub.session_changed(session, created=created)
         return session
 
     async def new_session(
-        self, chat_id: int, *, user_id: int | None, language: str | None, envelope_id: str
+        self,
+        chat_id: int,
+        *,
+        user_id: int | None,
+        language: str | None,
+        envelope_id: str,
+        source: SessionSource = SessionSource.CHAT,
     ) -> SessionRef:
         """``/new``: stop whatever runs in the current session, then open a fresh one."""
-        current = await self.chat_session(chat_id, user_id=user_id, language=language)
+        current = await self.chat_session(chat_id, user_id=user_id, language=language, source=source)
         await self.stop(current, envelope_id, quiet=True)
         self.approvals.bypasses.clear(current.id)
-        fresh = await self.sessions.open_new(chat_id, user_id=user_id, language=language)
+        await self.mcp_catalog.grants.forget(current.id)  # the new session activates its own servers
+        fresh = await self.sessions.open_new(chat_id, user_id=user_id, language=language, source=source)
         await self._carry_model(current.id, fresh)
         self._chat_sessions.keep(fresh)
         self.hub.session_changed(fresh, created=True)
         return SessionRef.of(fresh)
+
+    async def recent_exchanges(self, session: SessionRef, limit: int) -> list[PastExchange]:
+        """The session's last ``limit`` exchanges, oldest first: what a chat shows again on start."""
+        return past_exchanges(await self.history.entries(session.id, RECENT_ROWS_READ), limit)
 
     # --- models and usage ---------------------------------------------------------
 
@@ -979,7 +1051,7 @@ class Runtime:
         Returns the decision, the minutes and the scope trusted (``""`` for a stale request),
         so the chat can say what it will not ask about."""
         found = await self._request_call(request_id)
-        minutes = max(1, round(self.settings.approval.bypass_duration / 60))
+        minutes = self.trust_minutes
         if found is None or found[0].status != ApprovalStatus.PENDING:
             return await self.approvals.decide(request_id, True), minutes, ""
         request, call = found
@@ -987,6 +1059,11 @@ class Runtime:
         self.approvals.grant_bypass(request.session_id, scope)
         result = await self.decide(request_id, approved=True, reason=None, envelope_id=envelope_id)
         return result, minutes, scope
+
+    @property
+    def trust_minutes(self) -> int:
+        """How long "trust for a while" (:meth:`trust_for_a_while`) trusts, in whole minutes."""
+        return max(1, round(self.settings.approval.bypass_duration / 60))
 
     async def propose_always(self, request_id: str) -> Rule | None:
         found = await self._request_call(request_id)
@@ -1116,6 +1193,8 @@ __all__ = [
     "InstanceLock",
     "KeyValueStore",
     "MailKind",
+    "McpServerStatus",
+    "PastExchange",
     "PendingApproval",
     "PostResult",
     "Posted",
@@ -1127,6 +1206,7 @@ __all__ = [
     "Runtime",
     "SearchHit",
     "SessionRef",
+    "SessionSource",
     "StopResult",
     "Summary",
     "TodoItem",

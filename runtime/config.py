@@ -404,6 +404,8 @@ class McpServerSettings(Section):
     cwd: UserPath | None = None
     url: HttpUrl | None = None
     headers: dict[str, SecretStr] = Field(default_factory=dict)
+    description: str | None = None
+    """One line the model reads before it activates a lazy server (default: ``MCP server <name>``)."""
     enabled: bool = True
     lazy: bool = True
     """Start and list on first use; ``false``: at start, its tools offered from the first turn."""

@@ -142,6 +142,8 @@ class ApprovalDetails:
     diff: str | None = None
     new_file: bool = False
     can_always: bool = True  # a saved rule can express this call: "🔁 Always" is offered
+    mcp_server: str | None = None  # an MCP tool's server (``tool_name`` is ``mcp__<server>__<tool>``)
+    mcp_tool: str | None = None  # an MCP tool's own name on its server
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)

@@ -9,6 +9,7 @@ import shutil
 import site
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import yaml
@@ -86,3 +87,16 @@ def test_a_built_wheel_installs_into_a_fresh_venv_and_checks_a_config(tmp_path: 
 
     version = _run(venv / "bin" / "agentgram", "--version", cwd=tmp_path)
     assert version.returncode == 0 and version.stdout.strip() == "agentgram 0.1.0", version.stderr
+
+
+def test_the_wheel_ships_the_web_views_templates(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
+    built = _run(
+        sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp_path / "dist", source, cwd=tmp_path
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "dist").glob("agentgram-*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    templates = {f"agentgram/bot/web/templates/{p.name}" for p in (ROOT / "bot/web/templates").glob("*.html")}
+    assert templates and templates <= shipped, sorted(templates - shipped)

@@ -34,6 +34,7 @@ from agentgram.bot.telegram.files import MB, TelegramFiles
 from agentgram.bot.telegram.format_rules import TELEGRAM_FORMAT_RULES
 from agentgram.bot.telegram.handlers.commands import menu
 from agentgram.bot.telegram.ingest import Ingest
+from agentgram.bot.telegram.metrics import MeteredRequest, watch
 from agentgram.bot.telegram.ratelimit import MessageRateLimiter
 from agentgram.bot.telegram.router import JoinedRouter
 from agentgram.bot.telegram.sender import Retry, with_retry
@@ -57,6 +58,8 @@ def build_application(settings: BotSettings) -> Application:  # type: ignore[typ
         .base_url(tg.bot_base_url)
         .base_file_url(tg.file_base_url)
         .rate_limiter(MessageRateLimiter(overall_max_rate=tg.messages_per_second, max_retries=tg.max_retries))
+        .request(MeteredRequest(connection_pool_size=256))  # PTB's own sizes; counts every call
+        .get_updates_request(MeteredRequest(connection_pool_size=1))
         .updater(None)
         .build()
     )
@@ -161,6 +164,7 @@ def compose(
     handlers.install(application, joined)
     application.add_error_handler(_log_error)
     ingest = Ingest(application, runtime, tg.poll_timeout)
+    watch(delivery, ingest)  # the outbox depth and polling lag gauges
     return TelegramBot(settings, application, runtime, translator, delivery, joined, ingest, start_retry)
 
 

@@ -64,7 +64,7 @@ from agentgram.bot.telegram.sender import (
     send_html,
 )
 from agentgram.bot.telegram.split import split_html
-from agentgram.runtime.app import ApprovalStatus, ToolCallStatus
+from agentgram.runtime.app import ApprovalStatus, SessionSource, ToolCallStatus
 from agentgram.runtime.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -195,8 +195,8 @@ class Delivery:
 
     def __call__(self, event: RuntimeEvent) -> None:
         chat_id = event.to.chat_id
-        if chat_id is None or self._closing:
-            return
+        if chat_id is None or self._closing or event.to.source == SessionSource.TERMINAL:
+            return  # a terminal session's output is the terminal's (bot.terminal), not this chat's
         if event.to.source in _HEADLESS and not isinstance(event, _HEADLESS_SPEAKS):
             return  # tic and cron turns reach the chat only as reports and approval prompts
         box = self.outboxes.get(chat_id)
@@ -220,6 +220,10 @@ class Delivery:
     async def idle(self) -> None:
         for box in list(self.outboxes.values()):
             await box.queue.join()
+
+    def queued(self) -> int:
+        """Events waiting in the chats' outboxes (``agentgram_telegram_outbox_depth``)."""
+        return sum(box.queue.qsize() for box in self.outboxes.values())
 
     # --- the per-chat worker ---------------------------------------------------
 

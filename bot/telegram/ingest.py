@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -142,6 +143,9 @@ class Ingest:
         self.store = runtime.values
         self.poll_timeout = poll_timeout
         self._stopping = asyncio.Event()
+        self.last_poll_ok: float | None = None
+        """Monotonic time the last ``getUpdates`` returned a batch (``None`` before the first): the
+        web view's health check."""
 
     def stop(self) -> None:
         self._stopping.set()
@@ -156,6 +160,7 @@ class Ingest:
                 failures += 1
                 await self._sleep(self._retry_delay(failed.__cause__, failures))
                 continue
+            self.last_poll_ok = time.monotonic()
             if failures:
                 log.info("polling recovered after %d failed getUpdates call(s)", failures)
                 failures = 0

@@ -2,7 +2,10 @@
 
 The prompt must show exactly what will run, so anything too long to show
 inline (a long diff, command or argument list) is cut at a line break with a
-note, and its full text is attached as a document.
+note, and its full text is attached as a document. Arguments are pretty JSON
+with each long string value cut on its own (:data:`VALUE_SHOWN`), so one long
+value does not push the other keys out of sight; an MCP tool's prompt names its
+server and the tool's own name there rather than ``mcp__<server>__<tool>``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from agentgram.runtime.i18n import Translator
 
 MAX_SHOWN = 3000
 """Characters of command/diff/arguments shown inline; longer ones are cut with a note."""
+VALUE_SHOWN = 200
+"""Characters of one string in the shown arguments (and of a name in the header)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -65,19 +70,54 @@ def _body(t: Translator, lang: str | None, details: ApprovalDetails) -> tuple[li
             key = "approval-empty-file" if details.new_file else "approval-no-change"
             return [header, f"<i>{t.t(lang, key)}</i>"], None
         return _shown(t, lang, header, details.diff, "diff", "change.diff")
-    header = t.t(lang, "approval-args", tool=escape(details.tool_name))
-    pretty = json.dumps(details.arguments, ensure_ascii=False, indent=2)
-    return _shown(t, lang, header, pretty, "json", "arguments.json")
+    whole = _pretty(details.arguments)
+    header = _arguments_header(t, lang, details)
+    return _shown(t, lang, header, _pretty(_shortened(details.arguments)), "json", "arguments.json", whole)
+
+
+def _arguments_header(t: Translator, lang: str | None, details: ApprovalDetails) -> str:
+    if details.mcp_server is None or details.mcp_tool is None:
+        return t.t(lang, "approval-args", tool=escape(details.tool_name))
+    server, tool = _short(details.mcp_server), _short(details.mcp_tool)
+    return t.t(lang, "approval-mcp", name=escape(server), tool=escape(tool))
 
 
 def _shown(
-    t: Translator, lang: str | None, header: str, text: str, language: str | None, filename: str
+    t: Translator,
+    lang: str | None,
+    header: str,
+    text: str,
+    language: str | None,
+    filename: str,
+    whole: str | None = None,
 ) -> tuple[list[str], Attachment | None]:
+    """``text`` under ``header``, cut when too long; ``whole`` is what ``text`` is a shortened
+    form of (itself when not given), attached when anything of it is not shown."""
+    whole = text if whole is None else whole
     shown, cut = _cut(text)
     lines = [header, _pre(shown, language)]
-    if not cut:
+    if not cut and text == whole:
         return lines, None
-    return [*lines, t.t(lang, "approval-diff-cut")], Attachment(filename, text)
+    return [*lines, t.t(lang, "approval-diff-cut")], Attachment(filename, whole)
+
+
+def _pretty(arguments: object) -> str:
+    return json.dumps(arguments, ensure_ascii=False, indent=2)
+
+
+def _shortened(value: object) -> object:
+    """``value`` with every string in it cut to :data:`VALUE_SHOWN` (:func:`_short`)."""
+    if isinstance(value, str):
+        return _short(value)
+    if isinstance(value, dict):
+        return {key: _shortened(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shortened(item) for item in value]
+    return value
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= VALUE_SHOWN else text[: VALUE_SHOWN - 1] + "…"
 
 
 def approval_keyboard(

@@ -55,6 +55,7 @@ from telegram.error import (
     TelegramError,
 )
 
+from agentgram.bot.telegram.metrics import SEND_RETRIES
 from agentgram.bot.telegram.render import html_to_text
 from agentgram.bot.telegram.split import split_html
 from agentgram.runtime.log import get_logger
@@ -116,6 +117,7 @@ async def with_retry(call: Callable[[], Awaitable[T]], retry: Retry, what: str) 
             log.warning(
                 "%s failed (%s: %s); retry %d in %.1fs", what, type(error).__name__, error, attempt, wait
             )
+        SEND_RETRIES.inc()
         await asyncio.sleep(wait)
         attempt += 1
 

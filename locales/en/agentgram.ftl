@@ -28,9 +28,11 @@ help-text =
     /todos — my todo list for this conversation
     /jobs — commands running in the background
     /skills — procedures I can load
+    /mcp — tool servers and their state
     /search — find something we talked about
     /context — how full my memory of this chat is
     /compact — summarise older messages now
+    /trace — this conversation in the web view
 
     <b>Besides text</b>
     📷 photos — I look at them

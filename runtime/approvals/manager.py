@@ -25,6 +25,7 @@ from agentgram.runtime.approvals.bypass import Bypass, BypassTable
 from agentgram.runtime.approvals.rules import SEEDED_RULES, Action, CallFacts, Rule, decide
 from agentgram.runtime.config import ApprovalSettings
 from agentgram.runtime.log import get_logger
+from agentgram.runtime.metrics import APPROVAL_DECISIONS, APPROVAL_TRUST
 from agentgram.runtime.storage.db import Database
 from agentgram.runtime.storage.models import (
     ApprovalRequestRow,
@@ -99,6 +100,8 @@ class ApprovalManager:
             row = _row(rule)
             tx.add(row)
             await tx.flush()
+        if rule.origin == "user":  # a rule the user saved ("Always"), not a seed
+            APPROVAL_TRUST.labels(kind="always").inc()
         await self._refresh()
         return _rule(row)
 
@@ -123,6 +126,7 @@ class ApprovalManager:
     def grant_bypass(self, session_id: int, scope: str) -> Bypass:
         """Trust ``scope`` in this session for ``approval.bypass_duration``."""
         duration = timedelta(seconds=self._settings.bypass_duration)
+        APPROVAL_TRUST.labels(kind="session").inc()
         return self.bypasses.grant(session_id, scope, utcnow(), duration)
 
     # --- requests ------------------------------------------------------------
@@ -282,7 +286,9 @@ class ApprovalManager:
 
 
 def log_decision(request_id: str | None, tool: str, decision: str, how: DecidedBy, session_id: int) -> None:
-    """The operator's one INFO line per approval decision (a rule's decisions have no request)."""
+    """The operator's one INFO line per approval decision (a rule's decisions have no request),
+    and its count in ``agentgram_approval_decisions_total``."""
+    APPROVAL_DECISIONS.labels(decision=decision, how=how).inc()
     log.info(
         "approval %s tool=%s decision=%s how=%s session=%s",
         request_id or "-",

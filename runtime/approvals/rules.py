@@ -7,7 +7,8 @@ the workdir is ``@fs_read_outside``), optionally a path glob (matched
 against the call's resolved path, relative to the workdir when the glob is
 relative; for ``execute_cmd`` it is matched against the command, so
 ``git status*`` trusts a command prefix), optionally a session source
-(``telegram`` and ``chat`` name the same one, :func:`~runtime.config.rule_source`). Rules
+(``telegram`` and ``chat`` name the same one, :func:`~runtime.config.rule_source`; a terminal
+chat is a chat to the rules, :func:`session_rule_source`). Rules
 are sorted by priority then id; the first match wins; **no match means
 require** — safe by default for tools added later. The seeded defaults have
 priority :data:`DEFAULT_PRIORITY`, so any configured or saved rule is tried
@@ -25,6 +26,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
 from agentgram.runtime.config import rule_source
+from agentgram.runtime.storage.models import INTERACTIVE_SOURCES, SessionSource
 from agentgram.runtime.tools.base import ToolGroup
 
 
@@ -104,6 +106,8 @@ SEEDED_RULES: tuple[Rule, ...] = (
     ),
     # it only reads this chat's own past conversations (runtime/tools/history_search.py)
     Rule(tool="search_history", action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed"),
+    # it only makes configured MCP servers' tools visible (runtime/mcp/activate.py); their calls still ask
+    Rule(tool="activate_tools", action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed"),
     # it only reads the skills loaded at start (runtime/tools/skills.py); see also skill_read_rules
     Rule(tool="load_skill", action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed"),
     *(  # they only observe or stop the agent's own calls (runtime/tools/calls.py)
@@ -135,6 +139,12 @@ def skill_read_rules(folders: Iterable[Path], workdir: Path) -> list[Rule]:
     ]
 
 
+def session_rule_source(source: str) -> str:
+    """The rule source a session's calls match: an interactive chat's, whatever its adapter (the
+    terminal's too: it asks the same user the same way), else its own."""
+    return SessionSource.CHAT if source in INTERACTIVE_SOURCES else rule_source(source)
+
+
 def ordered(rules: list[Rule]) -> list[Rule]:
     return sorted(rules, key=lambda r: (r.priority, r.id))
 
@@ -147,7 +157,7 @@ def decide(rules: list[Rule], facts: CallFacts) -> tuple[Action, Rule | None]:
 
 
 def matches(rule: Rule, facts: CallFacts) -> bool:
-    if rule.source and rule_source(rule.source) != rule_source(facts.source):
+    if rule.source and rule_source(rule.source) != session_rule_source(facts.source):
         return False
     if not tool_matches(rule.tool, facts.tool, facts.group):
         return False

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,7 @@ from agentgram.runtime.llm.types import (
     UserMessage,
 )
 from agentgram.runtime.log import get_logger, register_secret
+from agentgram.runtime.metrics import observe_llm_round
 
 log = get_logger("llm")
 
@@ -171,6 +173,7 @@ class OpenAIClient:
         except ValueError as exc:  # an SSE event that is not JSON
             failure = _Failure(FailureKind.STREAM_CUT, "malformed response from the LLM endpoint")
             raise _AttemptFailed(failure, builder.forwarded) from exc
+        builder.observe()
         return builder.build()
 
     def _classify(self, exc: openai.OpenAIError, streaming: bool) -> _Failure:
@@ -238,6 +241,8 @@ class _RoundBuilder:
     calls: dict[int, list[str]] = field(default_factory=dict)  # index -> [id, name, args...]
     usage: Usage = field(default_factory=Usage)
     forwarded: bool = False
+    started: float = field(default_factory=time.monotonic)  # the request was sent
+    first_token: float | None = None  # the first text, reasoning or tool call arrived
 
     async def feed(self, chunk: Any, sink: StreamSink) -> None:
         if chunk.usage is not None:
@@ -256,6 +261,8 @@ class _RoundBuilder:
                 await sink(TextDelta(delta.content))
             for call in delta.tool_calls or ():
                 self._add_call(call)
+        if self.first_token is None and (self.forwarded or self.calls):
+            self.first_token = time.monotonic()
 
     def _add_call(self, call: Any) -> None:
         index = call.index if call.index is not None else len(self.calls)
@@ -267,6 +274,17 @@ class _RoundBuilder:
                 entry[1] += call.function.name
             if call.function.arguments:
                 entry.append(call.function.arguments)
+
+    def observe(self) -> None:
+        """Count this completion's latencies and tokens (``agentgram_llm_*``)."""
+        first = None if self.first_token is None else self.first_token - self.started
+        observe_llm_round(
+            self.model,
+            seconds=time.monotonic() - self.started,
+            first_token=first,
+            prompt_tokens=self.usage.input_tokens,
+            completion_tokens=self.usage.output_tokens,
+        )
 
     def build(self) -> LLMRound:
         calls = [

@@ -9,9 +9,19 @@ the model reads, never a crash. A dead server is started again by the next
 call; repeated failures wait a backoff (:data:`BACKOFF_FIRST` doubling to
 :data:`BACKOFF_CAP`) before the next attempt.
 
-Not here yet: recording the server's process group for the SIGKILL orphan reap
-(``runtime.tools.processes``) — the SDK starts each stdio server in its own
-session (``start_new_session``), so its pid is the group to record.
+No server outlives agentgram, even a SIGKILLed one: the SDK starts each stdio
+server in its own session (``start_new_session``), so its pid is its process
+group, recorded in the process ledger (``runtime.tools.processes``) once it runs.
+Once the transport has stopped the server (stdin closed, then SIGTERM and
+SIGKILL), what is left of its group — helpers it started, which do not notice
+stdin closing — is killed and the record removed; the next start's
+``reap_orphans`` kills a group a killed agentgram left. The SDK does not expose
+the process, so the server is found as our child whose environment holds a
+token made for this start (:data:`SPAWN_MARKER`): that needs no private SDK
+attribute and no guess from command lines (a shebang or a wrapper such as
+``npx`` rewrites them), and two servers started at once cannot be mistaken for
+each other. A server killed between its spawn and the record is the one window
+left; it is milliseconds wide.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any, TypeVar
@@ -34,6 +45,9 @@ from mcp.shared.exceptions import MCPError
 from agentgram.runtime.config import McpServerSettings, McpSettings
 from agentgram.runtime.errors import ToolError
 from agentgram.runtime.log import get_logger
+from agentgram.runtime.storage.db import durable
+from agentgram.runtime.tools.base import ProcessLedger
+from agentgram.runtime.tools.processes import child_with_env, kill_group
 
 log = get_logger("mcp")
 
@@ -42,8 +56,15 @@ BACKOFF_CAP = 60.0
 """Seconds before another start after the second failure in a row, doubling up to the cap (the
 first restart after a crash is immediate)."""
 
+START_TIMEOUT = 60.0
+"""The least a start may take: ``timeout`` bounds a call, and a server's first start (a package
+fetched by ``npx`` or ``uvx``, an interpreter importing its SDK) may well take longer than one."""
+
 CLOSE_TIMEOUT = 10.0
 """How long a session's shutdown may take before its owner task is cancelled."""
+
+SPAWN_MARKER = "AGENTGRAM_MCP_SPAWN"
+"""The environment variable that tells a stdio server's process apart from any other child."""
 
 ResultT = TypeVar("ResultT")
 
@@ -58,11 +79,17 @@ class McpServer:
     """One configured server: its session while it runs, why it failed when it did."""
 
     def __init__(
-        self, name: str, settings: McpServerSettings, clock: Callable[[], float] = time.monotonic
+        self,
+        name: str,
+        settings: McpServerSettings,
+        clock: Callable[[], float] = time.monotonic,
+        ledger: ProcessLedger | None = None,
     ) -> None:
         self.name = name
         self.settings = settings
         self._clock = clock
+        self._ledger = ledger
+        self._pid: int | None = None
         self._session: ClientSession | None = None
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -134,7 +161,7 @@ class McpServer:
         ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
         self._owner = asyncio.create_task(self._own(ready), name=f"mcp-{self.name}")
         try:
-            session = await asyncio.wait_for(asyncio.shield(ready), self.settings.timeout)
+            session = await asyncio.wait_for(asyncio.shield(ready), max(self.settings.timeout, START_TIMEOUT))
         except (asyncio.CancelledError, TimeoutError) as exc:  # /stop or a hung start: nothing lingers
             await self._abandon()
             if isinstance(exc, asyncio.CancelledError):
@@ -148,7 +175,8 @@ class McpServer:
         return session
 
     async def _own(self, ready: asyncio.Future[ClientSession]) -> None:
-        """The owner task: open the transport and session, hold them until closed, leave them."""
+        """The owner task: open the transport and session, hold them until closed, leave them —
+        and forget the server's process group once leaving them has stopped it."""
         try:
             async with AsyncExitStack() as stack:
                 session = await self._open(stack)
@@ -161,17 +189,21 @@ class McpServer:
                 ready.set_exception(exc)
             else:
                 log.debug("MCP server %s: closing its session failed: %s", self.name, _reason(exc))
+        finally:
+            await self._forget_process()
 
     async def _open(self, stack: AsyncExitStack) -> ClientSession:
         s = self.settings
         if s.command is not None:
+            marker = uuid.uuid4().hex
             params = StdioServerParameters(
                 command=s.command,
                 args=s.args,
-                env={k: v.get_secret_value() for k, v in s.env.items()} or None,
+                env={**{k: v.get_secret_value() for k, v in s.env.items()}, SPAWN_MARKER: marker},
                 cwd=s.cwd,
             )
             read, write = await stack.enter_async_context(stdio_client(params))
+            await self._record_process(marker)
         else:
             assert s.url is not None
             headers = {k: v.get_secret_value() for k, v in s.headers.items()}
@@ -180,6 +212,32 @@ class McpServer:
         session = await stack.enter_async_context(ClientSession(read, write))
         await session.initialize()
         return session
+
+    # --- the process group ---------------------------------------------------
+
+    async def _record_process(self, marker: str) -> None:
+        """Put the running server's group in the ledger (a write that lands even under /stop)."""
+        self._pid = child_with_env(SPAWN_MARKER, marker)
+        if self._pid is None:
+            log.debug("MCP server %s: its process is not found; it is not recorded", self.name)
+        elif self._ledger is not None:
+            await durable(self._ledger.started(self._pid))
+
+    async def _forget_process(self) -> None:
+        """Once the transport has stopped the server: kill what is left of its group (a helper it
+        started outlives its stdin closing), then drop the record."""
+        pid, self._pid = self._pid, None
+        if pid is None:
+            return
+        if kill_group(pid):
+            log.info("MCP server %s: killed the processes its server left behind", self.name)
+        if self._ledger is not None:
+            await durable(self._ledger.finished(pid))
+
+    @property
+    def pid(self) -> int | None:
+        """The running stdio server's process (and group) id; ``None`` for HTTP or when stopped."""
+        return self._pid
 
     # --- failures ------------------------------------------------------------
 
@@ -239,9 +297,11 @@ def _reason(exc: BaseException) -> str:
 class McpServers:
     """Every enabled server of ``mcp.servers``, by name; closed together on shutdown."""
 
-    def __init__(self, settings: McpSettings) -> None:
+    def __init__(self, settings: McpSettings, ledger: ProcessLedger | None = None) -> None:
         self._servers = {
-            name: McpServer(name, server) for name, server in settings.servers.items() if server.enabled
+            name: McpServer(name, server, ledger=ledger)
+            for name, server in settings.servers.items()
+            if server.enabled
         }
 
     def get(self, name: str) -> McpServer | None:

@@ -7,15 +7,20 @@ They are in group ``other`` with no seeded rule, so a call no rule matches asks;
 rules and wrappers may name them by glob (``mcp__time__*``).
 
 Results: the text parts, joined, are what the model reads; structured content
-(when no text came with it) as JSON text; an image or audio part as a
-``[image: <mime>]`` note — sending image parts on to a vision model is a later
-step. A result the server flags as an error is a :class:`ToolError`.
+(when no text came with it) as JSON text; an image part is saved under the
+workdir and named by a note (:mod:`.images`), from which the context builder
+sends it on to a vision model; audio and binary resources are a note naming
+their type. A result the server flags as an error is a :class:`ToolError`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, ClassVar, cast
 
 import mcp_types as types
@@ -25,6 +30,7 @@ from agentgram.runtime.config import ApprovalRuleSettings, McpSettings
 from agentgram.runtime.errors import ToolError
 from agentgram.runtime.llm.types import ToolSpec
 from agentgram.runtime.log import get_logger
+from agentgram.runtime.mcp.images import image_note
 from agentgram.runtime.mcp.servers import McpServer
 from agentgram.runtime.tools.base import Tool, ToolArgs, ToolContext, ToolGroup
 
@@ -83,7 +89,8 @@ class McpTool(Tool[McpArgs]):
         return McpArgs.model_validate(data)
 
     async def execute(self, args: McpArgs, ctx: ToolContext) -> str:
-        return result_text(await self.server.call(self.remote, args.values()))
+        result = await self.server.call(self.remote, args.values())
+        return await asyncio.to_thread(result_text, result, ctx.workdir)  # images are written and synced
 
 
 def mcp_tools(server: McpServer, listed: list[types.Tool]) -> list[McpTool]:
@@ -103,9 +110,14 @@ def mcp_tools(server: McpServer, listed: list[types.Tool]) -> list[McpTool]:
     return list(tools.values())
 
 
-def result_text(result: types.CallToolResult) -> str:
-    """What the model reads of a result; one the server marks as an error raises it as a ToolError."""
-    parts = [_part_text(part) for part in result.content]
+def result_text(result: types.CallToolResult, workdir: Path | None = None) -> str:
+    """What the model reads of a result; one the server marks as an error raises it as a ToolError.
+
+    With a ``workdir``, each image part is saved there and its note names the file
+    (:func:`~runtime.mcp.images.image_note`); without one it is only its type."""
+    images = itertools.count(1)
+    keep = None if result.is_error else workdir  # a failed result's images are not shown
+    parts = [_part_text(part, keep, images) for part in result.content]
     text = "\n".join(part for part in parts if part)
     if not any(isinstance(part, types.TextContent) for part in result.content) and result.structured_content:
         text = "\n".join(filter(None, [text, json.dumps(result.structured_content, ensure_ascii=False)]))
@@ -114,11 +126,13 @@ def result_text(result: types.CallToolResult) -> str:
     return text
 
 
-def _part_text(part: types.ContentBlock) -> str:
+def _part_text(part: types.ContentBlock, workdir: Path | None, images: Iterator[int]) -> str:
     if isinstance(part, types.TextContent):
         return part.text
     if isinstance(part, types.ImageContent):
-        return f"[image: {part.mime_type}]"
+        if workdir is None:
+            return f"[image: {part.mime_type}]"
+        return image_note(workdir, next(images), part.mime_type, part.data)
     if isinstance(part, types.AudioContent):
         return f"[audio: {part.mime_type}]"
     if isinstance(part, types.ResourceLink):

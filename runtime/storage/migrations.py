@@ -17,6 +17,7 @@ from sqlalchemy import Connection, DateTime, inspect, text
 from sqlmodel import SQLModel
 
 import agentgram.runtime.storage.background_rows  # registers the tables
+import agentgram.runtime.storage.grant_rows  # registers the tables
 import agentgram.runtime.storage.models
 import agentgram.runtime.storage.notes_rows  # registers the tables
 import agentgram.runtime.storage.prepared_rows  # registers the tables

@@ -27,10 +27,18 @@ def utcnow() -> datetime:
 
 class SessionSource(enum.StrEnum):
     CHAT = "chat"
-    """An interactive chat, through whichever adapter (stored as ``telegram`` before schema v3)."""
+    """An interactive chat on a chat platform (stored as ``telegram`` before schema v3)."""
     TIC = "tic"
     CRON = "cron"
     SUBAGENT = "subagent"
+    TERMINAL = "terminal"
+    """An interactive chat in a terminal (``agentgram chat``): a chat in every way but whose
+    output is its own (the chat platform's adapter ignores it, and it ignores the platform's)."""
+
+
+INTERACTIVE_SOURCES = frozenset({SessionSource.CHAT, SessionSource.TERMINAL})
+"""The sources of interactive chats: each chat id has one active session per source, detaches
+long calls, asks approvals and is searched as what was said to the user."""
 
 
 class TurnStatus(enum.StrEnum):

@@ -36,7 +36,7 @@ from sqlalchemy import Connection, event
 from sqlmodel import Session
 
 from agentgram.runtime.storage.db import Database
-from agentgram.runtime.storage.models import ChatSession, HistoryRow, Role, SessionSource
+from agentgram.runtime.storage.models import INTERACTIVE_SOURCES, ChatSession, HistoryRow, Role, SessionSource
 from agentgram.runtime.storage.rows import table_of
 
 INDEX = "chat_history_fts"
@@ -127,7 +127,7 @@ def _chat_rows(chat_id: int) -> Any:
     """The condition: a row of one of this chat's interactive conversations (a sub-agent's rows,
     in frames of their own, are not what was said in the chat)."""
     sessions = sa.select(_SESSIONS.c.id).where(
-        _SESSIONS.c.chat_id == chat_id, _SESSIONS.c.source == SessionSource.CHAT.value
+        _SESSIONS.c.chat_id == chat_id, _SESSIONS.c.source.in_(sorted(INTERACTIVE_SOURCES))
     )
     return sa.and_(_ROWS.c.session_id.in_(sessions), _ROWS.c.stack_id.is_(None))
 
@@ -190,7 +190,7 @@ class SqliteHistorySearch(_Exchanges):
             f" snippet({INDEX}, 0, :start, :end, '…', :tokens) AS snippet"
             f" FROM {INDEX} JOIN chat_history AS h ON h.id = {INDEX}.rowid"
             f" JOIN sessions AS s ON s.id = h.session_id"
-            f" WHERE {INDEX} MATCH :match AND s.chat_id = :chat AND s.source = :source"
+            f" WHERE {INDEX} MATCH :match AND s.chat_id = :chat AND s.source IN (:source, :terminal)"
             " AND h.stack_id IS NULL"
             f" ORDER BY bm25({INDEX}), h.id DESC LIMIT :limit"
         ).columns(
@@ -206,7 +206,8 @@ class SqliteHistorySearch(_Exchanges):
             "tokens": SNIPPET_TOKENS,
             "match": expression,
             "chat": chat_id,
-            "source": SessionSource.CHAT.value,
+            "source": SessionSource.CHAT.value,  # the user's chats on the platform and in the terminal
+            "terminal": SessionSource.TERMINAL.value,
             "limit": limit,
         }
 

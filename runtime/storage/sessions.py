@@ -1,7 +1,8 @@
 """Sessions, turns and small key-value facts.
 
-One interactive session per chat is *active*; ``/new`` closes it and opens a
-fresh one. Headless sessions (tic, cron) are ephemeral and never active.
+One interactive session per chat and source (a Telegram chat, the terminal)
+is *active*; ``/new`` closes it and opens a fresh one. Headless sessions (tic,
+cron) are ephemeral and never active.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from sqlmodel import Session, col, select
 
 from agentgram.runtime.storage.db import Database
 from agentgram.runtime.storage.models import (
+    INTERACTIVE_SOURCES,
     ChatSession,
     DeadLetter,
     KeyValue,
@@ -31,8 +33,18 @@ _VALUES = table_of(KeyValue)
 _DEAD = table_of(DeadLetter)
 
 
+ChatKey = tuple[SessionSource, int]
+"""An interactive session's chat: its source and chat id (the terminal shares the user's chat id)."""
+
+
+def chat_key(session: ChatSession) -> ChatKey:
+    assert session.chat_id is not None
+    return session.source, session.chat_id
+
+
 class ChatSessionCache:
-    """Each recent chat's active session, in memory (only this process opens chat sessions).
+    """Each recent chat's active session, in memory (only this process opens chat sessions),
+    keyed by :data:`ChatKey`.
 
     It is *complete* while it holds every active chat session the database has:
     filled at start with fewer than its capacity, and nothing dropped since. A chat
@@ -43,20 +55,23 @@ class ChatSessionCache:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.complete = False
-        self._sessions: OrderedDict[int, ChatSession] = OrderedDict()
+        self._sessions: OrderedDict[ChatKey, ChatSession] = OrderedDict()
 
-    def get(self, chat_id: int, language: str | None) -> ChatSession | None:
+    def get(
+        self, chat_id: int, language: str | None, source: SessionSource = SessionSource.CHAT
+    ) -> ChatSession | None:
         """The chat's session, unless the user's language changed (the row must follow)."""
-        cached = self._sessions.get(chat_id)
+        key = (source, chat_id)
+        cached = self._sessions.get(key)
         if cached is None or (language is not None and cached.language_code != language):
             return None
-        self._sessions.move_to_end(chat_id)
+        self._sessions.move_to_end(key)
         return cached
 
     def keep(self, session: ChatSession) -> None:
-        assert session.chat_id is not None
-        self._sessions[session.chat_id] = session
-        self._sessions.move_to_end(session.chat_id)
+        key = chat_key(session)
+        self._sessions[key] = session
+        self._sessions.move_to_end(key)
         while len(self._sessions) > self.capacity:
             self._sessions.popitem(last=False)
             self.complete = False
@@ -64,9 +79,9 @@ class ChatSessionCache:
     def fill(self, newest_first: list[ChatSession]) -> None:
         """Start-up: the active chat sessions as :meth:`SessionStore.active_chats` reads them."""
         for session in newest_first:  # each older one in front: least recently used
-            if session.chat_id is not None and session.chat_id not in self._sessions:
-                self._sessions[session.chat_id] = session
-                self._sessions.move_to_end(session.chat_id, last=False)
+            if session.chat_id is not None and chat_key(session) not in self._sessions:
+                self._sessions[chat_key(session)] = session
+                self._sessions.move_to_end(chat_key(session), last=False)
         self.complete = len(newest_first) < self.capacity and len(self._sessions) <= self.capacity
         while len(self._sessions) > self.capacity:
             self._sessions.popitem(last=False)
@@ -80,7 +95,13 @@ class SessionStore:
         return await self._db.read_sync(lambda tx: tx.get(ChatSession, session_id))
 
     async def find_or_open(
-        self, chat_id: int, *, user_id: int | None, language: str | None, look_first: bool = True
+        self,
+        chat_id: int,
+        *,
+        user_id: int | None,
+        language: str | None,
+        look_first: bool = True,
+        source: SessionSource = SessionSource.CHAT,
     ) -> tuple[ChatSession, bool]:
         """The chat's active session, created on first contact (language kept fresh), and whether
         it was created just now.
@@ -90,32 +111,37 @@ class SessionStore:
         transaction, which finds the session just the same if the chat has one.
         """
         if look_first:
-            found = await self._db.read_sync(lambda tx: tx.exec(_active_query(chat_id)).first())
+            found = await self._db.read_sync(lambda tx: tx.exec(_active_query(chat_id, source)).first())
             if found is not None and (language is None or found.language_code == language):
                 return found, False
-        return await self._db.write_sync(lambda tx: _find_or_create(tx, chat_id, user_id, language))
+        return await self._db.write_sync(lambda tx: _find_or_create(tx, source, chat_id, user_id, language))
 
     async def active_chats(self, limit: int) -> list[ChatSession]:
         """The active chat sessions, newest first (at most ``limit``): the runtime's cache at start."""
         query = (
             select(ChatSession)
-            .where(ChatSession.source == SessionSource.CHAT, col(ChatSession.active).is_(True))
+            .where(col(ChatSession.source).in_(INTERACTIVE_SOURCES), col(ChatSession.active).is_(True))
             .order_by(col(ChatSession.id).desc())
             .limit(limit)
         )
         return await self._db.read_sync(lambda tx: list(tx.exec(query).all()))
 
-    async def open_new(self, chat_id: int, *, user_id: int | None, language: str | None) -> ChatSession:
+    async def open_new(
+        self,
+        chat_id: int,
+        *,
+        user_id: int | None,
+        language: str | None,
+        source: SessionSource = SessionSource.CHAT,
+    ) -> ChatSession:
         """Close the chat's active session and open a fresh one (``/new``)."""
 
         def reopen(tx: Session) -> ChatSession:
-            for old in tx.exec(_active_query(chat_id)).all():
+            for old in tx.exec(_active_query(chat_id, source)).all():
                 old.active = False
                 old.closed_at = utcnow()
                 tx.add(old)
-            fresh = ChatSession(
-                source=SessionSource.CHAT, chat_id=chat_id, user_id=user_id, language_code=language
-            )
+            fresh = ChatSession(source=source, chat_id=chat_id, user_id=user_id, language_code=language)
             return _create(tx, fresh)
 
         return await self._db.write_orm(reopen)
@@ -230,12 +256,12 @@ def upsert_value(tx: Connection, key: str, value: str) -> None:
         tx.execute(insert(_VALUES).values(key=key, value=value, updated_at=now))
 
 
-def _active_query(chat_id: int):  # type: ignore[no-untyped-def]
+def _active_query(chat_id: int, source: SessionSource = SessionSource.CHAT):  # type: ignore[no-untyped-def]
     """The chat's active session: only an interactive chat has one."""
     return (
         select(ChatSession)
         .where(
-            ChatSession.source == SessionSource.CHAT,
+            ChatSession.source == source,
             ChatSession.chat_id == chat_id,
             col(ChatSession.active).is_(True),
         )
@@ -244,14 +270,14 @@ def _active_query(chat_id: int):  # type: ignore[no-untyped-def]
 
 
 def _find_or_create(
-    tx: Connection, chat_id: int, user_id: int | None, language: str | None
+    tx: Connection, source: SessionSource, chat_id: int, user_id: int | None, language: str | None
 ) -> tuple[ChatSession, bool]:
     """The chat's active session, created if it has none, its language updated: one transaction
     of Core statements (the ORM's unit of work costs as much again, on a first message's path)."""
     row = tx.execute(
         sa.select(_SESSIONS)
         .where(
-            _SESSIONS.c.source == SessionSource.CHAT,
+            _SESSIONS.c.source == source,
             _SESSIONS.c.chat_id == chat_id,
             _SESSIONS.c.active.is_(True),
         )
@@ -259,9 +285,7 @@ def _find_or_create(
         .limit(1)
     ).first()
     if row is None:
-        session = ChatSession(
-            source=SessionSource.CHAT, chat_id=chat_id, user_id=user_id, language_code=language
-        )
+        session = ChatSession(source=source, chat_id=chat_id, user_id=user_id, language_code=language)
         session_id = insert_row(tx, session)
         insert_row(tx, StackFrame(session_id=session_id, depth=0, agent_id=session.agent_id))
         return session, True

@@ -152,6 +152,7 @@ class ToolContext:
     protected: ProtectedPaths = field(default_factory=ProtectedPaths)
     sub_agents: SubAgents | None = None  # bound to the call being run; None outside a turn
     depth: int = 0  # the calling agent's depth in the call stack (0: the root agent)
+    stack_id: int | None = None  # the calling sub-agent's frame; None: the root agent
     tool_call_id: int | None = None  # the stored call being run (a question is bound to it)
     calls: CallControl | None = None  # the session's tracked calls (wait, get_tool_call_status, …)
     progress: Progress | None = None  # set while a tracked call runs: where its output can be read
@@ -292,6 +293,10 @@ class ToolRegistry:
 
     def per_level(self) -> list[Tool[Any]]:
         return [t for t in self._tools.values() if t.scope is ToolScope.PER_LEVEL]
+
+    def extended(self, tools: list[Tool[Any]]) -> ToolRegistry:
+        """These tools and then ``tools`` (a name already here is kept, not added twice)."""
+        return ToolRegistry([*self._tools.values(), *(t for t in tools if t.name not in self._tools)])
 
     def only(self, names: frozenset[str]) -> ToolRegistry:
         """The tools named in ``names`` (an agent's allowlist), in registration order."""

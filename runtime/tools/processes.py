@@ -66,3 +66,29 @@ def _kill_group(pgid: int) -> bool:
         return True
     except (ProcessLookupError, PermissionError):
         return False
+
+
+def child_with_env(key: str, value: str) -> int | None:
+    """The pid of this process's child whose environment holds ``key=value`` (Linux), or ``None``.
+
+    For a child started by code that does not hand its process out (the MCP SDK's stdio
+    transport): the caller puts a fresh token in the child's environment and looks it up here.
+    """
+    me, needle = os.getpid(), f"{key}={value}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+            if int(stat[stat.rindex(b")") + 2 :].split()[1]) != me:
+                continue
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                return int(entry.name)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def kill_group(pgid: int) -> bool:
+    """SIGKILL what is left of group ``pgid``; whether anything was there to kill."""
+    return _kill_group(pgid)

@@ -30,6 +30,11 @@ image of the current turn and the newest ``max_history_images`` of earlier
 turns; older images (and all of them with ``vision`` off) are only their
 ``[image: path]`` line. The round loads those images first
 (:func:`images_needed`, then :meth:`ImageCache.load`), so the build stays sync.
+
+Images an MCP tool returned (named in its result by :mod:`runtime.mcp.images`)
+count in the same window. A ``tool`` message takes no image, so a vision model
+gets them in one user message right after that round's tool results; without
+vision the result's note is all the model reads.
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ from agentgram.runtime.llm.types import (
 )
 from agentgram.runtime.log import get_logger
 from agentgram.runtime.mailbox.envelope import Attachment
+from agentgram.runtime.mcp.images import noted_images
+from agentgram.runtime.mcp.tools import PREFIX as MCP_PREFIX
 from agentgram.runtime.storage.history import HistoryEntry
 from agentgram.runtime.storage.models import Role, RowStatus, ToolCallRow, ToolCallStatus
 from agentgram.runtime.turn import texts
@@ -165,7 +172,8 @@ def render_entry(
     messages: list[ChatMessage] = [AssistantMessage(content, calls)]
     for call in entry.calls:
         messages.append(ToolMessage(call.call_id, tool_result_text(call, hide_over)))
-    return messages
+    returned = tool_images_message(entry.calls, attachments)
+    return [*messages, returned] if returned is not None else messages
 
 
 def tool_result_text(call: ToolCallRow, hide_over: int | None) -> str:
@@ -293,11 +301,36 @@ def images_needed(entries: list[HistoryEntry], settings: ContextSettings) -> lis
 
 
 def _image_paths(entry: HistoryEntry) -> Iterator[str]:
-    if entry.row.role != Role.USER or not entry.row.meta.get("attachments"):
+    if entry.row.role != Role.USER:
+        for call in entry.calls:
+            yield from tool_images(call)
+        return
+    if not entry.row.meta.get("attachments"):
         return
     for prepared in prepared_attachments(entry.row.meta):
         if prepared.is_image and prepared.ready_path:
             yield prepared.ready_path
+
+
+def tool_images(call: ToolCallRow) -> list[str]:
+    """The workdir-relative paths of the images a finished MCP call returned."""
+    if not call.name.startswith(MCP_PREFIX) or call.status != ToolCallStatus.DONE or not call.result:
+        return []
+    return noted_images(call.result)
+
+
+def tool_images_message(calls: list[ToolCallRow], view: AttachmentView | None) -> UserMessage | None:
+    """The images a round's MCP calls returned that the model is shown, after the calls' results,
+    each call's under a line naming it; ``None`` when there are none."""
+    if view is None:
+        return None
+    parts: list[ContentPart] = []
+    for call in calls:
+        urls = [url for path in tool_images(call) if (url := view.path_url(path)) is not None]
+        if urls:
+            parts.append(TextPart(f"[images returned by {call.name} (call {call.call_id})]"))
+            parts.extend(ImagePart(url) for url in urls)
+    return UserMessage(tuple(parts)) if parts else None
 
 
 @dataclass(slots=True, frozen=True)
@@ -312,10 +345,16 @@ class AttachmentView:
         return prepared.is_image and prepared.ready_path in self.images
 
     def image_url(self, prepared: PreparedAttachment) -> str | None:
-        cache = self.settings.images
-        if cache is None or prepared.ready_path is None or not self.shows(prepared):
+        if prepared.ready_path is None or not self.shows(prepared):
             return None
-        return cache.get(self.settings.workdir / prepared.ready_path)
+        return self.path_url(prepared.ready_path)
+
+    def path_url(self, path: str) -> str | None:
+        """The data URL of the workdir-relative ``path`` if it is one of the images shown."""
+        cache = self.settings.images
+        if cache is None or path not in self.images:
+            return None
+        return cache.get(self.settings.workdir / path)
 
     def inline_text(self, prepared: PreparedAttachment) -> str | None:
         limit = self.settings.inline_text_kb * 1024

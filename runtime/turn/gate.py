@@ -22,6 +22,7 @@ from agentgram.runtime.approvals.rules import Action, CallFacts, shown_path
 from agentgram.runtime.approvals.trust import proposed_rule
 from agentgram.runtime.errors import ToolError
 from agentgram.runtime.events import Address, ApprovalDetails, ApprovalRequested, ApprovalResolved, EventBus
+from agentgram.runtime.mcp.tools import McpTool
 from agentgram.runtime.storage.history import HistoryStore
 from agentgram.runtime.storage.models import (
     ApprovalRequestRow,
@@ -140,6 +141,10 @@ async def _shown_details(call: ToolCallRow, ctx: ToolContext, tool: Tool[Any]) -
         raw = {"arguments": call.arguments}
     if not isinstance(raw, dict):
         raw = {"arguments": raw}
+    if isinstance(tool, McpTool):
+        return ApprovalDetails(
+            tool_name=call.name, arguments=raw, mcp_server=tool.server.name, mcp_tool=tool.remote
+        )
     if tool.runs_commands:
         workdir = ctx.resolve(str(raw.get("workdir") or "."))
         return ApprovalDetails(

@@ -62,13 +62,16 @@ from agentgram.runtime.llm.types import (
 from agentgram.runtime.llm.types import TextDelta as LLMTextDelta
 from agentgram.runtime.log import get_logger
 from agentgram.runtime.mailbox import Envelope, Mailbox
+from agentgram.runtime.mcp.catalog import McpCatalog
 from agentgram.runtime.prompt import MemoryPrompt, with_memory
 from agentgram.runtime.questions import QuestionManager, question_resolved
 from agentgram.runtime.storage.db import Database, durable
 from agentgram.runtime.storage.frames import ChildFrame, FrameStore
+from agentgram.runtime.storage.grant_rows import ROOT_FRAME
 from agentgram.runtime.storage.history import HistoryStore
 from agentgram.runtime.storage.history_tail import HistoryEntry
 from agentgram.runtime.storage.models import (
+    INTERACTIVE_SOURCES,
     ChatSession,
     Role,
     RowStatus,
@@ -162,6 +165,7 @@ class TurnServices:
     background: BackgroundCalls | None = None  # tracked calls (runtime.turn.background); None: all attached
     inbox: Inbox | None = None  # a message's files, fetched before its turn reads it (runtime.attachments)
     wrappers: Wrappers = field(default_factory=lambda: Wrappers((), lambda name: None))  # tools.wrappers
+    mcp: McpCatalog | None = None  # the MCP tools each agent is offered (runtime.mcp.catalog); None: none
     max_parallel_subagents: int = 4  # the children of one parallel batch running at once
     frames: FrameStore = field(init=False)  # the sessions' call stacks (sub-agent frames)
 
@@ -199,6 +203,7 @@ class TurnRunner:
     tokens_out: int = 0
     started: float = field(default_factory=time.monotonic)
     level: Level | None = None  # a sub-agent's frame; None: the root agent (runtime.turn.subagents)
+    offered: ToolRegistry | None = None  # the base tools plus this agent's MCP tools, as of its last round
 
     @property
     def session_id(self) -> int:
@@ -206,10 +211,28 @@ class TurnRunner:
         return self.session.id
 
     @property
-    def tools(self) -> ToolRegistry:
-        """What this agent is offered: the root's tools, or the sub-agent's level's."""
+    def base_tools(self) -> ToolRegistry:
+        """This agent's own tools, without MCP ones: the root's, or the sub-agent's level's."""
         return (
             self.level.tools if self.level is not None else offered_tools(self.services, self.session.source)
+        )
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """What this agent is offered: its base tools and, from :meth:`refresh_tools` on, the MCP
+        tools it may call."""
+        return self.offered if self.offered is not None else self.base_tools
+
+    async def refresh_tools(self) -> None:
+        """Before each round: the MCP tools as the agent's grants now stand (``activate_tools``
+        in round N offers them from round N+1)."""
+        mcp = self.services.mcp
+        if mcp is None:
+            return
+        spec = self.services.agents.catalog.get(self.level.agent if self.level else self.session.agent_id)
+        frame = self.level.stack_id if self.level is not None and self.level.stack_id else ROOT_FRAME
+        self.offered = await mcp.extend(
+            self.base_tools, self.session_id, frame, spec.tools if spec is not None else None
         )
 
     @property
@@ -258,6 +281,7 @@ class TurnRunner:
                 return Final(answer)
             stored = await s.sessions.turn(self.turn_id)
             self.rounds = stored.rounds if stored is not None else 0
+            await self.refresh_tools()
             await self._resume_pending_tools()
         if self.level is not None:
             return await self._child_rounds()
@@ -311,6 +335,7 @@ class TurnRunner:
         )
         notes = await s.notes.context_text(self.session_id) if s.notes is not None else None
         await load_images(context, entries)
+        await self.refresh_tools()
         prefetch, self.prefetch = self.prefetch, None  # from here on its text is streamed or void
         messages = build_messages(
             entries, context, prefetch.now if prefetch else s.clock(), notes=notes, compacted=compacted
@@ -457,7 +482,7 @@ class TurnRunner:
             call=call,
             summary=summary,
             runs_command=tool.runs_commands,
-            detachable=self.level is None and self.session.source == SessionSource.CHAT,
+            detachable=self.level is None and self.session.source in INTERACTIVE_SOURCES,
             work=lambda live: self._execute(call, tool, chain, progress=live),
         )
 
@@ -542,6 +567,7 @@ class TurnRunner:
             processes=self.services.processes,
             protected=self.services.protected,
             depth=self.depth,
+            stack_id=self.level.stack_id if self.level is not None else None,
             calls=self.services.background,
         )
 
@@ -571,7 +597,7 @@ class TurnRunner:
             raise asyncio.CancelledError
 
     def _here(self) -> Level:
-        return self.level or root_level(self.tools, self.session.agent_id)
+        return self.level or root_level(self.base_tools, self.session.agent_id)
 
     def _child(self, level: Level, *, resumed: bool = False) -> TurnRunner:
         return TurnRunner(
@@ -676,6 +702,7 @@ class TurnRunner:
             s.context, static_system=with_memory(level.system or s.context.static_system, memory)
         )
         await load_images(context, entries)
+        await self.refresh_tools()
         result = await self._call_llm(build_messages(entries, context, s.clock()))
         self.tokens_in += result.usage.input_tokens
         self.tokens_out += result.usage.output_tokens

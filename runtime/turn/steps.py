@@ -55,7 +55,10 @@ async def prefetch(
     await load_images(context, entries)
     messages = provisional_messages(entries, mail, context, now, notes=notes, compacted=compacted)
     llm = await s.llm_for(session_id)
-    return Prefetch(llm, messages, offered_tools(s, source).specs(), now, tasks=s.requests)
+    tools = offered_tools(s, source)
+    if s.mcp is not None:  # the root agent's MCP tools, as its first round will offer them
+        tools = await s.mcp.extend(tools, session_id, allow=s.agents.catalog.main.tools)
+    return Prefetch(llm, messages, tools.specs(), now, tasks=s.requests)
 
 
 async def open_turn(

@@ -61,6 +61,9 @@ SAMPLE_PARAMS: dict[str, str | int] = {
     "command": "<code>pytest -x</code>", "elapsed": "2 min 10 s", "number": 1,
     "text": "buy milk on the way home", "limit": 20, "emoji": "👍", "kind": "video",
     "description": "Fill in PDF forms.",
+    "url": "https://agent.example.org/sessions/7",
+    "summary": "$ ls -la",
+    "caption": "the weekly report",
 }  # fmt: skip
 
 

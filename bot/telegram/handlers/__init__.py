@@ -19,12 +19,14 @@ from agentgram.bot.telegram.handlers import (
     commands,
     context,
     jobs,
+    mcp,
     messages,
     models,
     questions,
     schedule,
     skills,
     todos,
+    trace,
 )
 from agentgram.bot.telegram.router import FEATURES, JoinedRouter
 
@@ -40,8 +42,10 @@ def join() -> JoinedRouter:
         questions.router,
         todos.router,
         skills.router,
+        mcp.router,
         jobs.router,
         context.router,
+        trace.router,
         messages.router,
         commands.fallback,
     )

@@ -1,0 +1,76 @@
+"""``config.yml`` as ``agentgram chat`` reads it: Telegram optional.
+
+``agentgram chat`` runs beside the Telegram bot when a bot token is configured,
+and alone without one. :class:`ChatSettings` is the whole config with the
+``telegram`` section optional; a section without a token counts as absent
+(a config may keep its ``allowed_user_ids`` and leave the token out), and
+:func:`check_chat_config` validates a config with a token exactly as
+``agentgram run`` does, so a chat beside the bot gets a
+:class:`~bot.settings.BotSettings`.
+
+The terminal talks as one user, "the user from the config": the first of
+``telegram.allowed_user_ids`` when Telegram is configured (the terminal then
+shares that user's chat id with Telegram: one history search, one set of cron
+jobs, tics' home chat), else ``terminal.user_id``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import model_validator
+
+from agentgram.bot.config_check import check_config, check_tool_hooks
+from agentgram.bot.settings import BotSettings, TelegramSettings
+from agentgram.bot.terminal.settings import TerminalSettings
+from agentgram.bot.web.settings import WebSettings
+from agentgram.runtime.config import Settings
+from agentgram.runtime.config_check import RUNTIME_CHECKS, CheckProblem, validate_config
+
+
+class ChatSettings(Settings):
+    """The config of a terminal chat; ``telegram`` is ``None`` when no bot token is set."""
+
+    telegram: TelegramSettings | None = None
+    web: WebSettings = WebSettings()
+    terminal: TerminalSettings = TerminalSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _telegram_without_token_is_absent(cls, data: Any) -> Any:
+        """A token-less ``telegram`` section is dropped; its first allowed user becomes the
+        terminal's unless ``terminal.user_id`` names one."""
+        telegram = data.get("telegram") if isinstance(data, Mapping) else None
+        if not isinstance(telegram, Mapping) or str(telegram.get("token") or "").strip():
+            return data
+        terminal = dict(data.get("terminal") or {})
+        ids = telegram.get("allowed_user_ids")
+        if terminal.get("user_id") is None and isinstance(ids, list) and ids:
+            terminal["user_id"] = ids[0]
+        return {**data, "telegram": None, "terminal": terminal}
+
+
+def chat_user(settings: BotSettings | ChatSettings) -> int:
+    """The terminal's user and chat id (module docstring)."""
+    if settings.telegram is not None:
+        return settings.telegram.owner
+    assert settings.terminal.user_id is not None  # check_chat_user refuses a config without one
+    return settings.terminal.user_id
+
+
+def check_chat_user(settings: ChatSettings) -> Iterator[CheckProblem]:
+    if settings.telegram is None and settings.terminal.user_id is None:
+        yield CheckProblem(
+            "terminal.user_id",
+            "is required without a telegram.token (any number; your Telegram user id shares its history)",
+        )
+
+
+def check_chat_config(path: Path, environ: Mapping[str, str] | None = None) -> BotSettings | ChatSettings:
+    """With a bot token, ``agentgram run``'s validation (:func:`bot.config_check.check_config`);
+    without one, the runtime's checks and a user id. Raises :class:`~runtime.config.ConfigInvalid`."""
+    checks = (*RUNTIME_CHECKS, check_tool_hooks, check_chat_user)
+    alone = validate_config(path, checks, environ, model=ChatSettings)
+    return alone if alone.telegram is None else check_config(path, environ)

@@ -1,0 +1,85 @@
+"""uvicorn in the bot's own process and event loop, started and stopped with the bot.
+
+The socket is bound here, before uvicorn sees it, so a port in use or an
+address this host does not have is one :class:`~runtime.errors.ConfigError`
+naming ``web.listen`` (exit code 2), not uvicorn's ``sys.exit`` inside a task.
+uvicorn's own signal capture is switched off: the bot owns SIGINT and SIGTERM
+and stops the server itself (:meth:`WebServer.stop`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import Iterator
+
+import uvicorn
+from fastapi import FastAPI
+
+from agentgram.runtime.errors import ConfigError
+from agentgram.runtime.log import get_logger
+
+log = get_logger("web")
+
+START_TIMEOUT = 10.0
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """The bot's signal handlers stay in place."""
+        yield
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``; :class:`ConfigError` (``web.listen``) when it cannot be."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=128)
+    except OSError as error:
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        raise ConfigError("web.listen", f"cannot listen on {where}: {reason}") from None
+
+
+class WebServer:
+    """One uvicorn server on one socket; :meth:`start` returns once it accepts connections."""
+
+    def __init__(self, app: FastAPI, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        config = uvicorn.Config(
+            app, log_config=None, lifespan="off", access_log=False, ws="none", timeout_graceful_shutdown=5
+        )
+        self._server = _Server(config)
+        self._task: asyncio.Task[None] | None = None
+        self._socket: socket.socket | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Where it listens (the port the system chose, for ``web.listen`` port 0 in tests)."""
+        assert self._socket is not None
+        host, port = self._socket.getsockname()[:2]
+        return str(host), int(port)
+
+    async def start(self) -> None:
+        self._socket = bind(self.host, self.port)
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]), name="web")
+        async with asyncio.timeout(START_TIMEOUT):
+            while not self._server.started:
+                if self._task.done():
+                    self._task.result()  # its error
+                    raise RuntimeError("the web server ended during start-up")
+                await asyncio.sleep(0.01)  # uvicorn has no started event to wait on
+        host, port = self.address
+        log.info("web view on http://%s:%d", host, port)
+
+    async def stop(self) -> None:
+        """Stop accepting, let open requests finish (uvicorn's graceful shutdown), then close."""
+        if self._task is None:
+            return
+        self._server.should_exit = True
+        with contextlib.suppress(Exception):
+            await self._task
+        self._task = None

@@ -1,0 +1,214 @@
+"""The web view's JSON API over real HTTP, against a bot whose turns ran through the fakes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
+from tests.e2e.harness import Rig, running_bot
+from tests.e2e.test_approvals import wait_prompt
+from tests.fakes.openai_server import Hang, Text, ToolCalls
+from tests.web.harness import TOKEN, web_view
+
+TIC = {"enabled": True, "interval": 1}
+
+
+def _messages(detail: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [m for m in detail["messages"] if m["kind"] == kind]
+
+
+async def test_every_path_but_healthz_needs_the_token(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig, web_view(rig) as web, web.anonymous() as anonymous:
+        for path in ("/api/sessions", "/", "/docs", "/openapi.json", "/metrics", "/jobs"):
+            assert (await anonymous.get(path)).status_code == 401, path
+            wrong = await anonymous.get(path, headers={"Authorization": "Bearer not-the-token"})
+            assert wrong.status_code == 401, path
+            assert (await web.client.get(path)).status_code == 200, path
+        await rig.tg.wait_for(lambda: rig.bot.ingest.last_poll_ok is not None)
+        health = await anonymous.get("/healthz")
+        assert health.status_code == 200
+        assert health.json() == {"status": "ok", "polling": "ok", "llm": "ok", "db": "ok"}
+
+
+async def test_a_token_in_the_query_becomes_an_http_only_cookie_and_leaves_the_url(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig, web_view(rig) as web, web.anonymous() as browser:
+        wrong = await browser.get("/runs", params={"token": "not-the-token"})
+        assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
+        traded = await browser.get("/runs", params={"token": TOKEN, "x": "1"})
+        assert traded.status_code == 303 and traded.headers["location"] == "/runs?x=1"
+        cookie = traded.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie
+        assert (await browser.get("/runs")).status_code == 200, "the cookie is enough from now on"
+        assert (await browser.get("/api/jobs")).status_code == 200
+
+
+async def test_sessions_are_listed_newest_first_in_pages_and_by_source(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig, web_view(rig) as web:
+        rig.llm.script(Text("Hi there!"))
+        rig.say("hello")
+        await rig.wait_turns()
+        for n in range(1, 5):
+            rig.say("/new")
+            await rig.tg.wait_for(lambda n=n: len(rig.chat()) == n + 1)
+        first = (await web.client.get("/api/sessions", params={"per_page": 2})).json()
+        assert (first["total"], first["page"], first["per_page"]) == (5, 1, 2)
+        assert [item["id"] for item in first["items"]] == [5, 4]
+        last = (await web.client.get("/api/sessions", params={"per_page": 2, "page": 3})).json()
+        (oldest,) = last["items"]
+        assert (oldest["id"], oldest["source"], oldest["message_count"]) == (1, "chat", 2)
+        assert oldest["is_interactive"] and not oldest["is_ephemeral"] and oldest["last_message_at"]
+        chats = (await web.client.get("/api/sessions", params={"source": "chat"})).json()
+        tics = (await web.client.get("/api/sessions", params={"source": "tic"})).json()
+        assert (chats["total"], tics["total"], tics["items"]) == (5, 0, [])
+        assert (await web.client.get("/api/sessions", params={"source": "nope"})).status_code == 422
+        assert (await web.client.get("/api/sessions", params={"per_page": 1000})).status_code == 422
+
+
+async def test_a_tool_call_turn_shows_reasoning_arguments_result_and_tokens_with_secrets_masked(
+    tmp_path: Path,
+) -> None:
+    async with running_bot(tmp_path) as rig, web_view(rig) as web:
+        (rig.workdir / "notes.md").write_text("milk, eggs; the key is sk-test-secret\n")
+        rig.llm.script(
+            ToolCalls([("read_file", {"path": "notes.md"})], usage=(120, 7)),
+            Text("Milk and eggs.", reasoning="The list says milk and eggs.", usage=(150, 9)),
+        )
+        rig.say("what is on my list?")
+        await rig.wait_turns()
+        detail = (await web.client.get("/api/sessions/1")).json()
+        assert detail["session"]["source"] == "chat" and detail["session"]["agent_id"] == "main"
+        assert [m["kind"] for m in detail["messages"]] == ["user", "thinking", "tool", "assistant"]
+        (user,) = _messages(detail, "user")
+        assert (user["content"], user["is_synthetic"]) == ("what is on my list?", False)
+        (call,) = _messages(detail, "tool")
+        assert (call["name"], call["arguments"], call["status"]) == (
+            "read_file",
+            {"path": "notes.md"},
+            "done",
+        )
+        assert "milk, eggs; the key is ***" in call["result"] and "sk-test-secret" not in call["result"]
+        (answer,) = _messages(detail, "assistant")
+        assert (answer["content"], answer["reasoning"]) == ("Milk and eggs.", "The list says milk and eggs.")
+        assert (answer["input_tokens"], answer["output_tokens"]) == (150, 9)
+        assert _messages(detail, "thinking")[0]["input_tokens"] == 120
+        assert (await web.client.get("/api/sessions/99")).status_code == 404
+
+
+async def test_a_tic_session_is_listed_as_tic_with_its_synthetic_turn(tmp_path: Path) -> None:
+    workdir = tmp_path / "workspace"
+    workdir.mkdir()
+    (workdir / "TIC.md").write_text("- check whether the nightly backup ran\n")
+    async with running_bot(tmp_path, tic=TIC) as rig, web_view(rig) as web:
+        ran: list[TicRun] = []
+        rig.bot.runtime.scheduler.tic_listeners.append(ran.append)
+        rig.llm.handler = lambda body: Text("TIC_OK")
+        await rig.tg.wait_for(lambda: any(t.status == TicRunStatus.RAN for t in ran))
+        listed = (await web.client.get("/api/sessions", params={"source": "tic"})).json()
+        tic = listed["items"][0]
+        assert (tic["source"], tic["is_interactive"]) == ("tic", False)
+        detail = (await web.client.get(f"/api/sessions/{tic['id']}")).json()
+        (user, answer) = detail["messages"][:2]
+        assert user["kind"] == "user" and user["is_synthetic"] and user["content"].startswith("[TIC] ")
+        assert answer["content"] == "TIC_OK"
+        runs = (await web.client.get("/api/runs")).json()
+        assert runs["tic"][0]["session_id"] == tic["id"] and runs["tic"][0]["status"] == "ran"
+        page = (await web.client.get(f"/sessions/{tic['id']}")).text
+        assert 'class="entry user synthetic"' in page and ">synthetic<" in page
+
+
+async def _running_job(rig: Rig, done: list[JobRun]) -> int:
+    rig.bot.runtime.scheduler.run_listeners.append(done.append)
+    rig.say("/cron add in 20m call Anna about the tickets")
+    await rig.wait_text("Scheduled “")
+    rig.llm.script(Hang("Calling…", seconds=30))
+    assert await rig.bot.runtime.scheduler.run_now(1)
+    await rig.llm.wait_for_requests(1)
+    return 1
+
+
+async def test_kill_cancels_a_running_cron_job_as_cron_kill_does(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig, web_view(rig) as web:
+        done: list[JobRun] = []
+        job_id = await _running_job(rig, done)
+        (job,) = (await web.client.get("/api/jobs")).json()
+        assert (job["id"], job["running"]) == (job_id, True)
+        killed = await web.client.post(f"/api/jobs/{job_id}/kill")
+        assert killed.status_code == 202 and killed.json() == {"job_id": job_id, "killed": True}
+        await rig.llm.wait_stream_closed()
+        await rig.tg.wait_for(lambda: [r.status for r in done] == [JobRunStatus.CANCELLED])
+        (run,) = (await web.client.get(f"/api/jobs/{job_id}/runs")).json()
+        assert run["status"] == "cancelled" and run["session_id"] is not None
+        assert (await web.client.post(f"/api/jobs/{job_id}/kill")).status_code == 409
+        assert (await web.client.post("/api/jobs/42/kill")).status_code == 404
+        assert (await web.client.get("/api/jobs/42/runs")).status_code == 404
+
+
+async def test_the_kill_button_posts_the_same_kill_and_comes_back_to_the_jobs(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig, web_view(rig) as web:
+        done: list[JobRun] = []
+        job_id = await _running_job(rig, done)
+        page = (await web.client.get("/jobs")).text
+        assert f'action="/jobs/{job_id}/kill"' in page and ">Kill</button>" in page
+        pressed = await web.client.post(f"/jobs/{job_id}/kill")
+        assert pressed.status_code == 303 and pressed.headers["location"] == f"/jobs?killed={job_id}"
+        await rig.tg.wait_for(lambda: [r.status for r in done] == [JobRunStatus.CANCELLED])
+        again = await web.client.post(f"/jobs/{job_id}/kill")
+        assert again.headers["location"] == f"/jobs?failed={job_id}"
+
+
+async def test_approvals_lists_the_pending_requests(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig, web_view(rig) as web:
+        rig.llm.script(ToolCalls([("write_file", {"path": "a.txt", "content": "hi"})]), Text("Done."))
+        rig.say("write a.txt")
+        await wait_prompt(rig)
+        (pending,) = (await web.client.get("/api/approvals")).json()
+        assert pending["tool"] == "write_file" and pending["arguments"]["path"] == "a.txt"
+        assert pending["session_id"] == 1
+
+
+async def test_healthz_is_503_once_polling_has_been_down_for_a_minute(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        async with web_view(rig, last_poll=lambda: time.monotonic() - 61) as web:
+            down = await web.client.get("/healthz")
+            assert down.status_code == 503 and down.json()["polling"] == "down"
+            assert down.json()["db"] == "ok"
+        async with web_view(rig, last_poll=lambda: None) as web:
+            starting = await web.client.get("/healthz")
+            assert starting.status_code == 200 and starting.json()["polling"] == "starting"
+
+
+RESEARCHER = """\
+---
+description: finds facts
+tools: [read_file, list_dir]
+---
+You are the researcher. Answer with the fact only.
+"""
+
+
+async def test_a_sub_agents_frame_sits_between_agent_and_agent_end_after_its_call(tmp_path: Path) -> None:
+    folder = tmp_path / "workspace" / "agents" / "researcher"
+    folder.mkdir(parents=True)
+    (folder / "AGENT.md").write_text(RESEARCHER)
+    async with running_bot(tmp_path) as rig, web_view(rig) as web:
+        task = {"agent": "researcher", "task": "What is the answer?"}
+        rig.llm.script(ToolCalls([("execute_task", task)]), Text("It is 42."), Text("The answer is 42."))
+        rig.say("ask the researcher")
+        await rig.wait_turns()
+        detail = (await web.client.get("/api/sessions/1")).json()
+        shape = [
+            (m["kind"], m.get("agent_id") or m.get("name") or m.get("content")) for m in detail["messages"]
+        ]
+        assert shape == [
+            ("user", "ask the researcher"),
+            ("thinking", ""),
+            ("tool", "execute_task"),
+            ("agent", "researcher"),
+            ("user", "What is the answer?"),
+            ("assistant", "It is 42."),
+            ("agent_end", "researcher"),
+            ("assistant", "The answer is 42."),
+        ]
+        assert [m["depth"] for m in detail["messages"] if m["kind"].startswith("agent")] == [1, 1]

@@ -1,0 +1,86 @@
+"""The web view's pages in a real headless browser: Debian's chromium, driven by Selenium.
+
+Chromium and its driver come from the system (``.ci/run`` installs them): the
+paths are given, so Selenium Manager never looks for (or downloads) a browser.
+The screenshot is kept in ``tests/artifacts/`` (ignored by git).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from tests.e2e.harness import running_bot
+from tests.fakes.openai_server import Text, ToolCalls
+from tests.web.harness import TOKEN, web_view
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1100,900",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _open_the_session_and_unfold_its_call(browser: WebDriver, base_url: str) -> Path:
+    """The owner's clicks; blocking (Selenium), so it runs off the loop that serves the pages."""
+    browser.get(f"{base_url}/?token={TOKEN}")
+    assert browser.current_url == f"{base_url}/", "the token left the address bar"
+    rows = browser.find_elements(By.CSS_SELECTOR, "#sessions td a")
+    assert [row.text for row in rows] == ["1"]
+    rows[0].click()
+    assert browser.current_url == f"{base_url}/sessions/1"
+    tool = browser.find_element(By.CSS_SELECTOR, "details.tool[data-tool=read_file]")
+    arguments = tool.find_element(By.CSS_SELECTOR, "pre.arguments")
+    assert not arguments.is_displayed(), "a tool call starts folded"
+    tool.find_element(By.TAG_NAME, "summary").click()
+    assert arguments.is_displayed() and '"path": "notes.md"' in arguments.text
+    assert "call Anna about the tickets" in tool.find_element(By.CSS_SELECTOR, "pre.result").text
+    assert "The notes list three things." in browser.find_element(By.CSS_SELECTOR, ".reasoning").text
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "web-view-session.png"
+    assert browser.save_screenshot(str(shot))
+    return shot
+
+
+async def test_the_owner_opens_a_session_and_unfolds_its_tool_call(
+    tmp_path: Path, browser: WebDriver
+) -> None:
+    async with running_bot(tmp_path) as rig, web_view(rig) as web:
+        (rig.workdir / "notes.md").write_text("- milk\n- eggs\n- call Anna about the tickets\n")
+        rig.llm.script(
+            ToolCalls([("read_file", {"path": "notes.md"})]),
+            Text("Milk, eggs, and call Anna.", reasoning="The notes list three things."),
+        )
+        rig.say("what is on my list?")
+        await rig.wait_turns()
+        shot = await asyncio.to_thread(_open_the_session_and_unfold_its_call, browser, web.base_url)
+        print(f"screenshot: {shot}")
