@@ -26,11 +26,10 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from telegram.error import InvalidToken, TelegramError
-
 from agentgram.bot import doctor, init
 from agentgram.bot.config_check import check_config
 from agentgram.bot.settings import BotSettings
+from agentgram.bot.telegram.port import InvalidToken, TelegramError
 from agentgram.bot.terminal.config import ChatSettings, check_chat_config
 from agentgram.runtime.app import AlreadyRunning, InstanceLock, fingerprint
 from agentgram.runtime.config import masked

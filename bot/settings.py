@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
@@ -28,6 +28,8 @@ LOCAL_UPLOAD_MB = 2000
 
 class TelegramSettings(Section):
     token: SecretStr
+    library: Literal["ptb", "aiogram"] = "ptb"
+    """The driver that speaks the Bot API (``bot/telegram/drivers``): python-telegram-bot or aiogram 3."""
     api_base_url: HttpUrl = f"https://{PUBLIC_API_HOST}"
     allowed_user_ids: list[int] = Field(min_length=1)
     stream_edit_interval: float = Field(default=1.0, ge=0.05)

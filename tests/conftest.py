@@ -18,6 +18,16 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")  # PTB 22: retry_after as timedelta,
 ALLOWED_USER = 1001
 STRANGER = 666
 
+DRIVERS = ("ptb", "aiogram")
+"""Every ``telegram.library``: the e2e and crash suites run once with each (their conftests)."""
+_library = {"telegram": "ptb"}
+
+
+def use_library(name: str) -> None:
+    """The ``telegram.library`` every bot a test builds from :func:`config_mapping` uses."""
+    _library["telegram"] = name
+
+
 _real_connect = socket.socket.connect
 
 
@@ -52,6 +62,7 @@ def config_mapping(
             "stream_edit_interval": 0.2,
             "stream_first_delay": 0,  # tests of the delay set their own
             "poll_timeout": 1,
+            "library": _library["telegram"],
         },
         "llm": {"base_url": llm_url, "api_key": "sk-test-secret", "model": "main-model", "max_retries": 0},
         "storage": {"url": f"sqlite+aiosqlite:///{tmp_path / 'agentgram.db'}"},

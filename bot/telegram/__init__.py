@@ -1,6 +1,7 @@
-"""The Telegram adapter on python-telegram-bot.
+"""The Telegram adapter, on python-telegram-bot or aiogram (``telegram.library``, :mod:`.drivers`).
 
-It owns what only Telegram has: the update stream (:mod:`.ingest`, durable
+Only :mod:`.drivers` knows a Telegram library; the rest speaks to a
+:class:`~.port.BotApi` and reads :mod:`.incoming` updates. It owns what only Telegram has: the update stream (:mod:`.ingest`, durable
 ``getUpdates`` offsets), the handlers (one :class:`~.router.Router` per file
 in :mod:`.handlers`, joined at start), the chat-side wording and HTML
 (:mod:`.render`, :mod:`.split`, :mod:`.prompts`, :mod:`.reports`,

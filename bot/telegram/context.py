@@ -1,20 +1,22 @@
-"""What every Telegram handler needs, kept in ``application.bot_data``."""
+"""What every Telegram handler needs: the bot's shared parts (:class:`BotContext`), handed to each
+handler in its :class:`~bot.telegram.router.HandlerContext`."""
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-
-from telegram import Update
-from telegram.ext import ContextTypes
+from typing import TYPE_CHECKING
 
 from agentgram.bot.settings import BotSettings
 from agentgram.bot.telegram.access_list import AccessList
 from agentgram.bot.telegram.delivery import Delivery
+from agentgram.bot.telegram.incoming import Update
+from agentgram.bot.telegram.router import HandlerContext
 from agentgram.runtime.app import Runtime, SessionRef
 from agentgram.runtime.i18n import Translator
 
-KEY = "agentgram"
+if TYPE_CHECKING:
+    from agentgram.bot.telegram.router import HandlerContext
 
 
 @dataclass(slots=True)
@@ -57,7 +59,5 @@ def envelope_id(update: Update) -> str:
     return f"tg:{update.update_id}"
 
 
-def bot_context(context: ContextTypes.DEFAULT_TYPE) -> BotContext:
-    ctx = context.application.bot_data[KEY]
-    assert isinstance(ctx, BotContext)
-    return ctx
+def bot_context(context: HandlerContext) -> BotContext:
+    return context.shared

@@ -37,17 +37,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from telegram.constants import ChatAction
-from telegram.error import TelegramError
-
+from agentgram.bot.shown import PHASE_MARK, reaches_chat
 from agentgram.bot.telegram import agents_view, jobs_view, questions_view, todos_view
 from agentgram.bot.telegram.drafts import DraftChats, DraftStream
 from agentgram.bot.telegram.files import Upload, UploadRefused, fits_caption, upload
+from agentgram.bot.telegram.port import FileUpload, TelegramError
 from agentgram.bot.telegram.prompts import approval_prompt, decided_prompt, decision_line
 from agentgram.bot.telegram.records import ChatRecords, PromptShown, StatusLine
 from agentgram.bot.telegram.render import escape, markdown_to_html
@@ -101,22 +99,14 @@ TYPING_AFTER = 0.4
 IDLE_EVICT = 60.0
 """Seconds a chat's outbox waits with nothing to do before its task ends and it is dropped
 (the next event makes a new one); keeps memory flat however many chats and headless runs come."""
-_HEADLESS = frozenset({"tic", "cron"})
-_HEADLESS_SPEAKS = (ApprovalRequested, ApprovalResolved, Report, FileOutput)
 ACTION_LIMIT = 600.0
 """Seconds a fetch's or transcription's chat action is shown at most, should its end never come."""
+TYPING = "typing"
+UPLOAD_DOCUMENT = "upload_document"
+RECORD_VOICE = "record_voice"
 _ACTIVITY = {
-    AttachmentAction.FETCHING: ChatAction.UPLOAD_DOCUMENT,
-    AttachmentAction.TRANSCRIBING: ChatAction.RECORD_VOICE,
-}
-_PHASE_MARK = {
-    ToolPhase.STARTED: "…",
-    ToolPhase.RUNNING: "…",
-    ToolPhase.DONE: "✓",
-    ToolPhase.FAILED: "✗",
-    ToolPhase.REJECTED: "🚫",
-    ToolPhase.CANCELLED: "⏹",
-    ToolPhase.DETACHED: "⏳",  # runs on in the background: its own line follows it (jobs_view)
+    AttachmentAction.FETCHING: UPLOAD_DOCUMENT,
+    AttachmentAction.TRANSCRIBING: RECORD_VOICE,
 }
 _CLOSED_PHASE = {
     ToolCallStatus.DONE: ToolPhase.DONE,
@@ -138,7 +128,7 @@ class ToolLine:
     def html(self, mark: str | None = None) -> str:
         icon = "⚙️" if self.runs_command else "🔧"
         summary = f" · <code>{escape(self.summary)}</code>" if self.summary else ""
-        return f"{icon} {escape(self.name)}{summary} {mark or _PHASE_MARK[self.phase]}"
+        return f"{icon} {escape(self.name)}{summary} {mark or PHASE_MARK[self.phase]}"
 
 
 @dataclass(slots=True)
@@ -197,7 +187,7 @@ class Delivery:
         chat_id = event.to.chat_id
         if chat_id is None or self._closing or event.to.source == SessionSource.TERMINAL:
             return  # a terminal session's output is the terminal's (bot.terminal), not this chat's
-        if event.to.source in _HEADLESS and not isinstance(event, _HEADLESS_SPEAKS):
+        if not reaches_chat(event):
             return  # tic and cron turns reach the chat only as reports and approval prompts
         box = self.outboxes.get(chat_id)
         if box is None:
@@ -447,13 +437,13 @@ class Delivery:
         await self.runtime.prompt_shown(event.request_id, box.chat_id, sent.message_id)
         if prompt.attachment is not None:
             try:
-                await self.bot.send_document(
-                    box.chat_id,
-                    io.BytesIO(prompt.attachment.text.encode()),
-                    filename=prompt.attachment.filename,
+                attached = FileUpload(
+                    prompt.attachment.text.encode(),
+                    prompt.attachment.filename,
                     reply_to_message_id=sent.message_id,
                     disable_notification=True,
                 )
+                await self.bot.send_file(box.chat_id, attached)
             except TelegramError as error:
                 log.warning("could not attach the full diff: %s", error)
 
@@ -493,7 +483,7 @@ class Delivery:
         path = Path(event.path)
         caption = markdown_to_html(event.caption) if event.caption else None
         inline = caption if caption is not None and fits_caption(caption) else None
-        self._start_action(box, ChatAction.UPLOAD_DOCUMENT)
+        self._start_action(box, UPLOAD_DOCUMENT)
         try:
             content = await asyncio.to_thread(path.read_bytes)
             file = Upload(content, path.name, inline, event.as_photo, self.upload_limit_mb)
@@ -523,7 +513,7 @@ class Delivery:
         else:
             self._start_action(box, shown)
 
-    def _start_action(self, box: ChatOutbox, action: ChatAction) -> None:
+    def _start_action(self, box: ChatOutbox, action: str) -> None:
         self._stop_action(box)
         box.action = self._tasks.spawn(self._show_action(box, action), name=f"action-{box.chat_id}")
 
@@ -532,7 +522,7 @@ class Delivery:
             box.action.cancel()
             box.action = None
 
-    async def _show_action(self, box: ChatOutbox, action: ChatAction) -> None:
+    async def _show_action(self, box: ChatOutbox, action: str) -> None:
         """Telegram shows an action for ~5 s: sent again every 4 s, until stopped (or the limit)."""
         until = time.monotonic() + ACTION_LIMIT
         while time.monotonic() < until:
@@ -559,7 +549,7 @@ class Delivery:
         while True:
             if not self._waits_for_user(box) and box.action is None:  # a file's action says more
                 try:
-                    await self.bot.send_chat_action(box.chat_id, ChatAction.TYPING)
+                    await self.bot.send_chat_action(box.chat_id, TYPING)
                 except TelegramError as error:
                     log.debug("typing action failed: %s", error)
             await asyncio.sleep(TYPING_EVERY)

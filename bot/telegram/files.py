@@ -1,9 +1,9 @@
 """Files through the Bot API: downloads for the runtime's attachments, uploads for ``send_file``.
 
 A download is ``getFile`` (which names the file's path on Telegram's side), then a GET of
-``{api_base_url}/file/bot{token}/{file_path}``: python-telegram-bot builds that URL from the
-``base_file_url`` :func:`bot.telegram.app.build_application` gives it, so a local Bot API server
-works the same. Transient failures (5xx, timeouts, 429) are retried a few times; what still fails
+``{api_base_url}/file/bot{token}/{file_path}``: the driver builds that URL from
+``telegram.api_base_url`` (:meth:`~.port.BotApi.download`), so a local Bot API server works the
+same. Transient failures (5xx, timeouts, 429) are retried a few times; what still fails
 becomes :class:`~runtime.errors.FetchFailed`, whose text the user and the model read.
 
 Files over the download limit are never asked for: the handlers mark them skipped
@@ -19,12 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from telegram import Bot, Message
-from telegram.constants import ParseMode
-from telegram.error import BadRequest, TelegramError
-
+from agentgram.bot.telegram.port import HTML, BadRequest, BotApi, FileUpload, Sent, TelegramError
 from agentgram.bot.telegram.render import html_to_text
 from agentgram.bot.telegram.sender import Retry, is_entity_error, with_retry
 from agentgram.runtime.errors import FetchFailed
@@ -42,7 +38,7 @@ DOWNLOAD_RETRY = Retry(attempts=4, first_delay=1.0, max_delay=8.0, max_wait=30.0
 DOWNLOAD_TIMEOUT = 120.0
 """Seconds a download may wait for the next bytes (a large file on a slow link)."""
 UPLOAD_TIMEOUT = 300.0
-"""Seconds an upload may take to write (PTB's 20 s would cut a large file on a slow link, and a
+"""Seconds an upload may take to write (the libraries' 20 s would cut a large file on a slow link, and a
 cut upload is sent again)."""
 
 
@@ -60,23 +56,20 @@ def limit_reason(limit_mb: int) -> str:
 class TelegramFiles:
     """The runtime's file source (``Runtime.set_file_source``): attachments by their file id."""
 
-    bot: Bot
+    bot: BotApi
     retry: Retry = DOWNLOAD_RETRY
 
     async def fetch(self, file_id: str, dest: Path) -> None:
         """Download ``file_id`` to ``dest``; :class:`FetchFailed` saying why it could not."""
         try:
-            file = await with_retry(lambda: self.bot.get_file(file_id), self.retry, "getFile")
             await with_retry(
-                lambda: file.download_to_drive(dest, read_timeout=DOWNLOAD_TIMEOUT),
+                lambda: self.bot.download(file_id, dest, read_timeout=DOWNLOAD_TIMEOUT),
                 self.retry,
                 "file download",
             )
         except TelegramError as error:
             log.warning("could not download a file: %s: %s", type(error).__name__, error)
             raise FetchFailed(f"Telegram did not hand the file over ({error.message})") from error
-        except RuntimeError as error:  # no file_path: Telegram gave nothing to download
-            raise FetchFailed("Telegram gave no path to download the file from") from error
         except OSError as error:
             raise FetchFailed(f"the file could not be saved ({error.strerror or error})") from error
 
@@ -104,7 +97,7 @@ class Upload:
     limit_mb: int
 
 
-async def upload(bot: Bot, chat_id: int, file: Upload, retry: Retry) -> Message:
+async def upload(bot: BotApi, chat_id: int, file: Upload, retry: Retry) -> Sent:
     """Send a photo or a document; :class:`UploadRefused` saying why Telegram would not take it
     (or retries ran out)."""
     if len(file.content) > file.limit_mb * MB:
@@ -124,28 +117,20 @@ async def upload(bot: Bot, chat_id: int, file: Upload, retry: Retry) -> Message:
         raise UploadRefused(error.message) from error
 
 
-async def _send(  # type: ignore[no-untyped-def]
-    bot, chat_id: int, content: bytes, name: str, caption: str | None, *, photo: bool, retry: Retry
-) -> Message:
+async def _send(
+    bot: BotApi, chat_id: int, content: bytes, name: str, caption: str | None, *, photo: bool, retry: Retry
+) -> Sent:
     """One file, its caption as HTML — or as plain text when Telegram rejects the entities."""
-    method = bot.send_photo if photo else bot.send_document
     field = "photo" if photo else "document"
 
-    async def send(text: str | None, parse_mode: str | None) -> Message:
-        kwargs: dict[str, Any] = {
-            field: content,
-            "filename": name,
-            "caption": text,
-            "parse_mode": parse_mode,
-            "write_timeout": UPLOAD_TIMEOUT,
-        }
-        message: Message = await with_retry(
-            lambda: method(chat_id, **kwargs), retry, f"{field} to chat {chat_id}"
+    async def send(text: str | None, parse_mode: str | None) -> Sent:
+        upload = FileUpload(
+            content, name, as_photo=photo, caption=text, parse_mode=parse_mode, write_timeout=UPLOAD_TIMEOUT
         )
-        return message
+        return await with_retry(lambda: bot.send_file(chat_id, upload), retry, f"{field} to chat {chat_id}")
 
     try:
-        return await send(caption, ParseMode.HTML if caption else None)
+        return await send(caption, HTML if caption else None)
     except BadRequest as error:
         if caption is None or not is_entity_error(error):
             raise

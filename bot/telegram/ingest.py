@@ -24,17 +24,18 @@ plain message hands its offset to the mailbox as a
 :class:`~runtime.mailbox.Checkpoint`, committed in the same transaction as the
 message (one write, not two), and any other lone update stores it after its
 handlers ran. The offset reaches the handler as a value: the loop offers it
-in a context variable around ``process_update`` (PTB awaits a blocking
-handler in the calling task, so the handler sees it), and the handler whose
+in a context variable around the dispatch (it awaits each handler in the
+calling task, so the handler sees it), and the handler whose
 mail stored it takes it back (:func:`checkpoint_stored`) — nothing is shared
 between updates. In a batch of several updates nothing is offered (one lane
 cannot know the others are done): the offset past the batch is stored once,
 after every lane has finished.
 
 **Poison updates.** Telegram adds fields and update types with every Bot API
-release and the library trails behind: python-telegram-bot raises for a whole
+release and the libraries trail behind: python-telegram-bot raises for a whole
 ``getUpdates`` batch when one update lacks a field it requires. So the batch
-is fetched as raw JSON and each update parsed on its own. One that does not
+is fetched as raw JSON and each update parsed on its own, by the driver's
+library (:mod:`.drivers`). One that does not
 parse is skipped while the rest of its batch is handled, then stored raw as a
 dead letter together with the offset past the batch (one transaction) and
 logged once at WARNING. (A crash between two dead letters of one batch keeps
@@ -58,14 +59,20 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from telegram import Update
-from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
-from telegram.ext import Application
-
+from agentgram.bot.telegram.incoming import Update
+from agentgram.bot.telegram.port import (
+    ALLOWED_UPDATES,
+    BotApi,
+    Conflict,
+    InvalidToken,
+    RetryAfter,
+    TelegramError,
+)
 from agentgram.bot.telegram.sender import retry_after_seconds
 from agentgram.runtime.app import Checkpoint, KeyValueStore
 from agentgram.runtime.log import get_logger
@@ -73,7 +80,6 @@ from agentgram.runtime.log import get_logger
 log = get_logger("telegram.ingest")
 
 OFFSET_KEY = "telegram.update_offset"
-ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 FIRST_RETRY = 0.5
 MAX_RETRY = 5.0
 WATCHDOG_GRACE = 5.0
@@ -131,14 +137,24 @@ class _Batch:
     end: int | None = None
 
 
+Parse = Callable[[dict[str, Any]], Update]
+"""The driver's parser of one raw update (it raises for one its library cannot read)."""
+Process = Callable[[Update], Awaitable[None]]
+"""The handlers of one update (the dispatcher's)."""
+
+
 class Ingest:
     def __init__(
         self,
-        application: Application,  # type: ignore[type-arg]
+        api: BotApi,
+        parse: Parse,
+        process: Process,
         runtime: IngestRuntime,
         poll_timeout: int,
     ) -> None:
-        self.application = application
+        self.api = api
+        self.parse = parse
+        self.process = process
         self.runtime = runtime
         self.store = runtime.values
         self.poll_timeout = poll_timeout
@@ -183,14 +199,9 @@ class Ingest:
         return result
 
     async def _get_updates(self, offset: int) -> Any:
-        """The raw ``getUpdates`` result: python-telegram-bot's ``get_updates`` parses the whole
-        batch or raises, and ``do_api_request`` refuses the methods it knows, so this goes to the
-        bot's request layer directly (the same path, rate limiter and timeouts included)."""
-        data = {"timeout": self.poll_timeout, "allowed_updates": ALLOWED_UPDATES}
-        if offset:
-            data["offset"] = offset
-        return await self.application.bot._post(  # see the docstring
-            "getUpdates", data, read_timeout=self.poll_timeout + WATCHDOG_GRACE / 2
+        """The raw ``getUpdates`` result (the driver leaves each update unparsed)."""
+        return await self.api.get_updates_raw(
+            offset, self.poll_timeout, self.poll_timeout + WATCHDOG_GRACE / 2, ALLOWED_UPDATES
         )
 
     def _retry_delay(self, error: BaseException | None, failures: int) -> float:
@@ -237,7 +248,7 @@ class Ingest:
                 continue
             batch.end = max(batch.end or 0, update_id + 1)
             try:
-                update = Update.de_json(raw, self.application.bot)
+                update = self.parse(raw)
             except Exception as error:
                 batch.poison.append(_poison(update_id, raw, error))
                 continue
@@ -275,7 +286,7 @@ class Ingest:
 
     async def _process(self, update: Update) -> None:
         try:
-            await self.application.process_update(update)
+            await self.process(update)
         except Exception:  # a handler's failure must not stop polling; the update is confirmed
             log.exception("handling update %s failed", update.update_id)
 

@@ -9,7 +9,7 @@ Detaching and finishing reach here from the chat's outbox (:mod:`bot.telegram.de
 the line keeps its place among the turn's other output.
 
 **Ticking**: one ticker task per chat that has live lines. Each round edits the chat's lines
-one after another — one request in flight per chat, each through PTB's rate limiter, which
+one after another — one request in flight per chat, each through the driver's rate limiter, which
 waits out a 429's ``retry_after`` — then sleeps ``telegram.job_status_interval``: no line is
 edited more than once per interval however many run, and a slow or throttled round only pushes
 the next one out. A lost tick is not retried (the next one shows a later time). The ticker ends
@@ -30,9 +30,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup
-
 from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
+from agentgram.bot.telegram.port import Keyboard, KeyButton
 from agentgram.bot.telegram.render import escape
 from agentgram.bot.telegram.sender import BRIEF, ONCE, Edit, edit_html, send_html
 from agentgram.bot.telegram.wording import span_text
@@ -80,11 +79,9 @@ def elapsed_text(t: Translator, lang: str | None, started_at: datetime, until: d
     return span_text(t, lang, max(0.0, seconds))
 
 
-def stop_keyboard(
-    t: Translator, lang: str | None, run_id: int, label_key: str = "jobs-stop"
-) -> InlineKeyboardMarkup:
+def stop_keyboard(t: Translator, lang: str | None, run_id: int, label_key: str = "jobs-stop") -> Keyboard:
     data = encode(Button(ButtonAction.CALL_CANCEL, str(run_id)))
-    return InlineKeyboardMarkup([[InlineKeyboardButton(t.t(lang, label_key), callback_data=data)]])
+    return Keyboard([[KeyButton(t.t(lang, label_key), callback_data=data)]])
 
 
 def ended_html(t: Translator, lang: str | None, command: str, status: str, elapsed: str) -> str:

@@ -1,9 +1,9 @@
 """The Telegram adapter's metrics, registered in the runtime's :data:`~runtime.metrics.REGISTRY`.
 
 * ``agentgram_telegram_api_calls_total{method, result}``: every HTTP request to the Bot
-  API, counted where every one passes: the request layer of python-telegram-bot
-  (:class:`MeteredRequest`, a ``HTTPXRequest`` whose ``do_request`` counts), for both the
-  bot's requests and the ingest's raw ``getUpdates``. ``result`` is ``ok`` (2xx),
+  API, counted by the driver where every one passes (:func:`count_call`: python-telegram-bot's
+  request layer, aiogram's session middleware), the ingest's raw ``getUpdates`` included.
+  ``result`` is ``ok`` (2xx),
   ``429``, ``5xx``, ``4xx`` (any other refusal), ``timeout`` or ``error`` (no answer:
   connection refused, reset). Each retry is a call of its own; a file download is
   ``method="file"`` (its URL is a file path, no method name).
@@ -30,9 +30,6 @@ import weakref
 from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Gauge
-from telegram._utils.types import ODVInput
-from telegram.error import TimedOut
-from telegram.request import BaseRequest, HTTPXRequest, RequestData
 
 from agentgram.runtime.metrics import REGISTRY
 
@@ -72,40 +69,9 @@ def result_of(status: int) -> str:
     return "5xx" if status >= 500 else "4xx"
 
 
-def method_of(url: str, http_method: str) -> str:
-    """The Bot API method a request calls: the URL's last segment (``…/bot<token>/sendMessage``).
-
-    PTB posts every API call; a GET is a file download, whose URL ends in a file path.
-    """
-    return url.rsplit("/", 1)[-1] if http_method == "POST" else "file"
-
-
-class MeteredRequest(HTTPXRequest):
-    """PTB's HTTP layer, counting each request's result in :data:`API_CALLS`."""
-
-    async def do_request(
-        self,
-        url: str,
-        method: str,
-        request_data: RequestData | None = None,
-        read_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
-        write_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
-        connect_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
-        pool_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
-    ) -> tuple[int, bytes]:
-        name = method_of(url, method)
-        try:
-            status, payload = await super().do_request(
-                url, method, request_data, read_timeout, write_timeout, connect_timeout, pool_timeout
-            )
-        except TimedOut:  # before NetworkError, its base
-            API_CALLS.labels(method=name, result="timeout").inc()
-            raise
-        except Exception:  # no answer (PTB's NetworkError); a cancelled request is not counted
-            API_CALLS.labels(method=name, result="error").inc()
-            raise
-        API_CALLS.labels(method=name, result=result_of(status)).inc()
-        return status, payload
+def count_call(method: str, result: str) -> None:
+    """One Bot API request and its ``result`` label (:func:`result_of`, ``timeout`` or ``error``)."""
+    API_CALLS.labels(method=method, result=result).inc()
 
 
 def watch(delivery: Delivery, ingest: Ingest) -> None:

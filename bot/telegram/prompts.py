@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup
-
+from agentgram.bot.shown import decision_key
 from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
+from agentgram.bot.telegram.port import Keyboard, KeyButton
 from agentgram.bot.telegram.render import escape
 from agentgram.runtime.app import ApprovalStatus
 from agentgram.runtime.events import ApprovalDetails
@@ -38,7 +38,7 @@ class Attachment:
 @dataclass(slots=True, frozen=True)
 class Prompt:
     html: str
-    keyboard: InlineKeyboardMarkup
+    keyboard: Keyboard
     attachment: Attachment | None = None  # sent as a document, in reply to the prompt
     body: str = ""  # ``html`` without the reply hint: what the decided prompt keeps (decided_prompt)
 
@@ -120,19 +120,17 @@ def _short(text: str) -> str:
     return text if len(text) <= VALUE_SHOWN else text[: VALUE_SHOWN - 1] + "…"
 
 
-def approval_keyboard(
-    t: Translator, lang: str | None, request_id: str, *, always: bool = True
-) -> InlineKeyboardMarkup:
+def approval_keyboard(t: Translator, lang: str | None, request_id: str, *, always: bool = True) -> Keyboard:
     """Approve / Reject, then ⏱ 15 min and — when a saved rule could cover the call
     (``ApprovalDetails.can_always``) — 🔁 Always."""
 
-    def button(label: str, action: ButtonAction) -> InlineKeyboardButton:
-        return InlineKeyboardButton(t.t(lang, label), callback_data=encode(Button(action, request_id)))
+    def button(label: str, action: ButtonAction) -> KeyButton:
+        return KeyButton(t.t(lang, label), callback_data=encode(Button(action, request_id)))
 
     trust = [button("btn-trust-15", ButtonAction.TRUST_15)]
     if always:
         trust.append(button("btn-trust-always", ButtonAction.ALWAYS))
-    return InlineKeyboardMarkup(
+    return Keyboard(
         [[button("btn-approve", ButtonAction.APPROVE), button("btn-reject", ButtonAction.REJECT)], trust]
     )
 
@@ -140,20 +138,13 @@ def approval_keyboard(
 REASON_SHOWN = 300
 """Characters of a rejection reason repeated under the prompt (the model reads all of it)."""
 
-_DECISION_KEYS = {
-    ApprovalStatus.APPROVED: "approval-approved",
-    ApprovalStatus.REJECTED: "approval-rejected",
-    ApprovalStatus.EXPIRED: "approval-expired",
-    ApprovalStatus.CANCELLED: "approval-cancelled",
-}
-
 
 def decision_line(t: Translator, lang: str | None, status: str, reason: str | None) -> str:
     """What the prompt ends with once decided; the prompt plus this line stays within one message."""
     if status == ApprovalStatus.REJECTED and reason:
         shown = reason if len(reason) <= REASON_SHOWN else reason[: REASON_SHOWN - 1] + "…"
         return t.t(lang, "approval-rejected-reason", reason=escape(shown))
-    return t.t(lang, _DECISION_KEYS.get(ApprovalStatus(status), "approval-cancelled"))
+    return t.t(lang, decision_key(status, reason))
 
 
 def _cut(text: str) -> tuple[str, bool]:

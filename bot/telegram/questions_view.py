@@ -12,9 +12,8 @@ that did not send it can still edit it.
 
 from __future__ import annotations
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup
-
 from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
+from agentgram.bot.telegram.port import Keyboard, KeyButton
 from agentgram.bot.telegram.render import escape
 from agentgram.bot.telegram.sender import PERSISTENT, edit_html, send_html
 from agentgram.runtime.app import QuestionStatus
@@ -31,19 +30,19 @@ def question_body(t: Translator, lang: str | None, question: str) -> str:
     return f"{t.t(lang, 'question-title')}\n{escape(question)}"
 
 
-def question_keyboard(question_id: str, options: tuple[str, ...]) -> InlineKeyboardMarkup | None:
+def question_keyboard(question_id: str, options: tuple[str, ...]) -> Keyboard | None:
     if not options:
         return None
     rows = [
         [
-            InlineKeyboardButton(
+            KeyButton(
                 _label(option),
                 callback_data=encode(Button(ButtonAction.QUESTION_ANSWER, f"{question_id}_{i}")),
             )
         ]
         for i, option in enumerate(options)
     ]
-    return InlineKeyboardMarkup(rows)
+    return Keyboard(rows)
 
 
 def ending_line(t: Translator, lang: str | None, event: QuestionResolved) -> str:

@@ -1,4 +1,6 @@
-"""python-telegram-bot's ``AIORateLimiter``, minus the calls that send no message.
+"""Which Bot API calls the drivers' rate limiters meter: PTB's ``AIORateLimiter``
+(:class:`~.drivers.ptb.MessageRateLimiter`) and aiogram's session middleware
+(:mod:`.drivers.aiogram`) both read these two sets.
 
 Telegram's published guidance limits *messages* (about 30 per second
 overall, one per second per chat, 20 per minute per group). PTB's limiter
@@ -16,27 +18,5 @@ every other request while PTB retries it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from typing import Any
-
-from telegram.ext import AIORateLimiter
-
 UNMETERED = frozenset({"sendChatAction", "setMessageReaction", "answerCallbackQuery"})
 UNLIMITED = frozenset({"answerCallbackQuery", "sendMessageDraft"})
-
-
-class MessageRateLimiter(AIORateLimiter):
-    async def process_request(
-        self,
-        callback: Callable[..., Coroutine[Any, Any, Any]],
-        args: Any,
-        kwargs: dict[str, Any],
-        endpoint: str,
-        data: dict[str, Any],
-        rate_limit_args: int | None,
-    ) -> Any:
-        if endpoint in UNLIMITED:
-            return await callback(*args, **kwargs)
-        if endpoint in UNMETERED:
-            data = {key: value for key, value in data.items() if key != "chat_id"}
-        return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)

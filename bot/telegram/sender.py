@@ -39,23 +39,24 @@ import asyncio
 import enum
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
-from telegram import InlineKeyboardMarkup, Message
-from telegram.constants import ParseMode
-from telegram.error import (
+from agentgram.bot.telegram.metrics import SEND_RETRIES
+from agentgram.bot.telegram.port import (
+    HTML,
     BadRequest,
+    BotApi,
     ChatMigrated,
     Conflict,
     Forbidden,
     InvalidToken,
+    Keyboard,
     RetryAfter,
+    Sent,
     TelegramError,
+    Text,
 )
-
-from agentgram.bot.telegram.metrics import SEND_RETRIES
 from agentgram.bot.telegram.render import html_to_text
 from agentgram.bot.telegram.split import split_html
 from agentgram.runtime.log import get_logger
@@ -92,9 +93,8 @@ _PERMANENT = (BadRequest, Forbidden, InvalidToken, ChatMigrated, Conflict)
 
 
 def retry_after_seconds(error: RetryAfter) -> float:
-    """A 429's ``retry_after`` in seconds (PTB gives a timedelta or a number)."""
-    delay = error.retry_after
-    return delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+    """A 429's ``retry_after`` in seconds."""
+    return error.retry_after
 
 
 async def with_retry(call: Callable[[], Awaitable[T]], retry: Retry, what: str) -> T:
@@ -132,7 +132,7 @@ def is_entity_error(error: BadRequest) -> bool:
 
 
 def _status(error: TelegramError) -> int | None:
-    """The HTTP status behind a PTB error (PTB keeps only the class): for the log line."""
+    """The HTTP status behind an error (the port keeps only the class): for the log line."""
     for kind, status in ((Forbidden, 403), (InvalidToken, 401), (Conflict, 409), (RetryAfter, 429)):
         if isinstance(error, kind):
             return status
@@ -156,15 +156,15 @@ def _refused(what: str, error: TelegramError) -> None:
 
 
 async def send_html(
-    bot,  # type: ignore[no-untyped-def]
+    bot: BotApi,
     chat_id: int,
     html: str,
     *,
-    reply_markup: InlineKeyboardMarkup | None = None,
+    reply_markup: Keyboard | None = None,
     silent: bool = False,
     reply_to: int | None = None,
     retry: Retry = BRIEF,
-) -> Message | None:
+) -> Sent | None:
     """Send ``html`` as one message, or several when it is longer than Telegram allows.
 
     The first piece replies to ``reply_to``, the last carries the keyboard.
@@ -173,7 +173,7 @@ async def send_html(
     before a missing one.
     """
     parts = split_html(html) if html.strip() else [html]
-    sent: Message | None = None
+    sent: Sent | None = None
     for index, part in enumerate(parts):
         last = index == len(parts) - 1
         sent = await _send_one(
@@ -191,23 +191,25 @@ async def send_html(
 
 
 async def _send_one(
-    bot,  # type: ignore[no-untyped-def]
+    bot: BotApi,
     chat_id: int,
     html: str,
     *,
-    reply_markup: InlineKeyboardMarkup | None,
+    reply_markup: Keyboard | None,
     silent: bool,
     reply_to: int | None,
     retry: Retry,
-) -> Message | None:
-    kwargs: dict[str, Any] = {"reply_markup": reply_markup, "disable_notification": silent}
-    if reply_to is not None:  # a deleted original must not cost the message
-        kwargs |= {"reply_to_message_id": reply_to, "allow_sending_without_reply": True}
+) -> Sent | None:
     what = f"send to chat {chat_id}"
+    message = Text(
+        html,
+        parse_mode=HTML,
+        reply_markup=reply_markup,
+        disable_notification=silent,
+        reply_to_message_id=reply_to,  # a deleted original does not cost the message (BotApi)
+    )
     try:
-        return await with_retry(
-            lambda: bot.send_message(chat_id, html, parse_mode=ParseMode.HTML, **kwargs), retry, what
-        )
+        return await with_retry(lambda: bot.send_message(chat_id, message), retry, what)
     except BadRequest as error:
         if not is_entity_error(error):
             _refused(what, error)
@@ -216,9 +218,9 @@ async def _send_one(
     except TelegramError as error:
         _refused(what, error)
         return None
-    plain = html_to_text(html) or "…"
+    plain = replace(message, text=html_to_text(html) or "…", parse_mode=None)
     try:
-        return await with_retry(lambda: bot.send_message(chat_id, plain, **kwargs), retry, what)
+        return await with_retry(lambda: bot.send_message(chat_id, plain), retry, what)
     except TelegramError as error:
         _refused(f"plain {what}", error)
         return None
@@ -231,12 +233,12 @@ class Edit(enum.StrEnum):
 
 
 async def edit_html(
-    bot,  # type: ignore[no-untyped-def]
+    bot: BotApi,
     chat_id: int,
     message_id: int,
     html: str,
     *,
-    reply_markup: InlineKeyboardMarkup | None = None,
+    reply_markup: Keyboard | None = None,
     retry: Retry = BRIEF,
 ) -> Edit:
     what = f"edit in chat {chat_id}"
@@ -244,7 +246,7 @@ async def edit_html(
     async def edit(text: str, parse_mode: str | None) -> Edit:
         await with_retry(
             lambda: bot.edit_message_text(
-                text, chat_id=chat_id, message_id=message_id, parse_mode=parse_mode, reply_markup=reply_markup
+                chat_id, message_id, Text(text, parse_mode=parse_mode, reply_markup=reply_markup)
             ),
             retry,
             what,
@@ -253,7 +255,7 @@ async def edit_html(
 
     try:
         try:
-            return await edit(html, ParseMode.HTML)
+            return await edit(html, HTML)
         except BadRequest as error:
             if not is_entity_error(error):
                 raise
@@ -288,12 +290,12 @@ class DraftSent:
     """Seconds a 429 asks to wait before the chat's next draft."""
 
 
-async def send_draft(bot, chat_id: int, draft_id: int, html: str) -> DraftSent:  # type: ignore[no-untyped-def]
+async def send_draft(bot: BotApi, chat_id: int, draft_id: int, html: str) -> DraftSent:
     """Show ``html`` (≤ 4096 characters) as the chat's draft ``draft_id``: one try, never a retry.
 
     A draft is a preview that the next one replaces, so a transient failure is
     skipped rather than retried. Refused HTML entities are sent again as plain
-    text, as for messages. A 400 other than that, or a 404 (PTB's
+    text, as for messages. A 400 other than that, or a 404 (the port's
     ``InvalidToken``: an older Bot API server without the method), is a refusal.
     """
 
@@ -304,7 +306,7 @@ async def send_draft(bot, chat_id: int, draft_id: int, html: str) -> DraftSent: 
 
     try:
         try:
-            await draft(html, ParseMode.HTML)
+            await draft(html, HTML)
         except BadRequest as error:
             if not is_entity_error(error):
                 raise
@@ -334,7 +336,7 @@ class MessageGroup:
     silent: bool = False
     pieces: list[_Piece] = field(default_factory=list)
 
-    async def show(self, bot, html: str, *, retry: Retry = ONCE) -> bool:  # type: ignore[no-untyped-def]
+    async def show(self, bot: BotApi, html: str, *, retry: Retry = ONCE) -> bool:
         """Make the chat show ``html``: edit changed pieces, send new ones, skip the same.
 
         A piece remembers only text the chat really shows, so after a failed
@@ -360,7 +362,7 @@ class MessageGroup:
         del self.pieces[len(parts) :]
         return shown
 
-    async def _update(self, bot, piece: _Piece, part: str, retry: Retry) -> bool:  # type: ignore[no-untyped-def]
+    async def _update(self, bot: BotApi, piece: _Piece, part: str, retry: Retry) -> bool:
         if piece.html == part:
             return True
         result = await edit_html(bot, self.chat_id, piece.message_id, part, retry=retry)

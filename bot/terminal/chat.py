@@ -38,6 +38,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console, RenderableType
 from rich.text import Text
 
+from agentgram.bot.shown import HEADLESS, decision_key, reaches_chat
 from agentgram.bot.terminal import view
 from agentgram.bot.terminal.answers import (
     Command,
@@ -85,8 +86,6 @@ EXIT_WINDOW = 2.0
 """Seconds within which a second Ctrl-C exits instead of stopping again."""
 LIVE_LINES = 3
 """Lines of a streaming reply shown live above the input line."""
-_HEADLESS = frozenset({SessionSource.TIC, SessionSource.CRON})
-_HEADLESS_SPEAKS = (ApprovalRequested, ApprovalResolved, Report, FileOutput)
 _ACK = {
     PostResult.QUEUED: "noted-busy",
     PostResult.WAITING_APPROVAL: "noted-busy",
@@ -154,7 +153,7 @@ class TerminalChat:
     def __call__(self, event: RuntimeEvent) -> None:
         if event.to.chat_id != self.user_id:
             return
-        headless = event.to.source in _HEADLESS and self.alone and isinstance(event, _HEADLESS_SPEAKS)
+        headless = event.to.source in HEADLESS and self.alone and reaches_chat(event)
         if event.to.source == SessionSource.TERMINAL or headless:
             self.events.put_nowait(event)
 
@@ -484,12 +483,7 @@ class TerminalChat:
 
     def _resolved(self, event: ApprovalResolved) -> None:
         self._decided(event.request_id)
-        keys = {
-            "approved": "approval-approved",
-            "cancelled": "approval-cancelled",
-            "expired": "approval-expired",
-        }
-        key = keys.get(event.status, "approval-rejected-reason" if event.reason else "approval-rejected")
+        key = decision_key(event.status, event.reason)
         self.print(view.worded(self.t, key, reason=event.reason or ""))
 
     def _report(self, event: Report) -> None:

@@ -19,6 +19,7 @@ from rich.padding import Padding
 from rich.syntax import Syntax
 from rich.text import Text
 
+from agentgram.bot.shown import PHASE_MARK, job_state
 from agentgram.runtime.events import ApprovalDetails, QuestionAsked, ToolPhase
 from agentgram.runtime.i18n import Translator
 from agentgram.runtime.scheduler.values import Job
@@ -31,15 +32,6 @@ _STYLES = {
     "code": "cyan",
     "pre": "cyan",
     "a": "underline",
-}
-PHASE_MARK = {
-    ToolPhase.STARTED: "…",
-    ToolPhase.RUNNING: "…",
-    ToolPhase.DONE: "✓",
-    ToolPhase.FAILED: "✗",
-    ToolPhase.REJECTED: "🚫",
-    ToolPhase.CANCELLED: "⏹",
-    ToolPhase.DETACHED: "⏳",
 }
 ENDED = frozenset(
     {ToolPhase.DONE, ToolPhase.FAILED, ToolPhase.REJECTED, ToolPhase.CANCELLED, ToolPhase.DETACHED}
@@ -123,7 +115,7 @@ def you(text: str) -> Text:
 
 def cron_item(t: Translator, job: Job) -> Text:
     """One job as ``/cron`` lists it: its state, title, id, schedule as typed and next run."""
-    state = "⏳" if job.running else "✅" if job.finished else "⏰" if job.enabled else "⏸"
+    state = job_state(job).value
     when = job.next_run.astimezone(job.zone).strftime("%Y-%m-%d %H:%M") if job.next_run else "—"
     return worded(
         t,

@@ -11,20 +11,21 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from telegram.error import BadRequest
 
 from agentgram.bot.cli import main
 from agentgram.bot.telegram.app import START_RETRY, compose
+from agentgram.bot.telegram.port import BadRequest
 from agentgram.bot.telegram.sender import Retry
-from tests.conftest import ALLOWED_USER, make_settings
+from tests.conftest import ALLOWED_USER, DRIVERS, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Text
 from tests.fakes.telegram_server import FakeTelegram
 
 FAST = Retry(attempts=None, first_delay=0.01, max_delay=0.05)
 
 
+@pytest.mark.parametrize("telegram_library", DRIVERS)
 async def test_each_start_step_that_talks_to_telegram_retries_then_the_bot_answers(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, telegram_library: str
 ) -> None:
     caplog.set_level(logging.INFO, logger="agentgram")
     async with FakeTelegram() as tg, FakeOpenAI(models=("main-model",)) as llm:
@@ -32,7 +33,8 @@ async def test_each_start_step_that_talks_to_telegram_retries_then_the_bot_answe
         tg.fail_next("deleteWebhook", status=500)
         tg.fail_next("setMyCommands", status=504)
         tg.fail_next("setMyCommands", invalid_json=True)  # a proxy's HTML page: not even a NetworkError
-        bot = compose(make_settings(tmp_path, llm.base_url, tg.root), start_retry=FAST)
+        settings = make_settings(tmp_path, llm.base_url, tg.root, telegram={"library": telegram_library})
+        bot = compose(settings, start_retry=FAST)
         await bot.start()
         try:
             assert [(f.method, f.status) for f in tg.injected] == [
@@ -55,11 +57,14 @@ async def test_each_start_step_that_talks_to_telegram_retries_then_the_bot_answe
     )
 
 
-async def test_a_bad_request_at_start_is_not_retried(tmp_path: Path) -> None:
-    """BadRequest is a NetworkError subclass in python-telegram-bot: it must not count as transient."""
+@pytest.mark.parametrize("telegram_library", DRIVERS)
+async def test_a_bad_request_at_start_is_not_retried(tmp_path: Path, telegram_library: str) -> None:
+    """A 400 is a refusal, not a transient failure (python-telegram-bot's ``BadRequest`` is a
+    ``NetworkError`` subclass: the driver's mapping must not make it one)."""
     async with FakeTelegram() as tg, FakeOpenAI(models=("main-model",)) as llm:
         tg.fail_next("deleteWebhook", status=400, description="Bad Request: something", times=5)
-        bot = compose(make_settings(tmp_path, llm.base_url, tg.root), start_retry=FAST)
+        settings = make_settings(tmp_path, llm.base_url, tg.root, telegram={"library": telegram_library})
+        bot = compose(settings, start_retry=FAST)
         try:
             with pytest.raises(BadRequest):
                 await bot.start()

@@ -60,3 +60,43 @@ async def test_a_server_left_by_a_killed_agentgram_is_killed_on_the_next_start(t
         for pgid in groups:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
+
+
+TIME = {"command": sys.executable, "args": ["-m", "mcp_server_time"], "lazy": False, "timeout": 30}
+
+
+async def test_the_real_time_server_leaves_no_process_after_a_sigkill_and_restart(tmp_path: Path) -> None:
+    """mcp-server-time, the published server: whether it ends with the killed bot's stdin or is
+    still running, the next start leaves none of the old processes, and the new one answers."""
+    sections = {
+        "mcp": {"servers": {"time": TIME}},
+        "approval": {"rules": [{"tool": "mcp__time__*", "action": "allow"}]},
+    }
+    groups: list[int] = []
+    try:
+        async with crash_rig(tmp_path, **sections) as rig:
+            await rig.start()
+            assert rig.proc is not None
+            (old,) = [p for p in descendants(rig.proc.pid) if "mcp_server_time" in cmdline(p)]
+            groups.append(old)
+            rig.kill_now(kill_commands=False)
+            await rig.reap_killed()
+
+            rig.llm.script(
+                ToolCalls([Call("mcp__time__get_current_time", {"timezone": "UTC"})]), Text("noon")
+            )
+            await rig.start()
+            await rig.wait(lambda: not _group_alive(old), "the old server's group to be gone")
+            rig.say("what time is it?")
+            await rig.wait_text("noon")
+            (answer,) = [m["content"] for m in rig.llm.requests[-1]["messages"] if m["role"] == "tool"]
+            assert json.loads(answer)["timezone"] == "UTC"
+            assert rig.proc is not None
+            (new,) = [p for p in descendants(rig.proc.pid) if "mcp_server_time" in cmdline(p)]
+            groups.append(new)
+            await rig.terminate()
+            await rig.tg.wait_for(lambda: not _group_alive(new), 10)
+    finally:
+        for pgid in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)

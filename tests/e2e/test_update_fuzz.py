@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from telegram import Update
-
 from agentgram.bot.telegram.callback_data import decode
 from agentgram.bot.telegram.ingest import OFFSET_KEY
 from tests.conftest import ALLOWED_USER, STRANGER
@@ -244,7 +242,7 @@ async def confirmed(tg: FakeTelegram, update_id: int) -> None:
 
 def parses(rig: Rig, payload: dict[str, Any]) -> bool:
     try:
-        Update.de_json(payload, rig.bot.application.bot)
+        rig.bot.driver.parse(payload)
     except Exception:
         return False
     return True

@@ -1687,7 +1687,10 @@ class FakeTelegram(LoopbackServer):
 
     def _send_file(self, params: dict[str, Any], kind: str) -> dict[str, Any]:
         chat_id = self._chat_id(params)
-        stored = self._resolve_file(params.get(kind), kind)
+        value = params.get(kind)
+        if isinstance(value, str) and value.startswith("attach://"):  # a multipart part named so
+            value = params.get(value.removeprefix("attach://"))
+        stored = self._resolve_file(value, kind)
         caption = _str(params, "caption")
         parse_mode = _str(params, "parse_mode") or None
         visible, entities = self._parse_text(caption or "", parse_mode)

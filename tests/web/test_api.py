@@ -212,3 +212,22 @@ async def test_a_sub_agents_frame_sits_between_agent_and_agent_end_after_its_cal
             ("assistant", "The answer is 42."),
         ]
         assert [m["depth"] for m in detail["messages"] if m["kind"].startswith("agent")] == [1, 1]
+
+
+async def test_metrics_over_http_count_the_turn_just_answered(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig, web_view(rig) as web:
+
+        async def finals() -> float:
+            page = await web.client.get("/metrics")
+            assert page.status_code == 200 and page.headers["content-type"].startswith("text/plain")
+            line = next(
+                (x for x in page.text.splitlines() if x.startswith('agentgram_turns_total{outcome="final"}')),
+                'agentgram_turns_total{outcome="final"} 0',
+            )
+            return float(line.rsplit(" ", 1)[1])
+
+        before = await finals()
+        rig.llm.script(Text("Hi there!"))
+        rig.say("hello")
+        await rig.wait_turns()
+        assert await finals() == before + 1

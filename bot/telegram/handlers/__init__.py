@@ -1,15 +1,13 @@
 """Handler files, joined in one place (aiogram's multi-file-bot layout).
 
 Each file exports a :class:`~bot.telegram.router.Router` and registers nothing
-when imported. :func:`join` is the one list of them, in the order PTB tries
+when imported. :func:`join` is the one list of them, in the order the dispatch tries
 them: the access gate first (its own group, so it sees every update), the
-unknown-command fallback last. :func:`install` adds them to an application,
+unknown-command fallback last. :func:`dispatcher` makes the dispatch of them,
 with the one button dispatch that routes presses by the joined table.
 """
 
 from __future__ import annotations
-
-from telegram.ext import Application
 
 from agentgram.bot.telegram import router as routers
 from agentgram.bot.telegram.handlers import (
@@ -28,7 +26,7 @@ from agentgram.bot.telegram.handlers import (
     todos,
     trace,
 )
-from agentgram.bot.telegram.router import FEATURES, JoinedRouter
+from agentgram.bot.telegram.router import Dispatcher, JoinedRouter
 
 
 def join() -> JoinedRouter:
@@ -51,10 +49,10 @@ def join() -> JoinedRouter:
     )
 
 
-def install(application: Application, joined: JoinedRouter) -> None:  # type: ignore[type-arg]
-    """A callback query matches no other handler, so where its dispatch sits in the group is moot."""
-    application.add_handler(buttons.dispatch(joined.buttons), group=FEATURES)
-    joined.install(application)
+def dispatcher(joined: JoinedRouter) -> Dispatcher:
+    """The joined handlers, with the one button dispatch first among the features' (a callback
+    query matches no other handler, so where it sits is moot)."""
+    return Dispatcher.of(joined, first=(buttons.dispatch(joined.buttons),))
 
 
-__all__ = ["install", "join"]
+__all__ = ["dispatcher", "join"]

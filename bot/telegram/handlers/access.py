@@ -24,35 +24,33 @@ what was sent).
 
 from __future__ import annotations
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update, User
-from telegram.constants import ChatType
-from telegram.ext import ApplicationHandlerStop, ContextTypes, TypeHandler
-
 from agentgram.bot.telegram.access_list import PairingRequest
 from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
 from agentgram.bot.telegram.context import BotContext, bot_context
 from agentgram.bot.telegram.handlers import buttons
+from agentgram.bot.telegram.incoming import PRIVATE, Update, User
+from agentgram.bot.telegram.port import Keyboard, KeyButton
 from agentgram.bot.telegram.render import escape
-from agentgram.bot.telegram.router import GATE, Router
+from agentgram.bot.telegram.router import GATE, HandlerContext, OnUpdate, Router, StopUpdate
 from agentgram.bot.telegram.sender import edit_html, send_html
 from agentgram.runtime.log import get_logger
 
 log = get_logger("telegram.access")
 
 
-async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def gate(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     if update.edited_message is not None or update.edited_channel_post is not None:
-        raise ApplicationHandlerStop
+        raise StopUpdate
     user = update.effective_user
     await ctx.access.load()
     if not ctx.allowed(user.id if user else None):
         await _refuse(update, ctx)
-        raise ApplicationHandlerStop
+        raise StopUpdate
     chat = update.effective_chat
-    if chat is not None and chat.type != ChatType.PRIVATE:
+    if chat is not None and chat.type != PRIVATE:
         await _once(ctx, f"group-told:{chat.id}", update, "group-not-supported")
-        raise ApplicationHandlerStop
+        raise StopUpdate
 
 
 async def _refuse(update: Update, ctx: BotContext) -> None:
@@ -67,7 +65,7 @@ async def _refuse(update: Update, ctx: BotContext) -> None:
     chat = update.effective_chat
     if user is None or chat is None:
         return
-    if ctx.settings.telegram.pairing and chat.type == ChatType.PRIVATE and await _pairing(update, ctx, user):
+    if ctx.settings.telegram.pairing and chat.type == PRIVATE and await _pairing(update, ctx, user):
         return
     await _once(ctx, f"refused:{user.id}", update, "not-allowed", id=str(user.id))
 
@@ -118,15 +116,15 @@ def _owner_text(ctx: BotContext, key: str, request: PairingRequest) -> str:
     return ctx.translator.t(None, key, id=str(request.user_id), user=escape(request.who), code=request.code)
 
 
-def _decision_keyboard(ctx: BotContext, request: PairingRequest) -> InlineKeyboardMarkup:
+def _decision_keyboard(ctx: BotContext, request: PairingRequest) -> Keyboard:
     arg = f"{request.user_id}_{request.code}"
     approve = Button(ButtonAction.PAIR_APPROVE, arg)
     deny = Button(ButtonAction.PAIR_DENY, arg)
-    return InlineKeyboardMarkup(
+    return Keyboard(
         [
             [
-                InlineKeyboardButton(ctx.translator.t(None, "btn-approve"), callback_data=encode(approve)),
-                InlineKeyboardButton(ctx.translator.t(None, "btn-deny"), callback_data=encode(deny)),
+                KeyButton(ctx.translator.t(None, "btn-approve"), callback_data=encode(approve)),
+                KeyButton(ctx.translator.t(None, "btn-deny"), callback_data=encode(deny)),
             ]
         ]
     )
@@ -159,7 +157,7 @@ async def _decide(update: Update, ctx: BotContext, button: Button) -> None:
 
 router = Router(
     "access",
-    handlers=(TypeHandler(Update, gate),),
+    handlers=(OnUpdate(gate),),
     buttons={ButtonAction.PAIR_APPROVE: _decide, ButtonAction.PAIR_DENY: _decide},
     group=GATE,
 )

@@ -12,15 +12,14 @@ whichever way it was decided (button, reply, /stop, timeout).
 
 from __future__ import annotations
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
-from telegram.ext import CommandHandler, ContextTypes
-
 from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
 from agentgram.bot.telegram.context import BotContext, bot_context, envelope_id
 from agentgram.bot.telegram.handlers import buttons
 from agentgram.bot.telegram.handlers.buttons import callback_query
+from agentgram.bot.telegram.incoming import Update
+from agentgram.bot.telegram.port import Keyboard, KeyButton
 from agentgram.bot.telegram.render import escape
-from agentgram.bot.telegram.router import Router
+from agentgram.bot.telegram.router import Command, HandlerContext, Router
 from agentgram.bot.telegram.sender import edit_html, send_html
 from agentgram.bot.telegram.wording import local_time, scope_text
 from agentgram.runtime.app import Bypass, DecisionResult, Rule
@@ -50,7 +49,7 @@ async def _always(update: Update, ctx: BotContext, button: Button) -> None:
         await buttons.answer(update, ctx.text(update, "approval-stale"))
         return
     await buttons.answer(update)
-    keyboard = InlineKeyboardMarkup(
+    keyboard = Keyboard(
         [
             [
                 _button(ctx.text(update, "btn-confirm"), Button(ButtonAction.ALWAYS_CONFIRM, button.arg)),
@@ -97,7 +96,7 @@ async def _toast(
 APPROVALS_SHOWN = 10
 
 
-async def list_approvals(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def list_approvals(update: Update, context: HandlerContext) -> None:
     """Each pending request as a reply to its prompt: tapping the quote jumps there
     (private chats have no message links), and replying to the prompt rejects with a reason."""
     ctx = bot_context(context)
@@ -116,7 +115,7 @@ async def list_approvals(update: Update, context: ContextTypes.DEFAULT_TYPE) -> 
 # --- /trust and revoking ----------------------------------------------------------------
 
 
-async def list_trust(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def list_trust(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
@@ -178,17 +177,17 @@ def _scope_from_arg(arg: str) -> str:
 # --- wiring -------------------------------------------------------------------------------
 
 
-def _button(label: str, button: Button) -> InlineKeyboardButton:
-    return InlineKeyboardButton(label, callback_data=encode(button))
+def _button(label: str, button: Button) -> KeyButton:
+    return KeyButton(label, callback_data=encode(button))
 
 
-def _one(label: str, button: Button) -> InlineKeyboardMarkup:
-    return InlineKeyboardMarkup([[_button(label, button)]])
+def _one(label: str, button: Button) -> Keyboard:
+    return Keyboard([[_button(label, button)]])
 
 
 router = Router(
     "approvals",
-    handlers=(CommandHandler("approvals", list_approvals), CommandHandler("trust", list_trust)),
+    handlers=(Command("approvals", list_approvals), Command("trust", list_trust)),
     buttons={
         ButtonAction.APPROVE: _decide,
         ButtonAction.REJECT: _decide,

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 from functools import partial
 
-from telegram import CallbackQuery, Update
-from telegram.error import TelegramError
-from telegram.ext import CallbackQueryHandler, ContextTypes
-
 from agentgram.bot.telegram.callback_data import decode
 from agentgram.bot.telegram.context import bot_context
-from agentgram.bot.telegram.router import ButtonHandler, ButtonTable
+from agentgram.bot.telegram.incoming import CallbackQuery, Update
+from agentgram.bot.telegram.port import TelegramError
+from agentgram.bot.telegram.router import ButtonHandler, ButtonTable, HandlerContext, OnButton
 from agentgram.bot.telegram.sender import Retry, with_retry
 from agentgram.runtime.log import get_logger
 
@@ -59,7 +57,7 @@ async def answer(update: Update, text: str | None = None) -> None:
         log.warning("button answer given up: %s: %s", type(error).__name__, error)
 
 
-async def on_button(table: ButtonTable, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_button(table: ButtonTable, update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     button = decode(callback_query(update).data)
     handler = table.get(button.action) if button is not None else None
@@ -69,9 +67,9 @@ async def on_button(table: ButtonTable, update: Update, context: ContextTypes.DE
     await handler(update, ctx, button)
 
 
-def dispatch(table: ButtonTable) -> CallbackQueryHandler[ContextTypes.DEFAULT_TYPE, None]:
+def dispatch(table: ButtonTable) -> OnButton:
     """The one handler of every callback query, routing by ``table`` (the joined routers')."""
-    return CallbackQueryHandler(partial(on_button, table))
+    return OnButton(partial(on_button, table))
 
 
 __all__ = ["ANSWER_RETRY", "ButtonHandler", "answer", "callback_query", "dispatch", "on_button"]

@@ -8,11 +8,10 @@ Unknown commands get the help text and never reach the model.
 
 from __future__ import annotations
 
-from telegram import BotCommand, Update
-from telegram.ext import CommandHandler, ContextTypes, MessageHandler, filters
-
 from agentgram.bot.telegram.context import bot_context, envelope_id
-from agentgram.bot.telegram.router import Router
+from agentgram.bot.telegram.incoming import Update
+from agentgram.bot.telegram.port import BotCommand
+from agentgram.bot.telegram.router import Command, HandlerContext, OnMessage, Router, is_command
 from agentgram.bot.telegram.sender import send_html
 from agentgram.runtime.i18n import Translator
 
@@ -44,13 +43,13 @@ def menu(translator: Translator) -> dict[str | None, list[BotCommand]]:
     return menus
 
 
-async def _reply(update: Update, context: ContextTypes.DEFAULT_TYPE, key: str, **params: str | int) -> None:
+async def _reply(update: Update, context: HandlerContext, key: str, **params: str | int) -> None:
     chat = update.effective_chat
     assert chat is not None
     await send_html(context.bot, chat.id, bot_context(context).text(update, key, **params))
 
 
-async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def start(update: Update, context: HandlerContext) -> None:
     """What the bot is, then the command list (the README promises both)."""
     chat = update.effective_chat
     assert chat is not None
@@ -59,11 +58,11 @@ async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await send_html(context.bot, chat.id, text)
 
 
-async def help_(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def help_(update: Update, context: HandlerContext) -> None:
     await _reply(update, context, "help-text")
 
 
-async def new(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def new(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     chat, user = update.effective_chat, update.effective_user
     assert chat is not None
@@ -73,24 +72,24 @@ async def new(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await _reply(update, context, "new-session")
 
 
-async def stop(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def stop(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     await ctx.runtime.stop(await ctx.session(update), envelope_id(update))
 
 
-async def pause(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def pause(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     running = await ctx.runtime.pause(await ctx.session(update), envelope_id(update))
     await _reply(update, context, "pausing" if running else "nothing-to-pause")
 
 
-async def resume(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def resume(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     resumed = await ctx.runtime.resume(await ctx.session(update), envelope_id(update))
     await _reply(update, context, "resumed" if resumed else "nothing-to-resume")
 
 
-async def unknown(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def unknown(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
@@ -101,16 +100,14 @@ async def unknown(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 router = Router(
     "commands",
     handlers=(
-        CommandHandler("start", start),
-        CommandHandler("help", help_),
-        CommandHandler("new", new),
-        CommandHandler("stop", stop),
-        CommandHandler("pause", pause),
-        CommandHandler("resume", resume),
+        Command("start", start),
+        Command("help", help_),
+        Command("new", new),
+        Command("stop", stop),
+        Command("pause", pause),
+        Command("resume", resume),
     ),
 )
 
-fallback = Router(
-    "fallback", handlers=(MessageHandler(filters.UpdateType.MESSAGE & filters.COMMAND, unknown),)
-)
+fallback = Router("fallback", handlers=(OnMessage(is_command, unknown),))
 """Joined last: any command no other router took."""

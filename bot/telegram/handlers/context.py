@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
-from telegram.ext import CommandHandler, ContextTypes
-
 from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
 from agentgram.bot.telegram.context import BotContext, bot_context
 from agentgram.bot.telegram.handlers import buttons
+from agentgram.bot.telegram.incoming import Update
+from agentgram.bot.telegram.port import Keyboard, KeyButton
 from agentgram.bot.telegram.render import escape, markdown_to_html
-from agentgram.bot.telegram.router import Router
+from agentgram.bot.telegram.router import Command, HandlerContext, Router
 from agentgram.bot.telegram.sender import send_html
 from agentgram.bot.telegram.wording import local_time
 from agentgram.runtime.app import MARK_END, MARK_START, CompactionOutcome, SearchHit
@@ -36,9 +35,7 @@ def _chat_id(update: Update) -> int:
     return chat.id
 
 
-async def _say(
-    update: Update, ctx: BotContext, html: str, markup: InlineKeyboardMarkup | None = None
-) -> None:
+async def _say(update: Update, ctx: BotContext, html: str, markup: Keyboard | None = None) -> None:
     await send_html(update.get_bot(), _chat_id(update), html, reply_markup=markup)
 
 
@@ -49,7 +46,7 @@ def _when(update: Update, ctx: BotContext, moment: datetime) -> str:
 # --- /context and /compact -----------------------------------------------------------------
 
 
-async def context_(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def context_(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     usage = await ctx.runtime.context_usage(await ctx.session(update))
     lines = [
@@ -89,7 +86,7 @@ _COMPACT_KEYS = {
 }
 
 
-async def compact(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def compact(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     report = await ctx.runtime.compact(await ctx.session(update))
     await _say(update, ctx, ctx.text(update, _COMPACT_KEYS[report.outcome], rows=report.folded_rows))
@@ -98,7 +95,7 @@ async def compact(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 # --- /search ---------------------------------------------------------------------------------
 
 
-async def search(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def search(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     words = " ".join(context.args or []).strip()
     if not words:
@@ -123,14 +120,12 @@ def _bold_matches(hit: SearchHit) -> str:
     return escape(hit.snippet).replace(MARK_START, "<b>").replace(MARK_END, "</b>")
 
 
-def _open_buttons(hits: list[SearchHit]) -> InlineKeyboardMarkup:
+def _open_buttons(hits: list[SearchHit]) -> Keyboard:
     keys = [
-        InlineKeyboardButton(
-            f"📖 {number}", callback_data=encode(Button(ButtonAction.OPEN_EXCHANGE, str(hit.row_id)))
-        )
+        KeyButton(f"📖 {number}", callback_data=encode(Button(ButtonAction.OPEN_EXCHANGE, str(hit.row_id))))
         for number, hit in enumerate(hits, start=1)
     ]
-    return InlineKeyboardMarkup([keys[i : i + BUTTONS_PER_ROW] for i in range(0, len(keys), BUTTONS_PER_ROW)])
+    return Keyboard([keys[i : i + BUTTONS_PER_ROW] for i in range(0, len(keys), BUTTONS_PER_ROW)])
 
 
 async def open_exchange(update: Update, ctx: BotContext, button: Button) -> None:
@@ -152,9 +147,9 @@ async def open_exchange(update: Update, ctx: BotContext, button: Button) -> None
 router = Router(
     "context",
     handlers=(
-        CommandHandler("context", context_),
-        CommandHandler("compact", compact),
-        CommandHandler("search", search),
+        Command("context", context_),
+        Command("compact", compact),
+        Command("search", search),
     ),
     buttons={ButtonAction.OPEN_EXCHANGE: open_exchange},
 )

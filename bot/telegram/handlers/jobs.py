@@ -12,14 +12,13 @@ answers it.
 
 from __future__ import annotations
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
-from telegram.ext import CommandHandler, ContextTypes
-
 from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
 from agentgram.bot.telegram.context import BotContext, bot_context
 from agentgram.bot.telegram.handlers import buttons
+from agentgram.bot.telegram.incoming import Update
 from agentgram.bot.telegram.jobs_view import command_html
-from agentgram.bot.telegram.router import Router
+from agentgram.bot.telegram.port import Keyboard, KeyButton
+from agentgram.bot.telegram.router import Command, HandlerContext, Router
 from agentgram.bot.telegram.sender import send_html
 from agentgram.bot.telegram.wording import span_text
 from agentgram.runtime.app import RunningCall
@@ -27,7 +26,7 @@ from agentgram.runtime.app import RunningCall
 BUTTONS_PER_ROW = 4
 
 
-async def jobs(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def jobs(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
@@ -47,15 +46,15 @@ def _item(update: Update, ctx: BotContext, number: int, call: RunningCall) -> st
     )
 
 
-def _stop_buttons(update: Update, ctx: BotContext, running: list[RunningCall]) -> InlineKeyboardMarkup:
+def _stop_buttons(update: Update, ctx: BotContext, running: list[RunningCall]) -> Keyboard:
     keys = [
-        InlineKeyboardButton(
+        KeyButton(
             ctx.text(update, "jobs-stop-numbered", number=number),
             callback_data=encode(Button(ButtonAction.CALL_CANCEL, str(call.run_id))),
         )
         for number, call in enumerate(running, start=1)
     ]
-    return InlineKeyboardMarkup([keys[i : i + BUTTONS_PER_ROW] for i in range(0, len(keys), BUTTONS_PER_ROW)])
+    return Keyboard([keys[i : i + BUTTONS_PER_ROW] for i in range(0, len(keys), BUTTONS_PER_ROW)])
 
 
 async def stop_call(update: Update, ctx: BotContext, button: Button) -> None:
@@ -67,6 +66,6 @@ async def stop_call(update: Update, ctx: BotContext, button: Button) -> None:
 
 router = Router(
     "jobs",
-    handlers=(CommandHandler("jobs", jobs),),
+    handlers=(Command("jobs", jobs),),
     buttons={ButtonAction.CALL_CANCEL: stop_call},
 )

@@ -9,12 +9,10 @@ activated is shown for lazy servers only, as a ``lazy: false`` server's tools ar
 
 from __future__ import annotations
 
-from telegram import Update
-from telegram.ext import CommandHandler, ContextTypes
-
 from agentgram.bot.telegram.context import BotContext, bot_context
+from agentgram.bot.telegram.incoming import Update
 from agentgram.bot.telegram.render import escape
-from agentgram.bot.telegram.router import Router
+from agentgram.bot.telegram.router import Command, HandlerContext, Router
 from agentgram.bot.telegram.sender import send_html
 from agentgram.runtime.mcp.catalog import McpServerStatus
 from agentgram.runtime.mcp.servers import ServerState
@@ -23,7 +21,7 @@ REASON_SHOWN = 300
 """Characters of a failed server's reason shown (the log has all of it)."""
 
 
-async def mcp(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def mcp(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
@@ -63,4 +61,4 @@ def _short(reason: str) -> str:
     return reason if len(reason) <= REASON_SHOWN else reason[: REASON_SHOWN - 1] + "…"
 
 
-router = Router("mcp", handlers=(CommandHandler("mcp", mcp),))
+router = Router("mcp", handlers=(Command("mcp", mcp),))

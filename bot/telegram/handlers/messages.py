@@ -21,17 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from telegram import Message, ReactionTypeEmoji, Update
-from telegram.error import TelegramError
-from telegram.ext import ContextTypes, MessageHandler, filters
-
 from agentgram.bot.telegram.attachments import attachment_of
 from agentgram.bot.telegram.callback_data import ButtonAction, decode
 from agentgram.bot.telegram.context import BotContext, bot_context, envelope_id
 from agentgram.bot.telegram.handlers import questions
+from agentgram.bot.telegram.incoming import Message, Update
 from agentgram.bot.telegram.ingest import checkpoint_stored, offered_checkpoint
+from agentgram.bot.telegram.port import TelegramError
 from agentgram.bot.telegram.render import escape
-from agentgram.bot.telegram.router import Router
+from agentgram.bot.telegram.router import HandlerContext, OnMessage, Router, is_command
 from agentgram.bot.telegram.sender import send_html
 from agentgram.runtime.app import ApprovalStatus, Attachment, DecidedBy, PostResult, SessionRef
 
@@ -44,18 +42,27 @@ _ACK = {
 _READ_AT_NEXT_STEP = frozenset({PostResult.QUEUED, PostResult.WAITING_APPROVAL})
 _PROMPT_ACTIONS = frozenset({ButtonAction.APPROVE, ButtonAction.REJECT})
 """The prompt's buttons that carry its request id."""
-_ATTACHMENTS = (
-    filters.PHOTO
-    | filters.VOICE
-    | filters.AUDIO
-    | filters.VIDEO_NOTE
-    | filters.VIDEO
-    | filters.ANIMATION
-    | filters.Document.ALL
-)
 
 
-async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+def _has_text(message: Message) -> bool:
+    return message.text is not None
+
+
+def _has_attachment(message: Message) -> bool:
+    return bool(message.photo) or any(
+        part is not None
+        for part in (
+            message.voice,
+            message.audio,
+            message.video_note,
+            message.video,
+            message.animation,
+            message.document,
+        )
+    )
+
+
+async def on_text(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     message = update.message
     assert message is not None and message.text is not None
@@ -66,7 +73,7 @@ async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await _post(update, ctx, message.text)
 
 
-async def on_attachment(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_attachment(update: Update, context: HandlerContext) -> None:
     """A file with its caption as the user's mail; one too large to fetch is explained at once."""
     ctx = bot_context(context)
     message = update.message
@@ -119,7 +126,7 @@ async def _post(
     result = posted.result
     if result in _READ_AT_NEXT_STEP:
         try:
-            await message.set_reaction(ReactionTypeEmoji("👀"))
+            await message.set_reaction("👀")
         except TelegramError:
             pass
     if result == PostResult.WAITING_APPROVAL and await _point_at_prompt(update, ctx, session):
@@ -172,15 +179,14 @@ async def _reject_with_reason(update: Update, ctx: BotContext) -> bool:
     return True
 
 
-def _prompt_request(prompt: Message, bot_id: int) -> str | None:
+def _prompt_request(prompt: Message, bot_id: int | None) -> str | None:
     """The request id an approval prompt of ours carries in its Approve/Reject buttons."""
     if prompt.from_user is None or prompt.from_user.id != bot_id or prompt.reply_markup is None:
         return None
-    for row in prompt.reply_markup.inline_keyboard:
-        for key in row:
-            button = decode(key.callback_data if isinstance(key.callback_data, str) else None)
-            if button is not None and button.action in _PROMPT_ACTIONS:
-                return button.arg
+    for key in prompt.reply_markup.buttons():
+        button = decode(key.callback_data)
+        if button is not None and button.action in _PROMPT_ACTIONS:
+            return button.arg
     return None
 
 
@@ -201,7 +207,7 @@ def _acked_before(ctx: BotContext, chat_id: int, media_group_id: str) -> bool:
     return False
 
 
-async def on_sticker(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_sticker(update: Update, context: HandlerContext) -> None:
     """A sticker is a gesture, not a request: a short friendly answer, and the model is not asked."""
     ctx = bot_context(context)
     message = update.message
@@ -210,7 +216,7 @@ async def on_sticker(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
     await send_html(context.bot, message.chat_id, text, reply_to=message.message_id)
 
 
-async def on_unsupported(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_unsupported(update: Update, context: HandlerContext) -> None:
     """A location, contact, poll, dice, …: say what is understood instead."""
     ctx = bot_context(context)
     chat = update.effective_chat
@@ -218,13 +224,12 @@ async def on_unsupported(update: Update, context: ContextTypes.DEFAULT_TYPE) -> 
     await send_html(context.bot, chat.id, ctx.text(update, "unsupported-content"))
 
 
-_MESSAGE = filters.UpdateType.MESSAGE
 router = Router(
     "messages",
     handlers=(
-        MessageHandler(_MESSAGE & filters.TEXT & ~filters.COMMAND, on_text),
-        MessageHandler(_MESSAGE & _ATTACHMENTS, on_attachment),
-        MessageHandler(_MESSAGE & filters.Sticker.ALL, on_sticker),
-        MessageHandler(_MESSAGE & ~filters.TEXT, on_unsupported),
+        OnMessage(lambda m: _has_text(m) and not is_command(m), on_text),
+        OnMessage(_has_attachment, on_attachment),
+        OnMessage(lambda m: m.sticker is not None, on_sticker),
+        OnMessage(lambda m: not _has_text(m), on_unsupported),
     ),
 )

@@ -10,14 +10,13 @@ cost where ``prices`` are configured (in whatever currency they are given).
 
 from __future__ import annotations
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
-from telegram.ext import CommandHandler, ContextTypes
-
 from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
 from agentgram.bot.telegram.context import BotContext, bot_context
 from agentgram.bot.telegram.handlers import buttons
+from agentgram.bot.telegram.incoming import Update
+from agentgram.bot.telegram.port import Keyboard, KeyButton
 from agentgram.bot.telegram.render import escape
-from agentgram.bot.telegram.router import Router
+from agentgram.bot.telegram.router import Command, HandlerContext, Router
 from agentgram.bot.telegram.sender import edit_html, send_html
 from agentgram.runtime.app import SessionRef
 from agentgram.runtime.llm.models import ModelCost, ModelInfo, Price, SessionCost
@@ -57,9 +56,7 @@ def _item(update: Update, ctx: BotContext, info: ModelInfo) -> str:
     return ctx.text(update, key, name=escape(info.name), model=escape(info.model), details=details)
 
 
-def _model_list(
-    update: Update, ctx: BotContext, current: ModelInfo
-) -> tuple[str, InlineKeyboardMarkup | None]:
+def _model_list(update: Update, ctx: BotContext, current: ModelInfo) -> tuple[str, Keyboard | None]:
     """The list and its buttons, as sent and as redrawn after a switch."""
     choices = ctx.runtime.model_choices
     if len(choices) == 1:
@@ -72,17 +69,17 @@ def _model_list(
     ]
     rows = [
         [
-            InlineKeyboardButton(
+            KeyButton(
                 ("✅ " if info.name == current.name else "") + info.name,
                 callback_data=encode(Button(ButtonAction.MODEL_PICK, info.name)),
             )
         ]
         for info in choices
     ]
-    return "\n".join(lines), InlineKeyboardMarkup(rows)
+    return "\n".join(lines), Keyboard(rows)
 
 
-async def model(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def model(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     session = await ctx.session(update)
     args = context.args or []
@@ -152,7 +149,7 @@ def _cost_text(update: Update, ctx: BotContext, cost: SessionCost) -> str:
     return "\n".join(lines)
 
 
-async def cost(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def cost(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     usage = await ctx.runtime.session_cost(await ctx.session(update))
     await send_html(update.get_bot(), _chat_id(update), _cost_text(update, ctx, usage))
@@ -160,6 +157,6 @@ async def cost(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 router = Router(
     "models",
-    handlers=(CommandHandler("model", model), CommandHandler("cost", cost)),
+    handlers=(Command("model", model), Command("cost", cost)),
     buttons={ButtonAction.MODEL_PICK: _picked},
 )

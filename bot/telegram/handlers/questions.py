@@ -11,11 +11,10 @@ when the runtime reports it settled, whichever way it was.
 
 from __future__ import annotations
 
-from telegram import Update
-
 from agentgram.bot.telegram.callback_data import Button, ButtonAction
 from agentgram.bot.telegram.context import BotContext, envelope_id
 from agentgram.bot.telegram.handlers import buttons
+from agentgram.bot.telegram.incoming import Update
 from agentgram.bot.telegram.questions_view import parse_button
 from agentgram.bot.telegram.router import Router
 

@@ -20,18 +20,17 @@ this file's :data:`router`, for the one button dispatch in
 
 from __future__ import annotations
 
-import enum
 import re
 from datetime import datetime, tzinfo
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
-from telegram.ext import CommandHandler, ContextTypes
-
+from agentgram.bot.shown import JobState, job_state
 from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
 from agentgram.bot.telegram.context import BotContext, bot_context
 from agentgram.bot.telegram.handlers import buttons
+from agentgram.bot.telegram.incoming import Update
+from agentgram.bot.telegram.port import Keyboard, KeyButton
 from agentgram.bot.telegram.render import escape
-from agentgram.bot.telegram.router import Router
+from agentgram.bot.telegram.router import Command, HandlerContext, Router
 from agentgram.bot.telegram.sender import edit_html, send_html
 from agentgram.bot.telegram.wording import local_time, schedule_error, schedule_text
 from agentgram.runtime.scheduler.commands import split_schedule
@@ -70,7 +69,7 @@ _SKIP_REASONS = {
 }
 
 
-async def tic(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def tic(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     service = ctx.runtime.scheduler
     args = context.args or []
@@ -136,7 +135,7 @@ def _tic_result(update: Update, ctx: BotContext, row: TicRecord) -> str:
 # --- /cron -----------------------------------------------------------------------------
 
 
-async def cron(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def cron(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     args = context.args or []
     sub = args[0].lower() if args else ""
@@ -203,29 +202,12 @@ async def _list(update: Update, ctx: BotContext) -> None:
 # --- a job's card ----------------------------------------------------------------------
 
 
-class CardState(enum.StrEnum):
-    """What a card shows a job as; :func:`_card_state` is the one rule."""
-
-    RUNNING = "⏳"
-    ACTIVE = "⏰"
-    PAUSED = "⏸"
-    DONE = "✅"
-
-
-def _card_state(job: Job) -> CardState:
-    if job.running:
-        return CardState.RUNNING
-    if job.finished:  # a one-shot that ran: done, not paused
-        return CardState.DONE
-    return CardState.ACTIVE if job.enabled else CardState.PAUSED
-
-
-def _card(update: Update, ctx: BotContext, job: Job) -> tuple[str, InlineKeyboardMarkup]:
+def _card(update: Update, ctx: BotContext, job: Job) -> tuple[str, Keyboard]:
     """One job's card and its buttons, as listed and as re-drawn after a press."""
-    state = _card_state(job)
-    if state is CardState.DONE:
+    state = job_state(job)
+    if state is JobState.DONE:
         when = ctx.text(update, "cron-when-done")
-    elif state is CardState.PAUSED:
+    elif state is JobState.PAUSED:
         when = ctx.text(update, "cron-when-paused")
     else:
         when = ctx.text(update, "cron-when-next", next=_when(update, ctx, job.next_run, job.zone))
@@ -240,16 +222,16 @@ def _card(update: Update, ctx: BotContext, job: Job) -> tuple[str, InlineKeyboar
     )
     arg = str(job.id)
     row = [_button(ctx.text(update, "btn-run-now"), ButtonAction.CRON_RUN, arg)]
-    if state is not CardState.DONE:
+    if state is not JobState.DONE:
         pause = job.enabled
         action = ButtonAction.CRON_PAUSE if pause else ButtonAction.CRON_RESUME
         row.append(_button(ctx.text(update, "btn-pause" if pause else "btn-resume"), action, arg))
     row.append(_button(ctx.text(update, "btn-delete"), ButtonAction.CRON_DELETE, arg))
-    return html, InlineKeyboardMarkup([row])
+    return html, Keyboard([row])
 
 
-def _button(label: str, action: ButtonAction, arg: str) -> InlineKeyboardButton:
-    return InlineKeyboardButton(label, callback_data=encode(Button(action, arg)))
+def _button(label: str, action: ButtonAction, arg: str) -> KeyButton:
+    return KeyButton(label, callback_data=encode(Button(action, arg)))
 
 
 # --- the buttons -----------------------------------------------------------------------
@@ -278,7 +260,7 @@ async def _gone(update: Update, ctx: BotContext) -> None:
     await _edit_card(update, ctx.text(update, "cron-card-gone"), None)
 
 
-async def _edit_card(update: Update, html: str, keyboard: InlineKeyboardMarkup | None) -> None:
+async def _edit_card(update: Update, html: str, keyboard: Keyboard | None) -> None:
     """Edit the pressed card in place; no keyboard means no buttons left."""
     query = buttons.callback_query(update)
     if query.message is not None:
@@ -328,7 +310,7 @@ async def _delete(update: Update, ctx: BotContext, button: Button) -> None:
     if job is None:
         return
     await buttons.answer(update)
-    keyboard = InlineKeyboardMarkup(
+    keyboard = Keyboard(
         [
             [
                 _button(ctx.text(update, "btn-confirm"), ButtonAction.CRON_DELETE_CONFIRM, button.arg),
@@ -362,7 +344,7 @@ async def _delete_cancel(update: Update, ctx: BotContext, button: Button) -> Non
 
 router = Router(
     "schedule",
-    handlers=(CommandHandler("tic", tic), CommandHandler("cron", cron)),
+    handlers=(Command("tic", tic), Command("cron", cron)),
     buttons={
         ButtonAction.CRON_RUN: _run_now,
         ButtonAction.CRON_PAUSE: _toggle,

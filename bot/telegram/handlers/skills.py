@@ -7,16 +7,14 @@ the next start, as it reaches the model.
 
 from __future__ import annotations
 
-from telegram import Update
-from telegram.ext import CommandHandler, ContextTypes
-
 from agentgram.bot.telegram.context import bot_context
+from agentgram.bot.telegram.incoming import Update
 from agentgram.bot.telegram.render import escape
-from agentgram.bot.telegram.router import Router
+from agentgram.bot.telegram.router import Command, HandlerContext, Router
 from agentgram.bot.telegram.sender import send_html
 
 
-async def skills(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def skills(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
@@ -31,4 +29,4 @@ async def skills(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await send_html(context.bot, chat.id, "\n".join(lines))
 
 
-router = Router("skills", handlers=(CommandHandler("skills", skills),))
+router = Router("skills", handlers=(Command("skills", skills),))

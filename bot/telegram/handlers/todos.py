@@ -6,15 +6,13 @@ The message sent becomes the one the list's later changes edit
 
 from __future__ import annotations
 
-from telegram import Update
-from telegram.ext import CommandHandler, ContextTypes
-
 from agentgram.bot.telegram import todos_view
 from agentgram.bot.telegram.context import bot_context
-from agentgram.bot.telegram.router import Router
+from agentgram.bot.telegram.incoming import Update
+from agentgram.bot.telegram.router import Command, HandlerContext, Router
 
 
-async def todos(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def todos(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
@@ -24,4 +22,4 @@ async def todos(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await todos_view.send(context.bot, ctx.runtime.values, chat.id, session.id, html)
 
 
-router = Router("todos", handlers=(CommandHandler("todos", todos),))
+router = Router("todos", handlers=(Command("todos", todos),))

@@ -8,12 +8,10 @@ view off) the reply says so.
 
 from __future__ import annotations
 
-from telegram import Update
-from telegram.ext import CommandHandler, ContextTypes
-
 from agentgram.bot.telegram.context import bot_context
+from agentgram.bot.telegram.incoming import Update
 from agentgram.bot.telegram.render import escape
-from agentgram.bot.telegram.router import Router
+from agentgram.bot.telegram.router import Command, HandlerContext, Router
 from agentgram.bot.telegram.sender import send_html
 
 
@@ -21,7 +19,7 @@ def session_url(public_url: str, session_id: int) -> str:
     return f"{public_url.rstrip('/')}/sessions/{session_id}"
 
 
-async def trace(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def trace(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
@@ -34,4 +32,4 @@ async def trace(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await send_html(context.bot, chat.id, ctx.text(update, "trace-link", url=url, id=session.id))
 
 
-router = Router("trace", handlers=(CommandHandler("trace", trace),))
+router = Router("trace", handlers=(Command("trace", trace),))

@@ -7,18 +7,26 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError, TimedOut
 
 from agentgram.bot.telegram import handlers as handlers_package
 from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
-from agentgram.bot.telegram.context import KEY, BotContext
+from agentgram.bot.telegram.context import BotContext
 from agentgram.bot.telegram.handlers import approvals, buttons, schedule
 from agentgram.bot.telegram.handlers.buttons import answer, on_button
-from agentgram.bot.telegram.router import Router, join
+from agentgram.bot.telegram.incoming import CallbackQuery, Update, User
+from agentgram.bot.telegram.port import (
+    BadRequest,
+    BotApi,
+    Forbidden,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
+from agentgram.bot.telegram.router import ButtonTable, HandlerContext, Router, join
 from agentgram.runtime.i18n import Translator
 
 HANDLERS_DIR = Path(handlers_package.__file__).parent
@@ -27,26 +35,31 @@ BUTTON_HANDLERS = handlers_package.join().buttons
 
 
 @dataclass
-class FakeQuery:
-    data: str | None
+class FakeAnswers:
+    """Telegram's side of ``answerCallbackQuery``, the one Bot API call a press's answer makes:
+    the answers given, after raising the queued failures one per attempt."""
+
     answers: list[str | None] = field(default_factory=list)
     failures: list[TelegramError] = field(default_factory=list)  # raised by the next answers
     attempts: int = 0
 
-    async def answer(self, text: str | None = None) -> None:
+    async def answer_callback_query(
+        self, callback_query_id: str, *, text: str | None = None, show_alert: bool = False
+    ) -> None:
         self.attempts += 1
         if self.failures:
             raise self.failures.pop(0)
         self.answers.append(text)
 
 
-def press(data: str | None, *failures: TelegramError) -> tuple[Any, Any, FakeQuery]:
-    """A stand-in update and PTB context carrying one callback query (just what dispatch reads)."""
-    query = FakeQuery(data, failures=list(failures))
-    update = SimpleNamespace(callback_query=query, effective_user=SimpleNamespace(language_code="en"))
+def press(data: str | None, *failures: TelegramError) -> tuple[Update, HandlerContext, FakeAnswers]:
+    """An update carrying one callback query, and the context a handler gets with it."""
+    telegram = FakeAnswers(failures=list(failures))
+    api = cast(BotApi, telegram)  # only answer_callback_query is ever called
+    user = User(1001, first_name="Ann", language_code="en")
+    update = Update(1, api, callback_query=CallbackQuery("q1", user, api, data=data))
     ctx = BotContext(runtime=None, settings=None, translator=Translator(), delivery=None)  # type: ignore[arg-type]
-    context = SimpleNamespace(application=SimpleNamespace(bot_data={KEY: ctx}))
-    return update, context, query
+    return update, HandlerContext(api, ctx), telegram
 
 
 def test_every_button_action_has_a_handler() -> None:
@@ -89,7 +102,7 @@ def test_button_features_do_not_import_each_other(module: str, other: str) -> No
 
 @pytest.mark.parametrize("data", [None, "garbage", "ag1:zz:abc", encode(Button(ButtonAction.CRON_RUN, "7"))])
 async def test_a_press_nobody_handles_is_answered_politely(data: str | None) -> None:
-    table = {a: h for a, h in BUTTON_HANDLERS.items() if a != ButtonAction.CRON_RUN}  # an unowned action
+    table: ButtonTable = {a: h for a, h in BUTTON_HANDLERS.items() if a != ButtonAction.CRON_RUN}  # unowned
     update, context, query = press(data)
     await on_button(table, update, context)
     assert query.answers == ["This button no longer works."]
@@ -116,7 +129,9 @@ def no_pause(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(
-    "failure", [NetworkError("Bad Gateway"), TimedOut(), RetryAfter(0)], ids=["5xx", "timeout", "short-429"]
+    "failure",
+    [NetworkError("Bad Gateway"), TimedOut("Timed out"), RetryAfter("Flood control exceeded", 0)],
+    ids=["5xx", "timeout", "short-429"],
 )
 async def test_a_transient_answer_failure_is_retried_once(no_pause: None, failure: TelegramError) -> None:
     update, _, query = press("x", failure)
@@ -128,7 +143,7 @@ async def test_a_transient_answer_failure_is_retried_once(no_pause: None, failur
     "failures",
     [
         [NetworkError("Bad Gateway"), NetworkError("Bad Gateway")],
-        [RetryAfter(30)],  # longer than a toast is worth waiting for
+        [RetryAfter("Flood control exceeded", 30)],  # longer than a toast is worth waiting for
         [BadRequest("Query is too old and response timeout expired or query id is invalid")],
         [Forbidden("Forbidden: bot was blocked by the user")],
     ],

@@ -1,9 +1,9 @@
 """Telegram ``Delivery`` on its own: runtime events in, what the chat sees out.
 
-A real python-telegram-bot ``Bot`` talks to the fake Bot API server; a real
-``Runtime`` on a tmp SQLite gives delivery the records, outbox and approvals it
-reads and writes. Events are fed to delivery directly, as the event bus would:
-no LLM call, no turn loop.
+Each driver's real client (``telegram.library``: python-telegram-bot, aiogram)
+talks to the fake Bot API server; a real ``Runtime`` on a tmp SQLite gives
+delivery the records, outbox and approvals it reads and writes. Events are fed
+to delivery directly, as the event bus would: no LLM call, no turn loop.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from telegram import Bot
 
 from agentgram.bot.telegram import delivery as delivery_module
 from agentgram.bot.telegram.delivery import Delivery
+from agentgram.bot.telegram.drivers import make_driver
 from agentgram.runtime.app import Runtime
 from agentgram.runtime.events import (
     Address,
@@ -68,20 +68,24 @@ class Rig:
 
 
 @pytest.fixture
-async def rig(tmp_path: Path, fake_llm: FakeOpenAI) -> AsyncIterator[Rig]:
+async def rig(tmp_path: Path, fake_llm: FakeOpenAI, telegram_library: str) -> AsyncIterator[Rig]:
     async with FakeTelegram() as tg:
         tg.add_chat(CHAT)
-        settings = make_settings(tmp_path, fake_llm.base_url, tg.root)
-        bot = Bot(tg.token, base_url=f"{tg.root}/bot")
+        settings = make_settings(tmp_path, fake_llm.base_url, tg.root, telegram={"library": telegram_library})
+        api = make_driver(settings.telegram).api
         runtime = Runtime(settings, format_rules="")
-        delivery = Delivery(bot, runtime, Translator(), edit_interval=0.05)
+        delivery = Delivery(api, runtime, Translator(), edit_interval=0.05)
         runtime.subscribe(delivery)  # as the adapter is wired (bot.telegram.app.compose)
         runtime.on_close(delivery.close)
-        async with bot, runtime:
-            session, _ = await runtime.sessions.find_or_open(CHAT, user_id=CHAT, language="en")
-            assert session.id is not None
-            to = Address(session_id=session.id, source=session.source, chat_id=CHAT, language="en")
-            yield Rig(tg, runtime, delivery, to)
+        try:
+            await api.get_me()
+            async with runtime:
+                session, _ = await runtime.sessions.find_or_open(CHAT, user_id=CHAT, language="en")
+                assert session.id is not None
+                to = Address(session_id=session.id, source=session.source, chat_id=CHAT, language="en")
+                yield Rig(tg, runtime, delivery, to)
+        finally:
+            await api.close()
 
 
 async def test_streamed_text_is_one_message_then_edits(rig: Rig) -> None:

@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from telegram import Bot
 
 from agentgram.bot.telegram import drafts as drafts_module
 from agentgram.bot.telegram.drafts import DraftChats
+from agentgram.bot.telegram.drivers import make_driver
+from agentgram.bot.telegram.port import BotApi
 from agentgram.bot.telegram.sender import Draft
 from agentgram.runtime.config import ConfigInvalid
 from tests.conftest import ALLOWED_USER, make_settings
@@ -24,6 +25,20 @@ async def tg() -> AsyncIterator[FakeTelegram]:
     async with FakeTelegram() as tg:
         tg.add_chat(ALLOWED_USER)
         yield tg
+
+
+@pytest.fixture
+async def bot(tg: FakeTelegram, tmp_path: Path, telegram_library: str) -> AsyncIterator[BotApi]:
+    """The driver's client for the fake Bot API, started as the bot starts it (``getMe``)."""
+    settings = make_settings(
+        tmp_path, "http://127.0.0.1:9/v1", tg.root, telegram={"library": telegram_library}
+    )
+    api = make_driver(settings.telegram).api
+    try:
+        await api.get_me()
+        yield api
+    finally:
+        await api.close()
 
 
 def test_only_private_chats_get_drafts_and_only_while_they_are_on() -> None:
@@ -63,22 +78,22 @@ def test_each_round_gets_a_new_draft_id() -> None:
     assert len(set(ids)) == 3 and 0 not in ids
 
 
-async def test_past_4096_characters_the_draft_shows_the_piece_being_written(tg: FakeTelegram) -> None:
+async def test_past_4096_characters_the_draft_shows_the_piece_being_written(
+    tg: FakeTelegram, bot: BotApi
+) -> None:
     words = " ".join(f"word{i}" for i in range(1500))  # ~12 000 characters
-    async with Bot(tg.token, base_url=f"{tg.root}/bot") as bot:
-        draft = DraftChats(enabled=True, interval=0.0).open(ALLOWED_USER)
-        assert await draft.show(bot, words, interval=0.0) is Draft.SHOWN
-        assert await draft.show(bot, words, interval=0.0) is Draft.SHOWN  # the same: not sent again
+    draft = DraftChats(enabled=True, interval=0.0).open(ALLOWED_USER)
+    assert await draft.show(bot, words, interval=0.0) is Draft.SHOWN
+    assert await draft.show(bot, words, interval=0.0) is Draft.SHOWN  # the same: not sent again
     [shown] = tg.drafts
     assert visible_length(shown.text) <= 4096
     assert shown.visible_text.split()[-1] == "word1499" and "word0 " not in shown.visible_text
 
 
-async def test_a_chat_without_drafts_is_a_refusal_and_a_failure_a_skip(tg: FakeTelegram) -> None:
-    async with Bot(tg.token, base_url=f"{tg.root}/bot") as bot:
-        draft = DraftChats(enabled=True, interval=0.0).open(ALLOWED_USER)
-        tg.fail_next("sendMessageDraft", status=502)
-        assert await draft.show(bot, "one", interval=0.0) is Draft.SKIPPED
-        tg.refuse_drafts(ALLOWED_USER)
-        assert await draft.show(bot, "one", interval=0.0) is Draft.REFUSED
+async def test_a_chat_without_drafts_is_a_refusal_and_a_failure_a_skip(tg: FakeTelegram, bot: BotApi) -> None:
+    draft = DraftChats(enabled=True, interval=0.0).open(ALLOWED_USER)
+    tg.fail_next("sendMessageDraft", status=502)
+    assert await draft.show(bot, "one", interval=0.0) is Draft.SKIPPED
+    tg.refuse_drafts(ALLOWED_USER)
+    assert await draft.show(bot, "one", interval=0.0) is Draft.REFUSED
     assert tg.drafts == []

@@ -1,6 +1,6 @@
 """Delivery of files and file activity on its own: ``FileOutput`` / ``AttachmentActivity`` in,
-what the chat gets out (the rig of :mod:`tests.bot.telegram.test_delivery`: a real PTB ``Bot``
-against the fake Bot API, a real ``Runtime``, events fed directly)."""
+what the chat gets out (the rig of :mod:`tests.bot.telegram.test_delivery`: each driver's real
+client against the fake Bot API, a real ``Runtime``, events fed directly)."""
 
 from __future__ import annotations
 

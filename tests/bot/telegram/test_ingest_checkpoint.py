@@ -1,16 +1,16 @@
 """The update's offset reaches its handler as a value and comes back as a fact (issue 11).
 
 The ingest loop offers the offset past the update in a context variable around
-``process_update``; the handler whose mail stored it says so; nothing is shared
+its ``process`` call; the handler whose mail stored it says so; nothing is shared
 between updates, and the offset is gone once the update is handled.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
 
-from telegram import Update
-
+from agentgram.bot.telegram.drivers import Driver
+from agentgram.bot.telegram.incoming import Update
 from agentgram.bot.telegram.ingest import Ingest, checkpoint_stored, offered_checkpoint
 from agentgram.runtime.app import Checkpoint
 
@@ -33,20 +33,24 @@ class _Runtime:
     ) -> None: ...
 
 
-class _Application:
-    """Runs ``handler`` in the calling task, as PTB awaits a blocking handler."""
+class _Handlers:
+    """Runs ``handler`` in the calling task, as the dispatcher awaits each handler."""
 
-    def __init__(self, handler: Any) -> None:
+    def __init__(self, handler: Callable[[], Awaitable[None]]) -> None:
         self.handler = handler
         self.seen: list[Checkpoint | None] = []
 
-    async def process_update(self, update: Update) -> None:
+    async def process(self, update: Update) -> None:
         self.seen.append(offered_checkpoint())
         await self.handler()
 
 
-def _ingest(application: _Application) -> Ingest:
-    return Ingest(application, _Runtime(), poll_timeout=1)  # type: ignore[arg-type]
+def _ingest(driver: Driver, handlers: _Handlers) -> Ingest:
+    return Ingest(driver.api, driver.parse, handlers.process, _Runtime(), poll_timeout=1)
+
+
+def _update(driver: Driver, update_id: int) -> Update:
+    return Update(update_id, driver.api)
 
 
 async def _stores() -> None:
@@ -61,25 +65,27 @@ async def _fails() -> None:
     raise RuntimeError("a handler's bug")
 
 
-async def test_the_handler_sees_its_update_offset_and_says_it_stored_it() -> None:
-    application = _Application(_stores)
+async def test_the_handler_sees_its_update_offset_and_says_it_stored_it(driver: Driver) -> None:
+    handlers = _Handlers(_stores)
     checkpoint = Checkpoint("telegram.update_offset", "8")
-    assert await _ingest(application)._handle(Update(7), checkpoint) is True
-    assert application.seen == [checkpoint]
+    assert await _ingest(driver, handlers)._handle(_update(driver, 7), checkpoint) is True
+    assert handlers.seen == [checkpoint]
     assert offered_checkpoint() is None, "the offer ends with the update"
 
 
-async def test_an_offset_no_mail_stored_is_left_to_the_loop() -> None:
+async def test_an_offset_no_mail_stored_is_left_to_the_loop(driver: Driver) -> None:
     for handler in (_does_not_store, _fails):
-        application = _Application(handler)
+        handlers = _Handlers(handler)
         checkpoint = Checkpoint("telegram.update_offset", "9")
-        assert await _ingest(application)._handle(Update(8), checkpoint) is False
-        assert application.seen == [checkpoint] and offered_checkpoint() is None
+        assert await _ingest(driver, handlers)._handle(_update(driver, 8), checkpoint) is False
+        assert handlers.seen == [checkpoint] and offered_checkpoint() is None
 
 
-async def test_each_update_gets_its_own_offset() -> None:
-    application = _Application(_stores)
-    ingest = _ingest(application)
+async def test_each_update_gets_its_own_offset(driver: Driver) -> None:
+    handlers = _Handlers(_stores)
+    ingest = _ingest(driver, handlers)
     first, second = Checkpoint("k", "1"), Checkpoint("k", "2")
-    assert await ingest._handle(Update(0), first) and await ingest._handle(Update(1), second)
-    assert application.seen == [first, second]
+    assert await ingest._handle(_update(driver, 0), first) and await ingest._handle(
+        _update(driver, 1), second
+    )
+    assert handlers.seen == [first, second]

@@ -7,9 +7,10 @@ import asyncio
 from typing import Any
 
 import pytest
-from telegram import Update
 
 from agentgram.bot.telegram import ingest as ingest_module
+from agentgram.bot.telegram.drivers import Driver
+from agentgram.bot.telegram.incoming import Update
 from agentgram.bot.telegram.ingest import OFFSET_KEY, Ingest, offered_checkpoint
 from agentgram.runtime.app import Checkpoint
 
@@ -41,11 +42,9 @@ class _Runtime:
     ) -> None: ...
 
 
-class _Application:
+class _Handlers:
     """Handlers that record when each message's handling starts and ends. Chat A's first
     message is slow: it finishes only once chat B's message was answered."""
-
-    bot = None
 
     def __init__(self) -> None:
         self.events: list[str] = []
@@ -54,7 +53,7 @@ class _Application:
         self.running = 0
         self.most_running = 0
 
-    async def process_update(self, update: Update) -> None:
+    async def process(self, update: Update) -> None:
         assert update.message is not None
         text = str(update.message.text)
         self.offers.append(offered_checkpoint())
@@ -86,49 +85,52 @@ def _message(update_id: int, chat_id: int, text: str) -> dict[str, Any]:
     }
 
 
-def _ingest(application: _Application) -> tuple[Ingest, _Values]:
+def _ingest(driver: Driver, handlers: _Handlers) -> tuple[Ingest, _Values]:
+    """The loop with the driver's own parser: the batches below are raw ``getUpdates`` JSON."""
     runtime = _Runtime()
-    return Ingest(application, runtime, poll_timeout=1), runtime.values  # type: ignore[arg-type]
+    return Ingest(driver.api, driver.parse, handlers.process, runtime, poll_timeout=1), runtime.values
 
 
-async def test_a_slow_chat_does_not_hold_back_another_and_each_chat_keeps_its_order() -> None:
-    application = _Application()
-    ingest, values = _ingest(application)
+async def test_a_slow_chat_does_not_hold_back_another_and_each_chat_keeps_its_order(driver: Driver) -> None:
+    handlers = _Handlers()
+    ingest, values = _ingest(driver, handlers)
     batch = [_message(1, CHAT_A, "a1"), _message(2, CHAT_A, "a2"), _message(3, CHAT_B, "b1")]
     batch.append(_message(4, CHAT_A, "a3"))
     assert await asyncio.wait_for(ingest._take(batch, 1), 5) == 5
-    events = application.events
+    events = handlers.events
     assert events.index("end b1") < events.index("end a1"), "chat B answered while A's handler ran"
     assert [e for e in events if e.endswith(("a1", "a2", "a3"))] == [
         "start a1", "end a1", "start a2", "end a2", "start a3", "end a3"
     ], "one chat's updates are handled one after another, in order"  # fmt: skip
-    assert application.offers == [None] * 4, "no lane may store the offset past the batch with its mail"
+    assert handlers.offers == [None] * 4, "no lane may store the offset past the batch with its mail"
     assert values.stored == ["5"], "the offset past the batch is stored once, after every lane"
 
 
-async def test_a_failing_handler_does_not_take_other_lanes_down(caplog: pytest.LogCaptureFixture) -> None:
-    application = _Application()
-    ingest, values = _ingest(application)
+async def test_a_failing_handler_does_not_take_other_lanes_down(
+    driver: Driver, caplog: pytest.LogCaptureFixture
+) -> None:
+    handlers = _Handlers()
+    ingest, values = _ingest(driver, handlers)
     batch = [_message(1, CHAT_C, "boom"), _message(2, CHAT_C, "c2"), _message(3, CHAT_B, "b2")]
     assert await ingest._take(batch, 1) == 4
-    assert {"end c2", "end b2"} <= set(application.events), "the failing chat's next update and B ran"
+    assert {"end c2", "end b2"} <= set(handlers.events), "the failing chat's next update and B ran"
     assert values.stored == ["4"]
     assert any("handling update 1 failed" in r.getMessage() for r in caplog.records)
 
 
-async def test_a_lone_update_is_offered_its_offset() -> None:
-    application = _Application()
-    ingest, values = _ingest(application)
+async def test_a_lone_update_is_offered_its_offset(driver: Driver) -> None:
+    handlers = _Handlers()
+    ingest, values = _ingest(driver, handlers)
     assert await ingest._take([_message(7, CHAT_A, "a2")], 7) == 8
-    assert application.offers == [Checkpoint(OFFSET_KEY, "8")]
+    assert handlers.offers == [Checkpoint(OFFSET_KEY, "8")]
     assert values.stored == ["8"], "no mail stored it, so the loop did"
 
 
-async def test_the_lanes_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_lanes_are_bounded(driver: Driver, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ingest_module, "LANES", 2)
-    application = _Application()
-    ingest, values = _ingest(application)
+    handlers = _Handlers()
+    ingest, values = _ingest(driver, handlers)
     batch = [_message(n, 100 + n, f"x{n}") for n in range(1, 7)]
     assert await ingest._take(batch, 1) == 7
-    assert application.most_running == 2 and len(application.events) == 12
+    assert handlers.most_running == 2 and len(handlers.events) == 12
     assert values.stored == ["7"]

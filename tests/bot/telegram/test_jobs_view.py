@@ -49,7 +49,7 @@ def test_elapsed_time_is_worded_in_the_users_language_and_never_negative() -> No
 
 def test_the_stop_button_names_the_run_and_nothing_else() -> None:
     keyboard = stop_keyboard(T, "en", 42)
-    (row,) = keyboard.inline_keyboard
+    (row,) = keyboard.rows
     (button,) = row
     assert button.text == "⏹ Stop"
     assert decode(button.callback_data) == Button(ButtonAction.CALL_CANCEL, "42")

@@ -8,13 +8,12 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from telegram.ext import CallbackQueryHandler, MessageHandler, TypeHandler
 
 from agentgram.bot.telegram import handlers
 from agentgram.bot.telegram.app import compose
 from agentgram.bot.telegram.callback_data import Button, ButtonAction
 from agentgram.bot.telegram.handlers import access, approvals, commands, schedule
-from agentgram.bot.telegram.router import FEATURES, GATE, Router, join
+from agentgram.bot.telegram.router import FEATURES, GATE, OnButton, OnMessage, OnUpdate, Router, join
 from agentgram.runtime.tasks import TaskSet
 from tests.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI
@@ -84,11 +83,10 @@ async def test_compose_wires_one_bot_and_a_second_gets_its_own(tmp_path: Path, f
     bots = [compose(make_settings(tmp_path / name, fake_llm.base_url)) for name in ("a", "b")]
     try:
         for bot in bots:
-            installed = bot.application.handlers
-            assert [type(h) for h in installed[GATE]] == [TypeHandler]
-            features = installed[FEATURES]
-            assert sum(isinstance(h, CallbackQueryHandler) for h in features) == 1  # the one dispatch
-            assert isinstance(features[-1], MessageHandler)  # the unknown-command fallback
+            assert [type(h) for h in bot.dispatcher.handlers(GATE)] == [OnUpdate]
+            features = bot.dispatcher.handlers(FEATURES)
+            assert sum(isinstance(h, OnButton) for h in features) == 1  # the one dispatch
+            assert isinstance(features[-1], OnMessage)  # the unknown-command fallback
             assert features[-1] is commands.fallback.handlers[0]
             assert set(bot.routers.buttons) == set(ButtonAction)
             assert bot.delivery.close in bot.runtime.close_hooks  # closed by the runtime's one shutdown
