@@ -7,8 +7,12 @@ runtime, and exits when the terminal does; without one, the terminal alone.
 Exit codes: 0 clean shutdown (a signal, also during the start-up retries), 2
 configuration problem (including a bot token Telegram rejects, another
 agentgram already running on the same database, and a ``web.listen`` the web
-view cannot bind), 1 anything unexpected. The web view (:mod:`bot.web`), when
-enabled, starts once the bot has started and stops after it.
+view cannot bind), 1 anything unexpected (a web view that fails to start, a
+terminal chat that ends with an error). The web view's socket (:mod:`bot.web`,
+when enabled) is bound right after the instance lock, before the bot starts, so
+a bad ``web.listen`` costs no start-up; the server starts once the bot has
+started. On shutdown the front ends go first (the terminal cancelled, the web
+view stopped, both bounded), then the bot, which closes the database.
 Configuration errors are one line, never a traceback; Telegram unreachable at
 start is waited out with logged retries (see :mod:`bot.telegram.app`).
 """
@@ -21,7 +25,9 @@ import gc
 import json
 import os
 import signal
+import socket
 import sys
+from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -125,45 +131,73 @@ async def _run(settings: BotSettings, *, terminal: bool = False) -> int:
         print(str(error), file=sys.stderr)
         return EXIT_CONFIG
     with lock:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        from agentgram.bot.telegram.app import compose
-
-        bot = compose(settings)
-        chat = _terminal(bot) if terminal else None  # subscribed before the runtime starts
         try:
-            started = await _start(bot, stop)
-        except InvalidToken:
-            print(
-                "config error: telegram.token: Telegram rejected the bot token (401 Unauthorized)",
-                file=sys.stderr,
-            )
-            await bot.stop()
-            return EXIT_CONFIG
-        except TelegramError as error:  # a refusal no retry changes (a 400): one line, not a traceback
-            log.error("start-up failed: Telegram refused it: %s: %s", type(error).__name__, error)
-            await bot.stop()
-            return 1
-        if not started:
-            log.info("stopped during start-up")
-            await bot.stop()
-            return 0
-        try:
-            web = await _start_web(bot)
+            listening = _bind_web(settings)
         except ConfigError as error:  # the port is taken, or no such address: one line
             print(str(error), file=sys.stderr)
-            await bot.stop()
             return EXIT_CONFIG
-        talking = _talk(chat, stop) if chat is not None else None
         try:
-            return await _serve(bot, stop)
+            return await _run_locked(settings, listening, terminal=terminal)
         finally:
-            if talking is not None:
-                await cancel_and_wait(talking)
-            if web is not None:
-                await web.stop()
+            if listening is not None:
+                listening.close()  # closed already once the web view ran; else never used
+
+
+def _bind_web(settings: BotSettings) -> socket.socket | None:
+    if not settings.web.enabled:
+        return None
+    from agentgram.bot.web.serve import bind
+
+    return bind(settings.web.host, settings.web.port)
+
+
+async def _run_locked(settings: BotSettings, listening: socket.socket | None, *, terminal: bool) -> int:
+    """Compose, start, serve; the lock is held and the web view's socket bound."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    from agentgram.bot.telegram.app import compose
+
+    bot = compose(settings)
+    chat = _terminal(bot) if terminal else None  # subscribed before the runtime starts
+    try:
+        started = await _start(bot, stop)
+    except InvalidToken:
+        print(
+            "config error: telegram.token: Telegram rejected the bot token (401 Unauthorized)",
+            file=sys.stderr,
+        )
+        await bot.stop()
+        return EXIT_CONFIG
+    except TelegramError as error:  # a refusal no retry changes (a 400): one line, not a traceback
+        log.error("start-up failed: Telegram refused it: %s: %s", type(error).__name__, error)
+        await bot.stop()
+        return 1
+    if not started:
+        log.info("stopped during start-up")
+        await bot.stop()
+        return 0
+    try:
+        web = await _start_web(bot, listening)
+    except Exception:
+        log.exception("the web view failed to start")
+        await bot.stop()
+        return 1
+    talking = _talk(chat, stop) if chat is not None else None
+
+    async def front_ends_first() -> None:
+        if talking is not None:
+            await cancel_and_wait(talking)
+        if web is not None:
+            await web.stop()
+
+    try:
+        code = await _serve(bot, stop, front_ends_first)
+    finally:
+        await front_ends_first()  # done already, unless serving itself failed
+    chat_failed = talking is not None and not talking.cancelled() and talking.result() is False
+    return 1 if chat_failed else code
 
 
 def _terminal(bot: TelegramBot) -> TerminalChat:
@@ -172,30 +206,35 @@ def _terminal(bot: TelegramBot) -> TerminalChat:
     return terminal_for(bot.runtime, bot.translator, bot.settings)
 
 
-def _talk(chat: TerminalChat, stop: asyncio.Event) -> asyncio.Task[None]:
-    """The terminal beside the bot: when the user leaves it, the bot stops as on a signal."""
+def _talk(chat: TerminalChat, stop: asyncio.Event) -> asyncio.Task[bool]:
+    """The terminal beside the bot: when the user leaves it, the bot stops as on a signal.
+    False when the chat ended with an error (logged; the run then exits 1)."""
 
-    async def talk() -> None:
+    async def talk() -> bool:
         try:
             await chat.run()
+        except Exception:
+            log.exception("the terminal chat failed")
+            return False
         finally:
             stop.set()
+        return True
 
     return asyncio.create_task(talk(), name="terminal")
 
 
-async def _start_web(bot: TelegramBot) -> WebServer | None:
-    """The web view (:mod:`bot.web`) beside the bot when ``web.enabled``; it is stopped after
-    the bot (its queries then fail, and nobody asks any more)."""
+async def _start_web(bot: TelegramBot, listening: socket.socket | None) -> WebServer | None:
+    """The web view (:mod:`bot.web`) beside the bot on its bound socket when ``web.enabled``; it
+    is stopped before the bot, whose stop closes the database its pages read."""
     web = bot.settings.web
-    if not web.enabled:
+    if listening is None:
         return None
     from agentgram.bot.web.app import create_app
     from agentgram.bot.web.serve import WebServer
 
     assert web.token is not None  # WebSettings refuses an enabled web view without one
     register_secret(web.token.get_secret_value())
-    server = WebServer(create_app(bot.runtime, web, lambda: bot.ingest.last_poll_ok), web.host, web.port)
+    server = WebServer(create_app(bot.runtime, web, lambda: bot.ingest.last_poll_ok), listening)
     await server.start()
     return server
 
@@ -216,13 +255,17 @@ async def _start(bot: TelegramBot, stop: asyncio.Event) -> bool:
     return False
 
 
-async def _serve(bot: TelegramBot, stop: asyncio.Event) -> int:
-    """Run until a signal (exit 0) or until polling ends on its own (a revoked token: exit 2)."""
+async def _serve(
+    bot: TelegramBot, stop: asyncio.Event, front_ends_first: Callable[[], Awaitable[None]]
+) -> int:
+    """Run until a signal (exit 0) or until polling ends on its own (a revoked token: exit 2);
+    then stop the front ends and the bot, in that order."""
     freeze_startup_heap()
     waiter = asyncio.create_task(stop.wait())
     polling = asyncio.ensure_future(bot.wait())
     done, _ = await asyncio.wait({waiter, polling}, return_when=asyncio.FIRST_COMPLETED)
     log.info("shutting down")
+    await front_ends_first()
     await bot.stop()
     await cancel_and_wait(waiter)
     if polling not in done:  # stopped by a signal: polling ended because we stopped it

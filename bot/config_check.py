@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from agentgram.bot.settings import BotSettings
+from agentgram.bot.settings import TOKEN_SHAPE, BotSettings
 from agentgram.runtime.app import unknown_hook_tools
 from agentgram.runtime.config import Settings
 from agentgram.runtime.config_check import RUNTIME_CHECKS, Check, CheckProblem, validate_config
@@ -24,8 +24,11 @@ EXAMPLE_USER_ID = 123456789
 
 
 def check_token(settings: BotSettings) -> Iterator[CheckProblem]:
-    if not settings.telegram.token.get_secret_value().strip():
+    token = settings.telegram.token.get_secret_value().strip()
+    if not token:
         yield CheckProblem("telegram.token", "is empty; put the bot token from @BotFather")
+    elif not TOKEN_SHAPE.fullmatch(token):
+        yield CheckProblem("telegram.token", "is not a bot token: @BotFather's look like 123456789:AAE…")
 
 
 def check_allowed_users(settings: BotSettings) -> Iterator[CheckProblem]:

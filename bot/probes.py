@@ -1,7 +1,8 @@
 """Is the outside world there? The calls ``agentgram init`` and ``agentgram doctor`` make.
 
-Each probe makes the call the bot itself will make, with the same client —
-python-telegram-bot for Telegram, the ``openai`` SDK for the LLM endpoint
+Each probe makes the call the bot itself will make — with python-telegram-bot
+for Telegram whatever ``telegram.library`` says (the Bot API's answer is the
+same to either driver), the ``openai`` SDK for the LLM endpoint
 (the completion goes through the runtime's own :class:`OpenAIClient`, so a
 request shape the bot would send and the endpoint refuses fails here first)
 — and raises :class:`ProbeFailed` with what went wrong and how to fix it, in

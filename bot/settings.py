@@ -7,6 +7,7 @@ format and is validated once, here, with every error naming its key.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +22,9 @@ from agentgram.runtime.config import HttpUrl, Section, Settings, load_config, se
 PUBLIC_API_HOST = "api.telegram.org"
 PUBLIC_DOWNLOAD_MB = 20
 """The most a bot may download through the public Bot API; a local Bot API server allows more."""
+TOKEN_SHAPE = re.compile(r"\d+:[A-Za-z0-9_-]+")
+"""What @BotFather's tokens look like: the bot's id, a colon, the secret (``config_check`` holds a
+token to it: aiogram refuses another shape with a traceback when its ``Bot`` is made)."""
 PUBLIC_UPLOAD_MB = 50
 LOCAL_UPLOAD_MB = 2000
 """The most a bot may send through the public Bot API, and through a local Bot API server."""

@@ -53,7 +53,7 @@ from agentgram.runtime.events import (
 )
 from agentgram.runtime.llm.models import ModelInfo, ModelRegistry, SessionCost, session_cost
 from agentgram.runtime.llm.types import LLMClient
-from agentgram.runtime.log import get_logger, register_secret
+from agentgram.runtime.log import get_logger, register_secret, register_secrets
 from agentgram.runtime.mailbox import (
     ApprovalDecisionBody,
     Checkpoint,
@@ -72,6 +72,7 @@ from agentgram.runtime.mailbox.envelope import Attachment, QuestionAnswerBody
 from agentgram.runtime.mcp.activate import ACTIVATE_TOOLS, ActivateTools
 from agentgram.runtime.mcp.catalog import McpCatalog, McpServerStatus
 from agentgram.runtime.mcp.servers import McpServers
+from agentgram.runtime.mcp.tools import PREFIX as MCP_PREFIX
 from agentgram.runtime.mcp.tools import server_rules
 from agentgram.runtime.metrics_bus import watch as watch_metrics
 from agentgram.runtime.prompt import MEMORY_DIR, MemoryPrompt, build_static_prompt
@@ -144,11 +145,14 @@ def past_exchanges(entries: Sequence[HistoryEntry], limit: int) -> list[PastExch
     """Each message the user wrote (not mail the runtime wrote for them) with the last text the
     agent answered it with before the next one; the newest ``limit``, oldest first."""
     found: list[PastExchange] = []
+    answering = False  # mail the runtime wrote ends the exchange: what follows answers that mail
     for entry in entries:
         row = entry.row
-        if row.role == Role.USER and not row.is_synthetic:
-            found.append(PastExchange(row.content, "", None))
-        elif row.role == Role.ASSISTANT and row.content.strip() and found:
+        if row.role == Role.USER:
+            answering = not row.is_synthetic
+            if answering:
+                found.append(PastExchange(row.content, "", None))
+        elif row.role == Role.ASSISTANT and row.content.strip() and answering:
             found[-1] = PastExchange(found[-1].question, row.content, row.id)
     return found[-limit:] if limit > 0 else []
 
@@ -367,7 +371,8 @@ class Runtime:
         home_chat_id: int | None = None,
     ) -> None:
         self.settings = settings
-        register_secret(settings.llm.api_key.get_secret_value())
+        register_secret(settings.llm.api_key.get_secret_value())  # whatever its length
+        register_secrets(settings)  # every SecretStr (LLM keys, MCP env and headers), before anything logs
         self.db = Database(settings.storage.url)
         self.bus = EventBus()
         self.sessions = SessionStore(self.db)
@@ -376,7 +381,7 @@ class Runtime:
         self.outbox = OutboxStore(self.db)
         self.history = HistoryStore(self.db)
         self.mailbox = SqlMailbox(self.db, settings.mailbox.max_unread)
-        watch_metrics(self.bus.subscribe, self.mailbox.subscribe)  # runtime.metrics_bus
+        watch_metrics(self.bus.subscribe, self.mailbox.subscribe, self._knows_tool)  # runtime.metrics_bus
         self.mcp = McpServers(settings.mcp, SqlProcessLedger(self.sessions))  # groups reaped after a kill
         self.mcp_catalog = McpCatalog(self.mcp, GrantStore(self.db))
         approval = settings.approval.model_copy(
@@ -518,6 +523,11 @@ class Runtime:
             raise ConfigError(key, f"no tool named {name!r} (hooks may name any registered tool)")
         if self.agents.main.tools is not None:  # the main agent's allowlist (agents/main)
             self.services.tools = self.tools.only(self.agents.main.tools)
+
+    def _knows_tool(self, name: str) -> bool:
+        """A registered tool, or a tool of a configured MCP server (listed or not yet)."""
+        servers = self.settings.mcp.servers
+        return self.tools.get(name) is not None or any(name.startswith(f"{MCP_PREFIX}{s}__") for s in servers)
 
     @functools.cached_property
     def debug(self) -> DebugView:

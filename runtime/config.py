@@ -389,8 +389,10 @@ class SchedulerSettings(Section):
     misfire_grace: Duration = 3600.0
 
 
-MCP_SERVER_NAME = r"^[a-z0-9_-]{1,32}$"
-"""A server's name becomes part of its tools' names (``mcp__<server>__<tool>``)."""
+MCP_SERVER_NAME = r"^(?=.{1,32}$)[a-z0-9]+(?:[-_][a-z0-9]+)*$"
+"""A server's name becomes part of its tools' names (``mcp__<server>__<tool>``): no ``__`` in it
+(nor a ``_`` or ``-`` at its ends), so ``mcp__a__*`` names only server ``a``'s tools and two
+servers' tool names cannot come out the same."""
 
 
 class McpServerSettings(Section):
@@ -410,7 +412,7 @@ class McpServerSettings(Section):
     lazy: bool = True
     """Start and list on first use; ``false``: at start, its tools offered from the first turn."""
     timeout: Duration = 60.0
-    """Per call (and for the start itself)."""
+    """Per call; a start may take the longer of this and ``START_TIMEOUT`` (runtime.mcp.servers)."""
     approval: ApprovalAction | None = None
     """A rule for every tool of this server; ``None``: the approval rules decide (no match asks)."""
 
@@ -424,7 +426,7 @@ class McpServerSettings(Section):
 def _server_names(servers: dict[str, McpServerSettings]) -> dict[str, McpServerSettings]:
     bad = sorted(name for name in servers if not re.fullmatch(MCP_SERVER_NAME, name))
     if bad:
-        raise ValueError(f"server names are 1-32 of a-z, 0-9, '_' and '-': {', '.join(map(repr, bad))}")
+        raise ValueError(f"server names are 1-32 of a-z, 0-9, and single '_' or '-' between them: {', '.join(map(repr, bad))}")
     return servers
 
 

@@ -17,9 +17,14 @@ Design choices where the spec is silent:
   row that asked for tool calls is ``thinking``, the one that answered is
   ``assistant`` (the spec's two kinds), each followed by its ``tool`` entries.
 * Tool arguments are the parsed JSON when they parse, else the raw text.
+* The ``subagent`` source filter lists the sessions a sub-agent worked in (a
+  frame deeper than the root): sub-agents are frames inside a session, not
+  sessions of their own. ``telegram`` (the spec's name) filters as ``chat``.
 * Health is three states; the LLM endpoint is probed at most once per
   :data:`LLM_PROBE_EVERY` (a liveness probe every few seconds must not turn
-  into as many requests to a paid API).
+  into as many requests to a paid API). The whole is down when the chat
+  adapter or the database is; an unreachable LLM endpoint is reported but
+  does not fail the probe (the chat still answers, with an error).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from sqlmodel import Session, col, select
 
 from agentgram.runtime.llm.types import LLMClient
@@ -201,6 +206,14 @@ class State(enum.StrEnum):
     STARTING = "starting"
 
 
+def _source_alias(value: object) -> object:
+    return SessionSource.CHAT if value == "telegram" else value
+
+
+SourceFilter = Annotated[SessionSource, BeforeValidator(_source_alias)]
+"""A session source as a query names it: the spec's ``telegram`` reads as ``chat``."""
+
+
 class Health(_Value):
     status: State
     polling: State
@@ -305,6 +318,13 @@ class _Tree:
         return out
 
 
+def _from_source(source: SessionSource) -> sa.ColumnElement[bool]:
+    if source != SessionSource.SUBAGENT:
+        return col(ChatSession.source) == source
+    deeper = select(col(StackFrame.session_id)).where(col(StackFrame.depth) > 0)
+    return sa.or_(col(ChatSession.source) == source, col(ChatSession.id).in_(deeper))
+
+
 def _read_page(tx: Session, source: SessionSource | None, page: int, per_page: int) -> SessionPage:
     counted = (
         select(
@@ -320,8 +340,8 @@ def _read_page(tx: Session, source: SessionSource | None, page: int, per_page: i
     )
     total_query = select(sa.func.count()).select_from(ChatSession)
     if source is not None:
-        query = query.where(ChatSession.source == source)
-        total_query = total_query.where(ChatSession.source == source)
+        query = query.where(_from_source(source))
+        total_query = total_query.where(_from_source(source))
     found = tx.exec(query.order_by(col(ChatSession.id).desc()).offset((page - 1) * per_page).limit(per_page))
     items = [
         SessionSummary(**_info(row).model_dump(), message_count=count or 0, last_message_at=last)
@@ -470,7 +490,7 @@ class DebugView:
         else:
             polling = State.DOWN
         db, llm = await asyncio.gather(self._db_state(), self._llm_health())
-        status = State.DOWN if polling == State.DOWN else State.OK
+        status = State.DOWN if State.DOWN in (polling, db) else State.OK
         return Health(status=status, polling=polling, llm=llm, db=db)
 
     async def _db_state(self) -> State:
@@ -508,6 +528,7 @@ __all__ = [
     "SessionPage",
     "SessionSource",
     "SessionSummary",
+    "SourceFilter",
     "State",
     "TicRunInfo",
     "ToolEntry",

@@ -20,11 +20,15 @@ import json
 import logging
 import re
 from datetime import UTC, datetime
+from urllib.parse import parse_qsl
+
+from pydantic import AnyUrl, BaseModel, SecretStr
 
 ROOT = "agentgram"
 _secrets: set[str] = set()
 _redact_payloads = True
 _TOKEN_IN_URL = re.compile(r"/bot\d+:[A-Za-z0-9_-]+")
+_CREDENTIAL_PARAM = re.compile(r"token|key|secret|passw|auth|sig", re.IGNORECASE)
 LIBRARIES = ("aiosqlite", "httpx", "httpx2", "httpcore", "telegram", "apscheduler", "openai")
 """Third-party loggers kept at WARNING unless DEBUG with ``logging.libraries`` on."""
 _RECORD_KEYS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
@@ -37,6 +41,37 @@ def get_logger(area: str) -> logging.Logger:
 def register_secret(value: str) -> None:
     if value and len(value) >= 4:
         _secrets.add(value)
+
+
+WALKED_MIN = 8
+"""The shortest ``SecretStr`` value :func:`register_secrets` masks: ``mcp.servers.*.env`` holds every
+variable as a secret, and masking ``LOG_LEVEL: info`` would hide the word "info" everywhere. The
+tokens that matter are longer; the LLM key and the bot token are registered whatever their length."""
+
+
+def register_secrets(value: object) -> None:
+    """Register every secret ``value`` holds at any depth: each ``SecretStr``, and a URL's
+    password and credential-named query values (``?api_key=…``). Walking the settings as a
+    whole masks a secret added to the config later without anyone remembering to register it."""
+    match value:
+        case SecretStr():
+            secret = value.get_secret_value()
+            if len(secret) >= WALKED_MIN:  # a short "secret" (an env value such as "info") is a word
+                register_secret(secret)
+        case AnyUrl():
+            register_secret(value.password or "")
+            for name, given in parse_qsl(value.query or ""):
+                if _CREDENTIAL_PARAM.search(name):
+                    register_secret(given)
+        case BaseModel():
+            for name in type(value).model_fields:
+                register_secrets(getattr(value, name))
+        case dict():
+            for item in value.values():
+                register_secrets(item)
+        case list() | tuple() | set() | frozenset():
+            for item in value:
+                register_secrets(item)
 
 
 def payload(text: str) -> str:

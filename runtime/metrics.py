@@ -16,7 +16,8 @@ metrics (API calls, outbox, polling lag) are its own, in ``bot.telegram.metrics`
 registered here too.
 
 Labels are bounded sets: outcomes, statuses and kinds are enums; tool and model
-names come from the configuration and the tool registry, never from user input.
+names come from the configuration and the tool registry, never from user input
+nor from the model (a tool name the runtime does not know is ``unknown``).
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ Design choices:
 * A tool call is counted at its last phase (done, failed, rejected, cancelled, detached);
   a detached call is counted again when its background run ends, in
   ``agentgram_background_calls_total``.
+* A tool name the runtime does not know (one the model invented, which fails as an
+  unknown tool) is labelled ``unknown``: the model must not be able to grow the
+  label set. What is known is the runtime's to say (``known``): its registered
+  tools and the ``mcp__<server>__`` tools of configured servers.
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ from agentgram.runtime.events import (
 )
 from agentgram.runtime.mailbox import Envelope
 
+UNKNOWN_TOOL = "unknown"
+"""The ``tool`` label of a call to a tool the runtime does not know."""
+
 CLOSING_PHASES = frozenset(
     {ToolPhase.DONE, ToolPhase.FAILED, ToolPhase.REJECTED, ToolPhase.CANCELLED, ToolPhase.DETACHED}
 )
@@ -45,10 +52,16 @@ class _RunningTurn:
     rounds: int = 0
 
 
+def _any_tool(name: str) -> bool:
+    return True
+
+
 @dataclass(slots=True)
 class MetricsObserver:
     """Counts runtime events into :mod:`runtime.metrics`; holds only the turns now running."""
 
+    known: Callable[[str], bool] = _any_tool
+    """Whether a tool name is one the runtime knows; others are labelled :data:`UNKNOWN_TOOL`."""
     running: dict[int, _RunningTurn] = field(default_factory=dict)  # turn id → its session, its rounds
 
     def __call__(self, event: RuntimeEvent) -> None:
@@ -58,7 +71,7 @@ class MetricsObserver:
             case RoundEnded() if event.turn_id in self.running:
                 self.running[event.turn_id].rounds += 1
             case ToolActivity() if event.phase in CLOSING_PHASES:
-                metrics.TOOL_CALLS.labels(tool=event.name, status=event.phase).inc()
+                metrics.TOOL_CALLS.labels(tool=self._tool_label(event.name), status=event.phase).inc()
             case CallFinished():
                 metrics.BACKGROUND_CALLS.labels(tool=event.name, status=event.status).inc()
             case TurnFinished():
@@ -66,6 +79,9 @@ class MetricsObserver:
             case _:
                 return
         metrics.SESSIONS_ACTIVE.set(len({turn.session_id for turn in self.running.values()}))
+
+    def _tool_label(self, name: str) -> str:
+        return name if self.known(name) else UNKNOWN_TOOL
 
     def _turn_finished(self, event: TurnFinished) -> None:
         metrics.TURNS.labels(outcome=event.outcome).inc()
@@ -81,9 +97,11 @@ class MetricsObserver:
 def watch(
     subscribe: Callable[[Callable[[RuntimeEvent], None]], object],
     subscribe_mail: Callable[[Callable[[Envelope], None]], None],
+    known: Callable[[str], bool],
 ) -> MetricsObserver:
-    """Count the events ``subscribe`` delivers and the mail ``subscribe_mail`` reports accepted."""
-    observer = MetricsObserver()
+    """Count the events ``subscribe`` delivers and the mail ``subscribe_mail`` reports accepted;
+    ``known`` tells the tool names the runtime knows."""
+    observer = MetricsObserver(known)
     subscribe(observer)
     subscribe_mail(observer.mail_accepted)
     return observer

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from agentgram.bot.settings import BotSettings
 from agentgram.bot.telegram.access_list import AccessList
@@ -14,9 +13,6 @@ from agentgram.bot.telegram.incoming import Update
 from agentgram.bot.telegram.router import HandlerContext
 from agentgram.runtime.app import Runtime, SessionRef
 from agentgram.runtime.i18n import Translator
-
-if TYPE_CHECKING:
-    from agentgram.bot.telegram.router import HandlerContext
 
 
 @dataclass(slots=True)

@@ -4,7 +4,8 @@ A download is ``getFile`` (which names the file's path on Telegram's side), then
 ``{api_base_url}/file/bot{token}/{file_path}``: the driver builds that URL from
 ``telegram.api_base_url`` (:meth:`~.port.BotApi.download`), so a local Bot API server works the
 same. Transient failures (5xx, timeouts, 429) are retried a few times; what still fails
-becomes :class:`~runtime.errors.FetchFailed`, whose text the user and the model read.
+becomes :class:`~runtime.errors.FetchFailed`, whose text the user and the model read; it passes
+:func:`~runtime.log.redact` first, as a download URL holds the bot token.
 
 Files over the download limit are never asked for: the handlers mark them skipped
 (:func:`over_download_limit`) before the mail is stored, so no failing ``getFile`` is made.
@@ -24,7 +25,7 @@ from agentgram.bot.telegram.port import HTML, BadRequest, BotApi, FileUpload, Se
 from agentgram.bot.telegram.render import html_to_text
 from agentgram.bot.telegram.sender import Retry, is_entity_error, with_retry
 from agentgram.runtime.errors import FetchFailed
-from agentgram.runtime.log import get_logger
+from agentgram.runtime.log import get_logger, redact
 
 log = get_logger("telegram.files")
 
@@ -69,7 +70,8 @@ class TelegramFiles:
             )
         except TelegramError as error:
             log.warning("could not download a file: %s: %s", type(error).__name__, error)
-            raise FetchFailed(f"Telegram did not hand the file over ({error.message})") from error
+            # redacted: the model, the user and the web view read it, and a library's text may quote the URL
+            raise FetchFailed(f"Telegram did not hand the file over ({redact(error.message)})") from error
         except OSError as error:
             raise FetchFailed(f"the file could not be saved ({error.strerror or error})") from error
 

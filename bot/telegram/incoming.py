@@ -123,6 +123,9 @@ class CallbackQuery:
     api: BotApi = field(repr=False, compare=False)
     data: str | None = None
     message: Message | None = None  # None when Telegram no longer has it
+    chat: Chat | None = None
+    """The chat of the button's message, also when the message itself is no longer accessible
+    (Telegram still names its chat and id), as PTB's ``Update.effective_chat`` reads it."""
 
     async def answer(self, text: str | None = None, show_alert: bool = False) -> None:
         await self.api.answer_callback_query(self.id, text=text, show_alert=show_alert)
@@ -163,7 +166,11 @@ class Update:
     @property
     def effective_chat(self) -> Chat | None:
         message = self.effective_message
-        return message.chat if message is not None else self.other_chat
+        if message is not None:
+            return message.chat
+        if self.callback_query is not None and self.callback_query.chat is not None:
+            return self.callback_query.chat  # a press on a message Telegram no longer shows
+        return self.other_chat
 
     @property
     def effective_user(self) -> User | None:
@@ -265,6 +272,7 @@ def _query(query: Any, api: BotApi) -> CallbackQuery:
         api=api,
         data=query.data,
         message=_message(message, api) if message is not None and _accessible(message) else None,
+        chat=_chat(getattr(message, "chat", None)),
     )
 
 

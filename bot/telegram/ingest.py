@@ -51,7 +51,7 @@ backoff, first after :data:`FIRST_RETRY`, at most :data:`MAX_RETRY` apart. A
 long poll that has not answered by its timeout plus :data:`WATCHDOG_GRACE` is
 cancelled and started again (a half-dead connection never answers at all).
 Only a 401 — the token was revoked — ends the loop, by raising
-:class:`~telegram.error.InvalidToken`.
+:class:`~.port.InvalidToken`.
 """
 
 from __future__ import annotations

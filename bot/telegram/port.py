@@ -197,7 +197,9 @@ class BotApi(Protocol):
     ) -> list[Any]:
         """``getUpdates`` as raw JSON, one item per update, unparsed (ingest parses each on its
         own so one the library cannot read costs only itself); ``offset`` 0 is not sent. A result
-        that is not a JSON list raises :class:`NetworkError`."""
+        that is not a JSON list raises :class:`NetworkError`. ``timeout`` is the long poll's, which
+        Telegram holds the request open for; ``read_timeout`` the whole wait for the answer, so it
+        should exceed ``timeout`` (ingest gives it a margin)."""
 
     async def send_message(self, chat_id: int, message: Text) -> Sent:
         """A reply to a message that is gone is sent without the reply."""
@@ -219,7 +221,8 @@ class BotApi(Protocol):
         """``action``: the Bot API's name (``typing``, ``upload_document``, ``record_voice``…)."""
 
     async def send_file(self, chat_id: int, file: FileUpload) -> Sent:
-        """``sendDocument``, or ``sendPhoto`` for ``file.as_photo``."""
+        """``sendDocument``, or ``sendPhoto`` for ``file.as_photo``; like a message, a reply to a
+        message that is gone is sent without the reply."""
 
     async def download(self, file_id: str, dest: Path, *, read_timeout: float) -> None:
         """``getFile``, then the file's bytes to ``dest``. :class:`BadRequest` when Telegram

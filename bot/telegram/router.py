@@ -9,11 +9,13 @@ they are tried and builds the one table the button dispatch reads, refusing an
 action two routers claim. Routers are immutable, so each bot (several in one
 test process) joins the same ones into a table of its own.
 
-**Dispatch** (:meth:`Dispatcher.process`) keeps python-telegram-bot's rules,
-which the handlers were written for: groups run in ascending order; in the
-gate's group every handler runs, in a feature group only the first that
-matches; a handler raising :class:`StopUpdate` ends the update's handling.
-A handler's exception is logged and ends that update only.
+**Dispatch** (:meth:`Dispatcher.process`) is modelled on python-telegram-bot's
+groups, which the handlers were written for, but is not the same: groups run
+in ascending order; in the gate's group every handler that matches runs (PTB
+runs one a group), in a feature group only the first that matches; a handler
+raising :class:`StopUpdate` ends the update's handling. Any other exception is
+logged and ends that update too, also one from the gate: it fails closed, so a
+gate that breaks lets nothing through (PTB would go on to the next group).
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ BRIEF = Retry(attempts=4, max_delay=4.0)
 PERSISTENT = Retry(attempts=None, max_delay=30.0)
 
 _PERMANENT = (BadRequest, Forbidden, InvalidToken, ChatMigrated, Conflict)
-"""Refusals a retry cannot change (``BadRequest`` is a ``NetworkError`` subclass: check it first)."""
+"""Refusals a retry cannot change; every other :class:`~.port.TelegramError` is transient."""
 
 
 def retry_after_seconds(error: RetryAfter) -> float:

@@ -4,8 +4,10 @@ Pure functions (no I/O): the chat (:mod:`bot.terminal.chat`) decides what to
 do with each typed value. An approval is answered ``y`` / ``yes``, ``n`` /
 ``no`` (optionally followed by the reason), ``<minutes>m`` with the minutes the
 runtime trusts for (``15m`` by default: trust this kind of call for a while) or
-``always`` (save a rule); anything else is no answer, and the prompt asks again.
-A question is answered by an option's number or in the user's own words.
+``always`` (save a rule; only where the prompt offers it); anything else is no
+answer, and the prompt asks again. A question is answered by an option's number
+or in the user's own words. Numbers are ASCII digits only: ``str.isdigit`` also
+accepts ``"²"``, which :func:`int` rejects (:func:`number`).
 """
 
 from __future__ import annotations
@@ -29,11 +31,15 @@ class ApprovalAnswer:
 
 _YES = frozenset({"y", "yes"})
 _NO = frozenset({"n", "no"})
-_ALWAYS = frozenset({"a", "always"})
 
 
-def parse_approval(text: str, minutes: int) -> ApprovalAnswer | None:
-    """The answer ``text`` gives an approval prompt; ``None`` when it is none of them."""
+def number(text: str) -> int | None:
+    """``text`` as a non-negative integer when it is ASCII digits; else ``None``."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def parse_approval(text: str, minutes: int, *, can_always: bool = True) -> ApprovalAnswer | None:
+    """The answer ``text`` gives an approval prompt; ``None`` when it is none of those offered."""
     word, _, rest = text.strip().partition(" ")
     word, reason = word.lower(), rest.strip() or None
     if word in _NO:
@@ -44,17 +50,15 @@ def parse_approval(text: str, minutes: int) -> ApprovalAnswer | None:
         return ApprovalAnswer(Verdict.APPROVE)
     if word == f"{minutes}m":
         return ApprovalAnswer(Verdict.TRUST_WHILE)
-    if word in _ALWAYS:
+    if word == "always" and can_always:
         return ApprovalAnswer(Verdict.ALWAYS)
     return None
 
 
 def option_chosen(text: str, options: int) -> int | None:
     """The option (0-based) a number typed in answer to a question picks; ``None``: own words."""
-    stripped = text.strip()
-    if stripped.isdigit() and 1 <= int(stripped) <= options:
-        return int(stripped) - 1
-    return None
+    chosen = number(text.strip())
+    return chosen - 1 if chosen is not None and 1 <= chosen <= options else None
 
 
 class CommandName(enum.StrEnum):

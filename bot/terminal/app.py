@@ -11,6 +11,10 @@ instead: one runtime, one database, both adapters subscribed.
 The log: what goes to stderr would tear through the prompt, so the terminal
 shows only warnings and errors, above the prompt (:func:`route_logs`), and
 ``--log FILE`` keeps the whole log at ``logging.level``.
+
+The web view runs only beside the Telegram bot (its health is the bot's
+polling): alone, ``web.enabled`` is ignored with one warning line rather than
+serving a health probe that would report the missing poller as down.
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ from agentgram.bot.terminal.chat import TerminalChat
 from agentgram.bot.terminal.config import ChatSettings, chat_user
 from agentgram.runtime.app import AlreadyRunning, InstanceLock, Runtime, fingerprint
 from agentgram.runtime.i18n import Translator
+from agentgram.runtime.log import get_logger
 from agentgram.runtime.tasks import cancel_and_wait
+
+log = get_logger("terminal")
 
 TERMINAL_FORMAT_RULES = """\
 Your replies are shown in a terminal, rendered from Markdown: **bold**, _italic_, `inline code`, fenced code
@@ -73,6 +80,8 @@ async def run_alone(settings: ChatSettings) -> int:
         print(str(error), file=sys.stderr)
         return 2
     with lock:
+        if settings.web.enabled:
+            log.warning("web.enabled is ignored: the web view runs only beside the Telegram bot")
         runtime = Runtime(settings, format_rules=TERMINAL_FORMAT_RULES, home_chat_id=chat_user(settings))
         chat = terminal_for(runtime, Translator(default=settings.locale.default), settings)
         try:

@@ -20,6 +20,13 @@ Design choices where the issue is silent:
   Ctrl-D exits too. Leaving stops nothing: like a Telegram bot's restart, a
   turn still running is resumed by the next start.
 * The user's language is ``locale.default`` (a terminal has no client language).
+* A line whose handling fails is logged and reported in one line; the chat reads on
+  (one odd line must not end a chat, nor the bot beside it).
+* ``prompt_async`` runs with ``handle_sigint=False``: prompt_toolkit would otherwise remove
+  the process's SIGINT handler (the bot's, or :func:`bot.terminal.app.run_alone`'s) after the
+  first prompt; Ctrl-C typed at the prompt still arrives, as a key.
+* An approval restored from the history (the start-up's pending list) does not offer
+  ``always``: whether a rule can express the call is known only from the request's event.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from agentgram.bot.terminal.answers import (
     CommandName,
     UnknownCommand,
     Verdict,
+    number,
     option_chosen,
     parse_approval,
     parse_command,
@@ -111,6 +119,7 @@ def envelope_id() -> str:
 class PendingApproval:
     request_id: str
     tool: str
+    can_always: bool
 
 
 @dataclass(slots=True)
@@ -168,18 +177,20 @@ class TerminalChat:
 
     async def run(self) -> None:
         """Show the history, then read lines until Ctrl-D, ``/exit`` or a second Ctrl-C."""
-        with patch_stdout(raw=True):
-            follow_stderr()
-            await self._greet()
-            output = asyncio.create_task(self._show_events(), name="terminal-output")
-            try:
-                await self._read_lines()
-            finally:
-                await cancel_and_wait(output)
-                if self._unsubscribe is not None:
-                    self._unsubscribe()
-                self.print(view.worded(self.t, "terminal-bye"))
-        follow_stderr()
+        try:
+            with patch_stdout(raw=True):
+                follow_stderr()
+                await self._greet()
+                output = asyncio.create_task(self._show_events(), name="terminal-output")
+                try:
+                    await self._read_lines()
+                finally:
+                    await cancel_and_wait(output)
+                    if self._unsubscribe is not None:
+                        self._unsubscribe()
+                    self.print(view.worded(self.t, "terminal-bye"))
+        finally:
+            follow_stderr()  # the real stderr again, however the chat ended
 
     def print(self, renderable: RenderableType) -> None:
         self.console.print(renderable)
@@ -197,7 +208,7 @@ class TerminalChat:
             if exchange.answer_row_id is not None:
                 self.screen.shown_answers.add(exchange.answer_row_id)
         for request in await self.runtime.pending_approvals(session):
-            self._await_decision(request.request_id, request.tool)
+            self._await_decision(request.request_id, request.tool, can_always=False)
             self.print(
                 view.worded(self.t, "terminal-approval-waiting", tool=request.tool, summary=request.summary)
             )
@@ -205,7 +216,7 @@ class TerminalChat:
     async def _read_lines(self) -> None:
         while True:
             try:
-                line = await self.prompt.prompt_async(self._prompt_text)
+                line = await self.prompt.prompt_async(self._prompt_text, handle_sigint=False)
             except KeyboardInterrupt:
                 if time.monotonic() - self._last_interrupt < EXIT_WINDOW:
                     return
@@ -214,8 +225,16 @@ class TerminalChat:
                 continue
             except EOFError:
                 return
-            if await self._on_line(line.strip()) is CommandName.EXIT:
+            if await self._on_line_guarded(line.strip()) is CommandName.EXIT:
                 return
+
+    async def _on_line_guarded(self, line: str) -> CommandName | None:
+        try:
+            return await self._on_line(line)
+        except Exception:  # one line that cannot be handled must not end the chat
+            log.exception("handling a typed line failed")
+            self.print(view.worded(self.t, "terminal-line-failed"))
+            return None
 
     def _prompt_text(self) -> FormattedText:
         """The live lines (running calls, the reply streaming in), then the prompt proper: in the
@@ -233,7 +252,7 @@ class TerminalChat:
         screen = self.screen
         lines = [line.plain for line in screen.tools.values()]
         if screen.stream.strip():
-            lines += screen.stream.rstrip().splitlines()[-LIVE_LINES:]
+            lines += view.clean(screen.stream).rstrip().splitlines()[-LIVE_LINES:]
         elif screen.working and not lines:
             lines.append(self.t.t(None, "terminal-working"))
         return lines
@@ -287,9 +306,12 @@ class TerminalChat:
     async def _decide(self, line: str) -> None:
         pending = self.screen.approvals[0]
         minutes = self.runtime.trust_minutes
-        answer = parse_approval(line, minutes)
+        answer = parse_approval(line, minutes, can_always=pending.can_always)
         if answer is None:
-            self.print(view.worded(self.t, "terminal-approval-unclear", minutes=minutes))
+            unclear = (
+                "terminal-approval-unclear" if pending.can_always else "terminal-approval-unclear-no-always"
+            )
+            self.print(view.worded(self.t, unclear, minutes=minutes))
             return
         request, eid = pending.request_id, envelope_id()
         if answer.verdict is Verdict.TRUST_WHILE:
@@ -362,8 +384,9 @@ class TerminalChat:
     async def _cron(self, args: tuple[str, ...]) -> None:
         """``/cron`` lists the user's jobs; ``/cron kill <id>`` stops a running one."""
         jobs = {job.id: job for job in await self.runtime.scheduler.list_jobs(self.user_id)}
-        if len(args) == 2 and args[0] == "kill" and args[1].isdigit():
-            job = jobs.get(int(args[1]))
+        job_id = number(args[1]) if len(args) == 2 and args[0] == "kill" else None
+        if job_id is not None:
+            job = jobs.get(job_id)
             if job is None:
                 self.print(view.worded(self.t, "cron-not-found"))
                 return
@@ -405,7 +428,9 @@ class TerminalChat:
                 self._turn_finished(event)
             case ApprovalRequested():
                 self.print(view.approval_prompt(self.t, event.details, self.runtime.trust_minutes))
-                self._await_decision(event.request_id, event.details.tool_name)
+                self._await_decision(
+                    event.request_id, event.details.tool_name, can_always=event.details.can_always
+                )
             case ApprovalResolved():
                 self._resolved(event)
             case QuestionAsked():
@@ -439,9 +464,10 @@ class TerminalChat:
                 )
             case TodosChanged():
                 marks = {"pending": "☐", "in_progress": "▶", "done": "☑"}
-                self.print(Text("\n".join(f"{marks[item.status]} {item.text}" for item in event.items)))
+                lines = (f"{marks[item.status]} {view.clean(item.text)}" for item in event.items)
+                self.print(Text("\n".join(lines)))
             case SubAgentStarted():
-                self.print(Text(f"🤖 {event.parent} → {event.agent}", style="dim"))
+                self.print(Text(view.clean(f"🤖 {event.parent} → {event.agent}"), style="dim"))
             case _:  # thinking, a sub-agent's end, attachment activity: nothing to show
                 pass
 
@@ -474,9 +500,9 @@ class TerminalChat:
         elif event.outcome == OutcomeKind.EXHAUSTED:
             self.print(view.worded(self.t, "turn-exhausted", rounds=self.runtime.max_tool_rounds))
 
-    def _await_decision(self, request_id: str, tool: str) -> None:
+    def _await_decision(self, request_id: str, tool: str, *, can_always: bool) -> None:
         if all(p.request_id != request_id for p in self.screen.approvals):
-            self.screen.approvals.append(PendingApproval(request_id, tool))
+            self.screen.approvals.append(PendingApproval(request_id, tool, can_always))
 
     def _decided(self, request_id: str) -> None:
         self.screen.approvals = [p for p in self.screen.approvals if p.request_id != request_id]

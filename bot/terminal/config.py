@@ -3,7 +3,10 @@
 ``agentgram chat`` runs beside the Telegram bot when a bot token is configured,
 and alone without one. :class:`ChatSettings` is the whole config with the
 ``telegram`` section optional; a section without a token counts as absent
-(a config may keep its ``allowed_user_ids`` and leave the token out), and
+(a config may keep its ``allowed_user_ids`` and leave the token out), and so
+does a token that only names environment variables none of which is set
+(``config.example.yml``'s ``${TELEGRAM_BOT_TOKEN}`` with the variable unset:
+they are read as empty, :func:`_unset_token_as_empty`), and
 :func:`check_chat_config` validates a config with a token exactly as
 ``agentgram run`` does, so a chat beside the bot gets a
 :class:`~bot.settings.BotSettings`.
@@ -16,10 +19,13 @@ jobs, tics' home chat), else ``terminal.user_id``.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import model_validator
 
 from agentgram.bot.config_check import check_config, check_tool_hooks
@@ -72,5 +78,26 @@ def check_chat_config(path: Path, environ: Mapping[str, str] | None = None) -> B
     """With a bot token, ``agentgram run``'s validation (:func:`bot.config_check.check_config`);
     without one, the runtime's checks and a user id. Raises :class:`~runtime.config.ConfigInvalid`."""
     checks = (*RUNTIME_CHECKS, check_tool_hooks, check_chat_user)
-    alone = validate_config(path, checks, environ, model=ChatSettings)
+    env = _unset_token_as_empty(path, os.environ if environ is None else environ)
+    alone = validate_config(path, checks, env, model=ChatSettings)
     return alone if alone.telegram is None else check_config(path, environ)
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _unset_token_as_empty(path: Path, environ: Mapping[str, str]) -> Mapping[str, str]:
+    """``environ`` with the variables ``telegram.token`` names set empty when it is only such
+    references and none of them is set; else ``environ`` (what fails to read, the validation reports)."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return environ
+    telegram = raw.get("telegram") if isinstance(raw, Mapping) else None
+    token = telegram.get("token") if isinstance(telegram, Mapping) else None
+    if not isinstance(token, str):
+        return environ
+    names = _ENV_REF.findall(token)
+    if not names or _ENV_REF.sub("", token).strip() or any(name in environ for name in names):
+        return environ
+    return {**environ, **dict.fromkeys(names, "")}

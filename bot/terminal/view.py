@@ -5,12 +5,19 @@ The locales hold the small HTML subset the chat adapters share (``<b>``,
 text, so the terminal words everything with the same strings as Telegram
 (parameters HTML-escaped first, as there). The model's answers are Markdown,
 rendered by Rich's :class:`~rich.markdown.Markdown`.
+
+Everything not ours (the model's text, tool names and summaries, commands,
+diffs, questions, the history, job titles) passes :func:`clean` before it
+becomes a renderable: Rich drops only some control characters, and the
+terminal's output is written raw, so an ESC in a reply could clear the screen,
+fake a prompt or set the clipboard (OSC 52).
 """
 
 from __future__ import annotations
 
 import html
 import json
+import re
 from html.parser import HTMLParser
 
 from rich.console import Group, RenderableType
@@ -37,6 +44,13 @@ ENDED = frozenset(
     {ToolPhase.DONE, ToolPhase.FAILED, ToolPhase.REJECTED, ToolPhase.CANCELLED, ToolPhase.DETACHED}
 )
 """Phases after which a call's line is printed (before, it shows in the bottom bar)."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0 and C1 control characters but newline and tab (ESC and CSI among them)."""
+
+
+def clean(text: str) -> str:
+    """``text`` without control characters, safe to show in the user's terminal."""
+    return _CONTROL.sub("", text)
 
 
 class _RichText(HTMLParser):
@@ -66,19 +80,19 @@ def html_text(markup: str) -> Text:
 
 def worded(t: Translator, key: str, **params: str | int) -> Text:
     """The locale message ``key`` in the default language, its text parameters escaped."""
-    escaped = {k: html.escape(v, quote=False) if isinstance(v, str) else v for k, v in params.items()}
+    escaped = {k: html.escape(clean(v), quote=False) if isinstance(v, str) else v for k, v in params.items()}
     return html_text(t.t(None, key, **escaped))
 
 
 def answer(markdown: str) -> Markdown:
-    return Markdown(markdown)
+    return Markdown(clean(markdown))
 
 
 def tool_line(name: str, summary: str, phase: ToolPhase, runs_command: bool) -> Text:
     line = Text("⚙ " if runs_command else "🔧 ", style="dim")
-    line.append(name, style="bold")
+    line.append(clean(name), style="bold")
     if summary:
-        line.append(" · ").append(summary, style="cyan")
+        line.append(" · ").append(clean(summary), style="cyan")
     return line.append(f" {PHASE_MARK[phase]}")
 
 
@@ -87,22 +101,22 @@ def approval_prompt(t: Translator, details: ApprovalDetails, minutes: int) -> Re
     parts: list[RenderableType] = [worded(t, "terminal-approval-title", tool=details.tool_name)]
     if details.command is not None:
         parts.append(worded(t, "terminal-approval-command", workdir=details.workdir or ""))
-        parts.append(Padding(Syntax(details.command, "bash", word_wrap=True), (0, 2)))
+        parts.append(Padding(Syntax(clean(details.command), "bash", word_wrap=True), (0, 2)))
     elif details.path is not None:
         parts.append(worded(t, "terminal-approval-file", path=details.path))
         if details.diff:
-            parts.append(Padding(Syntax(details.diff, "diff", word_wrap=True), (0, 2)))
+            parts.append(Padding(Syntax(clean(details.diff), "diff", word_wrap=True), (0, 2)))
     else:
         arguments = json.dumps(details.arguments, ensure_ascii=False, indent=2)
-        parts.append(Padding(Syntax(arguments, "json", word_wrap=True), (0, 2)))
+        parts.append(Padding(Syntax(clean(arguments), "json", word_wrap=True), (0, 2)))
     hint = "terminal-approval-answer" if details.can_always else "terminal-approval-answer-no-always"
     parts.append(worded(t, hint, minutes=minutes))
     return Group(*parts)
 
 
 def question(t: Translator, event: QuestionAsked) -> RenderableType:
-    lines: list[RenderableType] = [html_text(t.t(None, "question-title")), Text(event.question)]
-    lines += [Text(f"  {n}. {option}") for n, option in enumerate(event.options, start=1)]
+    lines: list[RenderableType] = [html_text(t.t(None, "question-title")), Text(clean(event.question))]
+    lines += [Text(f"  {n}. {clean(option)}") for n, option in enumerate(event.options, start=1)]
     hint = "terminal-question-options" if event.options else "question-type-hint"
     lines.append(worded(t, hint))
     return Group(*lines)
@@ -110,7 +124,7 @@ def question(t: Translator, event: QuestionAsked) -> RenderableType:
 
 def you(text: str) -> Text:
     """A message of the user's as the history shows it again."""
-    return Text("› ", style="bold green").append(text)
+    return Text("› ", style="bold green").append(clean(text))
 
 
 def cron_item(t: Translator, job: Job) -> Text:

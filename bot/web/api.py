@@ -21,7 +21,7 @@ from agentgram.runtime.debug_view import (
     JobRunInfo,
     SessionDetail,
     SessionPage,
-    SessionSource,
+    SourceFilter,
     TicRunInfo,
 )
 
@@ -41,7 +41,7 @@ class Runs(BaseModel):
 @router.get("/sessions")
 async def sessions(
     request: Request,
-    source: SessionSource | None = None,
+    source: SourceFilter | None = None,
     page: Annotated[int, Query(ge=1)] = 1,
     per_page: Annotated[int, Query(ge=1, le=MAX_PER_PAGE)] = 20,
 ) -> SessionPage:

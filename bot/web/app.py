@@ -1,9 +1,9 @@
 """The web view's FastAPI application, built from the runtime facade and the ``web`` section.
 
 ``/healthz`` (open, see :mod:`.auth`) is 200 while the chat adapter polls and
-503 once it has not had a poll return for
-:data:`~runtime.debug_view.POLLING_DOWN_AFTER` seconds; the LLM endpoint's and
-the database's states are reported, never a reason to fail the probe (the bot
+the database answers, 503 once the database does not or the adapter has not had
+a poll return for :data:`~runtime.debug_view.POLLING_DOWN_AFTER` seconds; the
+LLM endpoint's state is reported, never a reason to fail the probe (the bot
 still answers, saying it cannot reach the model). ``/metrics`` is
 :func:`runtime.metrics.render`, behind the token like everything else.
 """

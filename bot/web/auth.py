@@ -5,8 +5,10 @@ It comes as ``Authorization: Bearer <token>`` (scripts, Prometheus) or in the
 cookie a browser got by opening a link with ``?token=<token>`` once: that
 request is answered with a redirect to the same URL without the token (so it
 leaves the address bar and the history) and sets the cookie HttpOnly and
-SameSite=Strict (another site can neither read it nor send it along, which is
-also what keeps the Kill form safe from cross-site posts). Tokens are compared
+SameSite=Lax: another site cannot read it, and a browser sends it along from
+another site only on top-level GET navigations, so a ``/trace`` link opened
+from Telegram (or a ``?token=`` link's redirect) works, while a cross-site POST
+(the Kill form, the only state-changing route) goes without it and is 401. Tokens are compared
 with :func:`secrets.compare_digest`. A wrong or missing token is 401, with no
 hint of what was wrong.
 """
@@ -47,7 +49,7 @@ def _trade_for_cookie(request: Request, token: str) -> Response:
     target = request.url.remove_query_params(QUERY)
     response = RedirectResponse(target.path + (f"?{target.query}" if target.query else ""), status_code=303)
     response.set_cookie(
-        COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https", path="/"
+        COOKIE, token, httponly=True, samesite="lax", secure=request.url.scheme == "https", path="/"
     )
     return response
 

@@ -19,7 +19,7 @@ from fastapi.templating import Jinja2Templates
 
 from agentgram.bot.web.api import kill_job
 from agentgram.bot.web.state import WebState
-from agentgram.runtime.debug_view import MAX_PER_PAGE, SessionSource
+from agentgram.runtime.debug_view import MAX_PER_PAGE, SessionSource, SourceFilter
 
 TEMPLATES = Path(__file__).parent / "templates"
 FOLD_CHARS = 800
@@ -53,7 +53,7 @@ def _render(request: Request, name: str, **context: object) -> HTMLResponse:
 @router.get("/", response_class=HTMLResponse)
 async def sessions_page(
     request: Request,
-    source: SessionSource | None = None,
+    source: SourceFilter | None = None,
     page: Annotated[int, Query(ge=1)] = 1,
     per_page: Annotated[int, Query(ge=1, le=MAX_PER_PAGE)] = 20,
 ) -> HTMLResponse:

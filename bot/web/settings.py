@@ -5,11 +5,15 @@ runs even when it is left out), so the error names ``web.token`` as every
 other config error names its key: enabled without a token is refused, and so
 is any listen address that is not loopback without one (``enabled: false``
 with a public address is refused too, so turning it on later cannot expose it).
+``public_url`` is where the web view's root is: pages link from ``/``, so a
+path prefix (a reverse proxy serving it under ``/agentgram/``) is refused
+rather than producing links that miss.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
@@ -48,6 +52,15 @@ class WebSettings(Section):
     @classmethod
     def _host_and_port(cls, value: str) -> str:
         split_listen(value)
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _root_only(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).path not in ("", "/"):
+            raise ValueError(
+                f"{value!r} has a path; the web view is served at the root (e.g. https://agent.example.org)"
+            )
         return value
 
     @field_validator("token")

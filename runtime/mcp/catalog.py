@@ -11,22 +11,41 @@
   the root's outlive a restart, ``/new`` starts without them, and a sub-agent
   starts with none of its own.
 
-A server's tools are listed once per process and kept, so a round asks no
-server anything; a server that died is started again by the next *call*, not
-by the next round. ``/mcp`` reads :meth:`McpCatalog.status`.
+A round offers the tools already listed and does not wait for a server's
+start: the eager servers are listed at start, ``activate_tools`` lists a lazy
+one. A server whose tools are not listed when a round needs them (an eager one
+whose start failed, a lazy one granted before a restart) is listed in the
+background (:meth:`McpServer.list_later`, which keeps the backoff); its tools
+are offered from the round after it answered. One wait is allowed: the first
+round that needs a server this process never tried (a lazy one granted before
+a restart) waits for its listing up to the server's ``timeout``, so a working
+server's tools are there from that first round; a hung one costs that once per
+process, never every round. A server's tools are kept once listed; a server
+that died is started again by the next *call*.
+``/mcp`` reads :meth:`McpCatalog.status`.
+
+Tool names are unique across servers: a tool whose name another server's tool
+already has (e.g. once cut to 64 characters) is a warning and left out, so a
+call can only ever reach one server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+import mcp_types as types
+
 from agentgram.runtime.errors import ToolError
+from agentgram.runtime.log import get_logger
 from agentgram.runtime.mcp.servers import McpServer, McpServers, ServerState
 from agentgram.runtime.mcp.tools import McpTool, mcp_tools
 from agentgram.runtime.storage.grant_rows import ROOT_FRAME, GrantStore
 from agentgram.runtime.tools.base import ToolRegistry
+
+log = get_logger("mcp")
 
 
 @dataclass(slots=True, frozen=True)
@@ -59,6 +78,7 @@ class McpCatalog:
         self.servers = servers
         self.grants = grants
         self._tools: dict[str, list[McpTool]] = {}
+        self._tried: set[str] = set()  # the servers a round or the start already waited for once
         self._extended: weakref.WeakKeyDictionary[ToolRegistry, dict[tuple[str, ...], ToolRegistry]] = (
             weakref.WeakKeyDictionary()
         )
@@ -72,20 +92,48 @@ class McpCatalog:
         :class:`ToolError` of a start that failed."""
         tools = self._tools.get(server.name)
         if tools is None:
-            tools = self._tools[server.name] = mcp_tools(server, await server.list_tools())
+            tools = self._keep(server, await server.list_tools())
+        return tools
+
+    def listed_tools(self, server: McpServer) -> list[McpTool] | None:
+        """The server's tools if it listed them; else ``None``, and it is listed in the background."""
+        tools = self._tools.get(server.name)
+        if tools is None:
+            listed = server.listed
+            if listed is None:
+                server.list_later()
+                return None
+            tools = self._keep(server, listed)
+        return tools
+
+    def _keep(self, server: McpServer, listed: list[types.Tool]) -> list[McpTool]:
+        taken = {tool.name for name, tools in self._tools.items() if name != server.name for tool in tools}
+        tools: list[McpTool] = []
+        for tool in mcp_tools(server, listed):
+            if tool.name in taken:
+                log.warning(
+                    "MCP server %s: tool %s is another server's tool name; left out", server.name, tool.name
+                )
+            else:
+                tools.append(tool)
+        self._tools[server.name] = tools
         return tools
 
     async def list_eager(self) -> None:
-        """Start and list the ``lazy: false`` servers; one that fails is a warning (its own log
-        line), and its tools are tried again on a later round."""
-        for server in self.servers.eager():
-            try:
-                await self.tools_of(server)
-            except ToolError:
-                continue
+        """Start and list the ``lazy: false`` servers, together; one that fails is a warning (its
+        own log line), and it is listed again in the background when a round needs it."""
+        await asyncio.gather(*(self._try_listing(server) for server in self.servers.eager()))
+
+    async def _try_listing(self, server: McpServer) -> None:
+        self._tried.add(server.name)
+        try:
+            await self.tools_of(server)
+        except ToolError:
+            return
 
     async def offered(self, session_id: int, frame: int = ROOT_FRAME) -> list[McpTool]:
-        """The MCP tools this agent sees: every eager server's, then the servers it activated."""
+        """The MCP tools this agent sees: every eager server's, then the servers it activated — as
+        far as they are listed (the module's docstring names the one wait)."""
         servers = self.servers.all()
         if not servers:  # the common case costs no read
             return []
@@ -94,10 +142,15 @@ class McpCatalog:
         for server in servers:
             if server.settings.lazy and server.name not in granted:
                 continue
-            try:
-                tools.extend(await self.tools_of(server))
-            except ToolError:  # logged by the server; the agent sees the rest
-                continue
+            tools.extend(await self._offered_of(server) or [])
+        return tools
+
+    async def _offered_of(self, server: McpServer) -> list[McpTool] | None:
+        tools = self.listed_tools(server)
+        if tools is None and server.name not in self._tried:
+            self._tried.add(server.name)
+            await server.listing(server.settings.timeout)
+            tools = self.listed_tools(server)
         return tools
 
     async def extend(

@@ -23,6 +23,7 @@ import hashlib
 import mimetypes
 import os
 import re
+import tempfile
 from pathlib import Path
 
 TOOL_IMAGES = ".agentgram/tool-images"
@@ -52,12 +53,16 @@ def save_image(workdir: Path, mime: str, body: bytes) -> str:
     if target.exists():
         return relative
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.{os.getpid()}.part")
-    with partial.open("wb") as out:
-        out.write(body)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(partial, target)
+    fd, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(body)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(partial, target)  # a thread saving the same image meanwhile wrote the same bytes
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
     return relative
 
 

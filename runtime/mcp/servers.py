@@ -6,8 +6,13 @@ SDK's anyio cancel scopes open and close in the same task; calls from turns only
 send requests over the open session. A start that fails, and a session that
 dies under a call, become a WARNING line and a :class:`~runtime.errors.ToolError`
 the model reads, never a crash. A dead server is started again by the next
-call; repeated failures wait a backoff (:data:`BACKOFF_FIRST` doubling to
-:data:`BACKOFF_CAP`) before the next attempt.
+call (or by :meth:`McpServer.list_later`, in the background); repeated failures
+wait a backoff (:data:`BACKOFF_FIRST` doubling to :data:`BACKOFF_CAP`) before
+the next attempt.
+
+Each start owns its process id: the owner task that started a server is the
+one that forgets it, so the teardown of a server that died cannot reach the
+one started after it, and only the call that saw *this* session die closes it.
 
 No server outlives agentgram, even a SIGKILLed one: the SDK starts each stdio
 server in its own session (``start_new_session``), so its pid is its process
@@ -92,6 +97,7 @@ class McpServer:
         self._pid: int | None = None
         self._session: ClientSession | None = None
         self._owner: asyncio.Task[None] | None = None
+        self._listing: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
         self._failures = 0
@@ -106,23 +112,57 @@ class McpServer:
             return ServerState.RUNNING
         return ServerState.FAILED if self.reason is not None else ServerState.STOPPED
 
+    @property
+    def listed(self) -> list[types.Tool] | None:
+        """The tools the server last listed; ``None`` while it never did."""
+        return None if self._listed is None else list(self._listed)
+
     async def list_tools(self) -> list[types.Tool]:
         """Every tool the server lists (all pages), read once per session."""
         if self._listed is None or self._session is None:
             session = await self._running()
-            self._listed = await self._request(lambda: _all_tools(session))
+            self._listed = await self._request(session, lambda: _all_tools(session))
         return list(self._listed)
+
+    def list_later(self) -> None:
+        """List the tools in the background (starting the server), unless a listing is under way
+        or the backoff is not over: a round that needs them never waits for a start."""
+        if self._listing is not None and not self._listing.done():
+            return
+        if self._retry_at > self._clock():
+            return
+        self._listing = asyncio.create_task(self._list_quietly(), name=f"mcp-list-{self.name}")
+
+    async def listing(self, patience: float) -> None:
+        """Wait for the background listing under way, if any, at most ``patience`` seconds (it
+        goes on after that)."""
+        if self._listing is not None and not self._listing.done():
+            await asyncio.wait({self._listing}, timeout=patience)
+
+    async def _list_quietly(self) -> None:
+        try:
+            await self.list_tools()
+        except ToolError:  # logged by _failed; the next need tries again after the backoff
+            return
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """Call ``tool``, waiting at most the server's ``timeout``; a readable ToolError otherwise."""
         session = await self._running()
         result = await self._request(
-            lambda: session.call_tool(tool, arguments, read_timeout_seconds=self.settings.timeout)
+            session, lambda: session.call_tool(tool, arguments, read_timeout_seconds=self.settings.timeout)
         )
         self._failures = 0
         return result
 
     async def close(self) -> None:
+        """Stop a background listing, then end the session and the server's process."""
+        listing, self._listing = self._listing, None
+        if listing is not None:
+            listing.cancel()
+            await asyncio.gather(listing, return_exceptions=True)
+        await self._end_session()
+
+    async def _end_session(self) -> None:
         """End the session and the server's process (the owner task leaves its exit stack)."""
         owner, self._owner, self._session = self._owner, None, None
         if owner is None:
@@ -153,7 +193,7 @@ class McpServer:
                 raise ToolError(
                     f"the MCP server {self.name!r} failed ({self.reason}); it is tried again in {wait:.0f}s"
                 )
-            await self.close()  # what is left of a session that died
+            await self._end_session()  # what is left of a session that died
             return await self._start()
 
     async def _start(self) -> ClientSession:
@@ -168,7 +208,7 @@ class McpServer:
                 raise
             raise self._failed("could not start", exc) from None
         except Exception as exc:
-            await self.close()
+            await self._end_session()
             raise self._failed("could not start", exc) from None
         self._session, self.reason = session, None
         log.info("MCP server %s started", self.name)
@@ -176,10 +216,12 @@ class McpServer:
 
     async def _own(self, ready: asyncio.Future[ClientSession]) -> None:
         """The owner task: open the transport and session, hold them until closed, leave them —
-        and forget the server's process group once leaving them has stopped it."""
+        and forget the server's process group (this start's, kept here) once leaving them has
+        stopped it."""
+        pid: list[int] = []
         try:
             async with AsyncExitStack() as stack:
-                session = await self._open(stack)
+                session = await self._open(stack, pid)
                 if ready.cancelled():
                     return
                 ready.set_result(session)
@@ -190,9 +232,12 @@ class McpServer:
             else:
                 log.debug("MCP server %s: closing its session failed: %s", self.name, _reason(exc))
         finally:
-            await self._forget_process()
+            for started in pid:
+                await self._forget_process(started)
 
-    async def _open(self, stack: AsyncExitStack) -> ClientSession:
+    async def _open(self, stack: AsyncExitStack, pid: list[int]) -> ClientSession:
+        """Open the transport and session; a stdio server's process id goes into ``pid`` as soon
+        as it is known (before the session answers), so the owner forgets it however it ends."""
         s = self.settings
         if s.command is not None:
             marker = uuid.uuid4().hex
@@ -203,7 +248,7 @@ class McpServer:
                 cwd=s.cwd,
             )
             read, write = await stack.enter_async_context(stdio_client(params))
-            await self._record_process(marker)
+            pid.extend(await self._record_process(marker))
         else:
             assert s.url is not None
             headers = {k: v.get_secret_value() for k, v in s.headers.items()}
@@ -215,20 +260,23 @@ class McpServer:
 
     # --- the process group ---------------------------------------------------
 
-    async def _record_process(self, marker: str) -> None:
-        """Put the running server's group in the ledger (a write that lands even under /stop)."""
-        self._pid = child_with_env(SPAWN_MARKER, marker)
-        if self._pid is None:
-            log.debug("MCP server %s: its process is not found; it is not recorded", self.name)
-        elif self._ledger is not None:
-            await durable(self._ledger.started(self._pid))
-
-    async def _forget_process(self) -> None:
-        """Once the transport has stopped the server: kill what is left of its group (a helper it
-        started outlives its stdin closing), then drop the record."""
-        pid, self._pid = self._pid, None
+    async def _record_process(self, marker: str) -> list[int]:
+        """Put the running server's group in the ledger (a write that lands even under /stop);
+        its pid, when found."""
+        pid = child_with_env(SPAWN_MARKER, marker)
         if pid is None:
-            return
+            log.debug("MCP server %s: its process is not found; it is not recorded", self.name)
+            return []
+        self._pid = pid
+        if self._ledger is not None:
+            await durable(self._ledger.started(pid))
+        return [pid]
+
+    async def _forget_process(self, pid: int) -> None:
+        """Once the transport has stopped this start's server: kill what is left of its group (a
+        helper it started outlives its stdin closing), then drop the record."""
+        if self._pid == pid:
+            self._pid = None
         if kill_group(pid):
             log.info("MCP server %s: killed the processes its server left behind", self.name)
         if self._ledger is not None:
@@ -241,7 +289,7 @@ class McpServer:
 
     # --- failures ------------------------------------------------------------
 
-    async def _request(self, send: Callable[[], Awaitable[ResultT]]) -> ResultT:
+    async def _request(self, session: ClientSession, send: Callable[[], Awaitable[ResultT]]) -> ResultT:
         try:
             return await send()
         except MCPError as exc:
@@ -251,12 +299,18 @@ class McpServer:
                 ) from None
             if exc.code != types.CONNECTION_CLOSED:
                 raise ToolError(f"the MCP server {self.name!r} refused the call: {exc.message}") from None
-            raise await self._died(exc) from None
+            raise await self._died(session, exc) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
-            raise await self._died(exc) from None
+            raise await self._died(session, exc) from None
 
-    async def _died(self, exc: BaseException) -> ToolError:
-        await self.close()
+    async def _died(self, session: ClientSession, exc: BaseException) -> ToolError:
+        """End the session that died — under the lock, and only if no start replaced it since."""
+        async with self._lock:
+            if self._session is not session:  # another call saw it die first, and counted it
+                return ToolError(
+                    f"the MCP server {self.name!r} stopped; it is started again on the next call"
+                )
+            await self._end_session()
         return self._failed("stopped", exc, again="it is started again on the next call")
 
     def _failed(self, what: str, exc: BaseException, again: str | None = None) -> ToolError:

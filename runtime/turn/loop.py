@@ -226,14 +226,11 @@ class TurnRunner:
     async def refresh_tools(self) -> None:
         """Before each round: the MCP tools as the agent's grants now stand (``activate_tools``
         in round N offers them from round N+1)."""
-        mcp = self.services.mcp
-        if mcp is None:
+        if self.services.mcp is None:
             return
-        spec = self.services.agents.catalog.get(self.level.agent if self.level else self.session.agent_id)
+        agent = self.level.agent if self.level else self.session.agent_id
         frame = self.level.stack_id if self.level is not None and self.level.stack_id else ROOT_FRAME
-        self.offered = await mcp.extend(
-            self.base_tools, self.session_id, frame, spec.tools if spec is not None else None
-        )
+        self.offered = await with_mcp_tools(self.services, self.base_tools, self.session_id, agent, frame)
 
     @property
     def depth(self) -> int:
@@ -386,12 +383,13 @@ class TurnRunner:
                     self.address, "model-fallback", {"failed": event.failed_model, "next": event.next_model}
                 )
 
+        specs = self.tools.specs()
         if prefetch is not None:
-            if prefetch.messages == messages:
+            if prefetch.asked(messages, specs):
                 return await prefetch.adopt(sink)
             prefetch.cancel()
         llm = await self._llm()
-        return await llm.stream_round(messages, self.tools.specs(), sink)
+        return await llm.stream_round(messages, specs, sink)
 
     async def _llm(self) -> LLMClient:
         """A sub-agent whose definition names a configured model asks that one; the rest ask the
@@ -829,6 +827,17 @@ def offered_tools(services: TurnServices, source: str) -> ToolRegistry:
     """The tools a session's model is offered: none that waits for the user in a tic or cron run."""
     headless = source in (SessionSource.TIC, SessionSource.CRON)
     return services.tools.for_headless() if headless else services.tools
+
+
+async def with_mcp_tools(
+    services: TurnServices, base: ToolRegistry, session_id: int, agent: str, frame: int = ROOT_FRAME
+) -> ToolRegistry:
+    """``base`` plus the MCP tools ``agent`` may call in ``frame`` (within its allowlist): the one
+    place the prefetch and each round get them from, so the prefetched request offers the same."""
+    if services.mcp is None:
+        return base
+    spec = services.agents.catalog.get(agent)
+    return await services.mcp.extend(base, session_id, frame, spec.tools if spec is not None else None)
 
 
 @dataclass(slots=True, frozen=True)

@@ -11,8 +11,8 @@ in and sends that request at once; the session worker opens the turn as soon
 as the endpoint has it (:meth:`Prefetch.under_way`), while the model thinks.
 
 The turn's first round then builds its context from what was stored, as
-always, and *adopts* the request only if the messages are exactly those the
-request carried (it uses the request's clock reading for that); otherwise
+always, and *adopts* the request only if the messages and the tools are exactly
+those the request carried (it uses the request's clock reading for that); otherwise
 it cancels the request and asks again. So a prefetched request can make a
 turn faster, never different.
 """
@@ -61,6 +61,7 @@ class Prefetch:
         """``tasks`` owns the request (the turn services' set, closed on shutdown); without it
         the request is a task of its own, for tests that build a prefetch by hand."""
         self.messages = messages
+        self.tools = list(tools)
         self.now = now  # the clock reading the context was built with
         self._started = asyncio.Event()
         self._held: list[StreamEvent] = []
@@ -92,6 +93,10 @@ class Prefetch:
             await asyncio.wait({started, self._task}, timeout=patience, return_when=asyncio.FIRST_COMPLETED)
         finally:
             await cancel_and_wait(started)
+
+    def asked(self, messages: list[ChatMessage], tools: Sequence[ToolSpec]) -> bool:
+        """Whether this request is exactly the one a round would send (its context and its tools)."""
+        return self.messages == messages and self.tools == list(tools)
 
     async def adopt(self, sink: StreamSink) -> LLMRound:
         """The round's result, its events (those so far first) going to ``sink``; a cancel closes it."""

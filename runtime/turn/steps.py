@@ -11,12 +11,20 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
+from agentgram.runtime.agents import MAIN
 from agentgram.runtime.events import OutcomeKind, TurnFinished
 from agentgram.runtime.mailbox import Envelope
 from agentgram.runtime.storage.models import SessionSource, TurnStatus
 from agentgram.runtime.turn import texts
 from agentgram.runtime.turn.inject import Prepared, fold_into_turn
-from agentgram.runtime.turn.loop import TurnRunner, TurnServices, load_images, offered_tools, round_history
+from agentgram.runtime.turn.loop import (
+    TurnRunner,
+    TurnServices,
+    load_images,
+    offered_tools,
+    round_history,
+    with_mcp_tools,
+)
 from agentgram.runtime.turn.outcome import Exhausted, Failed, Final, TurnOutcome
 from agentgram.runtime.turn.prefetch import Prefetch, provisional_messages
 
@@ -33,7 +41,7 @@ _STATUS = {
 
 
 async def prefetch(
-    services: TurnServices, session_id: int, mail: list[Envelope], *, source: str = "chat"
+    services: TurnServices, session_id: int, mail: list[Envelope], *, source: str = "chat", agent: str = MAIN
 ) -> Prefetch:
     """Step 1: send the new turn's first LLM request before the turn exists.
 
@@ -55,9 +63,7 @@ async def prefetch(
     await load_images(context, entries)
     messages = provisional_messages(entries, mail, context, now, notes=notes, compacted=compacted)
     llm = await s.llm_for(session_id)
-    tools = offered_tools(s, source)
-    if s.mcp is not None:  # the root agent's MCP tools, as its first round will offer them
-        tools = await s.mcp.extend(tools, session_id, allow=s.agents.catalog.main.tools)
+    tools = await with_mcp_tools(s, offered_tools(s, source), session_id, agent)  # as its first round will
     return Prefetch(llm, messages, tools.specs(), now, tasks=s.requests)
 
 

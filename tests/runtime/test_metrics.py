@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -25,8 +26,10 @@ from agentgram.runtime.events import OutcomeKind as Outcome
 from agentgram.runtime.llm.openai_client import OpenAIClient
 from agentgram.runtime.llm.types import StreamEvent, SystemMessage, UserMessage
 from agentgram.runtime.metrics import REGISTRY, render
-from agentgram.runtime.metrics_bus import MetricsObserver
-from tests.fakes.openai_server import Error, FakeOpenAI, Text
+from agentgram.runtime.metrics_bus import UNKNOWN_TOOL, MetricsObserver
+from tests.conftest import ALLOWED_USER, make_settings
+from tests.fakes.openai_server import Error, FakeOpenAI, Text, ToolCalls
+from tests.runtime.turn.harness import started_runtime
 
 HERE = Address(session_id=7, source="chat", chat_id=1)
 THERE = Address(session_id=8, source="chat", chat_id=2)
@@ -102,6 +105,35 @@ def test_a_tool_call_counts_once_at_its_last_phase() -> None:
     ]:
         observer(ToolActivity(to=HERE, turn_id=1, tool_call_id=1, name=name, summary="", phase=phase))
     assert (done(), started(), rejected()) == (1, 0, 1)
+
+
+def test_a_tool_the_runtime_does_not_know_is_counted_as_unknown() -> None:
+    observer = MetricsObserver(known={"read_file"}.__contains__)
+    known = counting("agentgram_tool_calls_total", tool="read_file", status="failed")
+    unknown = counting("agentgram_tool_calls_total", tool=UNKNOWN_TOOL, status="failed")
+    for name in ("read_file", "invented_by_the_model_1", "invented_by_the_model_2"):
+        observer(
+            ToolActivity(to=HERE, turn_id=1, tool_call_id=1, name=name, summary="", phase=ToolPhase.FAILED)
+        )
+    assert (known(), unknown()) == (1, 2)
+    assert b"invented_by_the_model" not in render()[0]
+
+
+async def test_a_runtime_counts_a_call_to_an_invented_tool_as_unknown(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.script(ToolCalls([("made_up_tool", {}), ("list_dir", {"path": "."})]), Text("Done."))
+    unknown = counting("agentgram_tool_calls_total", tool=UNKNOWN_TOOL, status="failed")
+    listed = counting("agentgram_tool_calls_total", tool="list_dir", status="done")
+    runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
+    try:
+        session = await runtime.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
+        await runtime.post_user_message(session, "look around", envelope_id="m1")
+        await rec.wait_kind("turn_finished")
+    finally:
+        await runtime.close()
+    assert (unknown(), listed()) == (1, 1)
+    assert b"made_up_tool" not in render()[0]
 
 
 def test_a_background_calls_end_counts_by_its_status() -> None:

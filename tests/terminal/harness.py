@@ -73,12 +73,13 @@ class TerminalRig:
             self._raw += chunk
             self.seen = plain(self._raw)
 
-    async def wait_for(self, text: str, timeout: float = TIMEOUT) -> None:
-        """Until ``text`` is on screen (polling the pty: the child's output is the only signal)."""
+    async def wait_for(self, text: str, timeout: float = TIMEOUT, *, times: int = 1) -> None:
+        """Until ``text`` is on screen (``times`` times; polling the pty: the child's output is
+        the only signal)."""
         deadline = time.monotonic() + timeout
         while True:
             self._read()
-            if text in self.seen:
+            if self.seen.count(text) >= times:
                 return
             if time.monotonic() > deadline:
                 log = self.log_path.read_text() if self.log_path.exists() else ""

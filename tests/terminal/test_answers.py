@@ -58,3 +58,14 @@ def test_commands_and_their_arguments() -> None:
     assert parse_command("/frobnicate") == UnknownCommand("/frobnicate")
     assert parse_command("/") == UnknownCommand("/")
     assert parse_command("hello /new") is None
+
+
+def test_non_ascii_digits_are_no_number() -> None:
+    assert option_chosen("²", options=3) is None  # str.isdigit() is true, int() refuses it
+    assert option_chosen("١", options=3) is None  # an Arabic-Indic one: int() takes it, we do not
+
+
+def test_always_is_an_answer_only_where_it_is_offered_and_a_is_none() -> None:
+    assert parse_approval("always", minutes=15, can_always=False) is None
+    assert parse_approval("a", minutes=15) is None
+    assert parse_approval("y", minutes=15, can_always=False) == ApprovalAnswer(Verdict.APPROVE)

@@ -70,3 +70,18 @@ def test_run_still_requires_telegram_and_chat_exits_2_on_a_config_error(
         "config error: terminal.user_id: is required without a telegram.token"
         " (any number; your Telegram user id shares its history)"
     ]
+
+
+def test_the_example_config_with_the_bot_token_variable_unset_runs_alone() -> None:
+    example = Path(__file__).parents[2] / "config.example.yml"
+    settings = check_chat_config(example, {"OPENAI_API_KEY": "sk-test"})  # no TELEGRAM_BOT_TOKEN
+    assert isinstance(settings, ChatSettings) and settings.telegram is None
+    assert chat_user(settings) == 123456789  # the example's first allowed user
+
+
+def test_a_token_mixing_text_and_an_unset_variable_is_still_an_error(tmp_path: Path) -> None:
+    raw = _raw(tmp_path)
+    raw["telegram"]["token"] = "123:${TELEGRAM_BOT_SECRET}"
+    with pytest.raises(ConfigInvalid) as raised:
+        check_chat_config(_write(tmp_path, raw), {})
+    assert "TELEGRAM_BOT_SECRET is not set" in str(raised.value)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentgram.runtime.app import SessionSource
+from agentgram.runtime.app import SessionSource, past_exchanges
 from agentgram.runtime.events import RoundEnded
+from agentgram.runtime.storage.history_tail import HistoryEntry
+from agentgram.runtime.storage.models import HistoryRow, Role
 from tests.conftest import ALLOWED_USER, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Text
 from tests.runtime.turn.harness import started_runtime
@@ -59,3 +61,14 @@ async def test_a_terminal_turn_speaks_to_the_terminal_and_is_shown_again_and_sea
         assert [hit.session_id for hit in hits] == [session.id]
     finally:
         await runtime.close()
+
+
+def test_an_answer_to_mail_the_runtime_wrote_does_not_replace_the_answer_to_the_question() -> None:
+    rows = [
+        HistoryRow(id=1, session_id=1, role=Role.USER, content="capital of France?"),
+        HistoryRow(id=2, session_id=1, role=Role.ASSISTANT, content="Paris."),
+        HistoryRow(id=3, session_id=1, role=Role.USER, content="[job 4 finished]", is_synthetic=True),
+        HistoryRow(id=4, session_id=1, role=Role.ASSISTANT, content="The job is done."),
+    ]
+    [past] = past_exchanges([HistoryEntry(row, []) for row in rows], 3)
+    assert (past.question, past.answer, past.answer_row_id) == ("capital of France?", "Paris.", 2)

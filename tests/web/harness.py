@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import httpx
 
 from agentgram.bot.web.app import create_app
-from agentgram.bot.web.serve import WebServer
+from agentgram.bot.web.serve import WebServer, bind
 from agentgram.bot.web.settings import WebSettings
 from tests.e2e.harness import Rig
 
@@ -37,7 +37,7 @@ async def web_view(rig: Rig, last_poll: Callable[[], float | None] | None = None
     settings = WebSettings(enabled=True, token=TOKEN, public_url="http://127.0.0.1:1")
     runtime = rig.bot.runtime
     app = create_app(runtime, settings, last_poll or (lambda: rig.bot.ingest.last_poll_ok))
-    server = WebServer(app, "127.0.0.1", 0)
+    server = WebServer(app, bind("127.0.0.1", 0))
     await server.start()
     host, port = server.address
     base = f"http://{host}:{port}"

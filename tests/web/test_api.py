@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import io
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
+from agentgram.runtime.debug_view import DebugView
+from agentgram.runtime.log import RedactingFilter, get_logger
 from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
+from agentgram.runtime.storage.db import Database
 from tests.e2e.harness import Rig, running_bot
 from tests.e2e.test_approvals import wait_prompt
 from tests.fakes.openai_server import Hang, Text, ToolCalls
@@ -39,7 +44,7 @@ async def test_a_token_in_the_query_becomes_an_http_only_cookie_and_leaves_the_u
         traded = await browser.get("/runs", params={"token": TOKEN, "x": "1"})
         assert traded.status_code == 303 and traded.headers["location"] == "/runs?x=1"
         cookie = traded.headers["set-cookie"].lower()
-        assert "httponly" in cookie and "samesite=strict" in cookie
+        assert "httponly" in cookie and "samesite=lax" in cookie
         assert (await browser.get("/runs")).status_code == 200, "the cookie is enough from now on"
         assert (await browser.get("/api/jobs")).status_code == 200
 
@@ -231,3 +236,78 @@ async def test_metrics_over_http_count_the_turn_just_answered(tmp_path: Path) ->
         rig.say("hello")
         await rig.wait_turns()
         assert await finals() == before + 1
+
+
+async def test_a_sub_agents_session_is_listed_under_subagent_and_telegram_is_chat(tmp_path: Path) -> None:
+    folder = tmp_path / "workspace" / "agents" / "researcher"
+    folder.mkdir(parents=True)
+    (folder / "AGENT.md").write_text(RESEARCHER)
+    async with running_bot(tmp_path) as rig, web_view(rig) as web:
+        task = {"agent": "researcher", "task": "What is the answer?"}
+        rig.llm.script(ToolCalls([("execute_task", task)]), Text("It is 42."), Text("The answer is 42."))
+        rig.say("ask the researcher")
+        await rig.wait_turns()
+        rig.say("/new")
+        await rig.wait_text("Fresh conversation")
+
+        async def listed(source: str) -> list[int]:
+            found = await web.client.get("/api/sessions", params={"source": source})
+            assert found.status_code == 200, source
+            return [item["id"] for item in found.json()["items"]]
+
+        assert await listed("subagent") == [1]
+        assert await listed("telegram") == await listed("chat") == [2, 1]
+        page = await web.client.get("/", params={"source": "subagent"})
+        assert page.status_code == 200 and 'href="/sessions/1"' in page.text
+        assert 'href="/sessions/2"' not in page.text
+
+
+MCP_TOKEN = "ghp-mcp-env-secret-0123"
+MCP_HEADER = "Bearer mcp-header-secret-4567"
+
+
+async def test_mcp_env_and_header_secrets_are_masked_in_the_web_view_and_the_log(tmp_path: Path) -> None:
+    lazy = {"command": "true", "env": {"GITHUB_TOKEN": MCP_TOKEN}}
+    remote = {"url": "https://mcp.example.invalid/mcp", "headers": {"Authorization": MCP_HEADER}}
+    async with (
+        running_bot(tmp_path, mcp={"servers": {"gh": lazy, "remote": remote}}) as rig,
+        web_view(rig) as web,
+    ):
+        (rig.workdir / "env.txt").write_text(f"GITHUB_TOKEN={MCP_TOKEN}\nAuthorization: {MCP_HEADER}\n")
+        rig.llm.script(ToolCalls([("read_file", {"path": "env.txt"})]), Text("Read it."))
+        rig.say("show env.txt")
+        await rig.wait_turns()
+        (call,) = _messages((await web.client.get("/api/sessions/1")).json(), "tool")
+        assert "GITHUB_TOKEN=***" in call["result"] and "Authorization: ***" in call["result"]
+        assert MCP_TOKEN not in call["result"] and "mcp-header-secret-4567" not in call["result"]
+        stream = io.StringIO()
+        handler = logging.StreamHandler(stream)
+        handler.addFilter(RedactingFilter())
+        logger = get_logger("test-mcp-secrets")
+        logger.addHandler(handler)
+        try:
+            logger.warning("the server said %s and %s", MCP_TOKEN, MCP_HEADER)
+        finally:
+            logger.removeHandler(handler)
+        assert stream.getvalue() == "the server said *** and ***\n"
+
+
+async def test_healthz_is_503_while_the_database_does_not_answer(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig:
+        broken = tmp_path / "broken.db"
+        broken.write_bytes(b"this is not a database " * 100)
+        db = Database(f"sqlite+aiosqlite:///{broken}")
+        runtime = rig.bot.runtime
+        runtime.debug = DebugView(db, runtime.scheduler, runtime.llm)  # the web view reads this one
+        await rig.tg.wait_for(lambda: rig.bot.ingest.last_poll_ok is not None)
+        try:
+            async with web_view(rig) as web, web.anonymous() as anonymous:
+                down = await anonymous.get("/healthz")
+            assert down.status_code == 503
+            assert (down.json()["status"], down.json()["db"], down.json()["polling"]) == (
+                "down",
+                "down",
+                "ok",
+            )
+        finally:
+            await db.close()

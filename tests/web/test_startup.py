@@ -10,8 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
+from fastapi import FastAPI
+from pydantic import ValidationError
 
+from agentgram.bot.web.serve import WebServer
+from agentgram.bot.web.settings import WebSettings
 from tests.conftest import config_mapping
 from tests.e2e.harness import fakes
 from tests.web.harness import TOKEN
@@ -64,7 +69,7 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-async def test_the_web_view_starts_with_the_bot_and_stops_with_it(tmp_path: Path) -> None:
+async def test_the_web_view_starts_with_the_bot_and_stops_first_on_shutdown(tmp_path: Path) -> None:
     port = _free_port()
     async with fakes() as (tg, llm):
         config = tmp_path / "config.yml"
@@ -83,9 +88,14 @@ async def test_the_web_view_starts_with_the_bot_and_stops_with_it(tmp_path: Path
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
             assert (await client.get("/api/sessions")).json()["total"] == 0
             proc.terminate()
+            async with asyncio.timeout(30):  # the shutdown's log: the web view stops before the bot
+                while "shutting down" not in (await proc.stderr.readline()).decode():
+                    pass
+                while "web view stopped" not in (line := (await proc.stderr.readline()).decode()):
+                    assert line, "the bot ended without stopping the web view"
+            assert not await _answers(client), "the port refuses once the web view says it stopped"
             _, err = await asyncio.wait_for(proc.communicate(), 30.0)
             assert proc.returncode == 0, err.decode()
-            assert not await _answers(client), "the web view stopped with the bot"
 
 
 async def _answers(client: httpx.AsyncClient) -> bool:
@@ -93,3 +103,33 @@ async def _answers(client: httpx.AsyncClient) -> bool:
         return (await client.get("/healthz")).status_code in (200, 503)
     except httpx.TransportError:
         return False
+
+
+async def test_a_port_in_use_is_refused_before_the_bot_starts(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        async with fakes() as (tg, llm):
+            code, _ = await _run(
+                tmp_path, llm.base_url, tg.root, enabled=True, token=TOKEN, listen=f"127.0.0.1:{port}"
+            )
+            assert code == 2
+            assert tg.requests == [], "no Bot API call: the socket is bound before the bot starts"
+
+
+async def test_a_failed_web_start_closes_its_socket_and_leaves_no_task() -> None:
+    listening = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # not a stream socket: uvicorn fails
+    listening.bind(("127.0.0.1", 0))
+    server = WebServer(FastAPI(), listening)
+    with pytest.raises(ValueError, match="Stream Socket"):
+        await server.start()
+    assert listening.fileno() == -1, "the socket is closed"
+    assert [t for t in asyncio.all_tasks() if t.get_name() == "web"] == []
+
+
+def test_public_url_with_a_path_is_one_config_error_naming_it() -> None:
+    with pytest.raises(ValidationError) as raised:
+        WebSettings(public_url="https://example.org/agentgram/")
+    assert raised.value.errors()[0]["loc"] == ("public_url",)
+    assert (
+        WebSettings(public_url="https://example.org/").public_url == "https://example.org"
+    )  # the root: fine

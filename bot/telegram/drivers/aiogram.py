@@ -9,9 +9,8 @@ Choices made where the issue is silent:
 * **Rate limit and 429 in one session middleware** (:class:`RateLimit`), as
   aiogram has no built-in limiter. It follows python-telegram-bot's
   ``AIORateLimiter`` as :mod:`..ratelimit` tunes it: ``messages_per_second``
-  overall and 20 a minute per group (negative ids, ``@channel`` names); unlike
-  PTB, which leaves private chats to the overall budget, one private chat gets
-  one message a second, Telegram's guidance. The calls in ``UNMETERED`` skip the budget
+  overall and 20 a minute per group (negative ids, ``@channel`` names); a
+  private chat has only the overall budget, as with PTB. The calls in ``UNMETERED`` skip the budget
   and those in ``UNLIMITED`` the whole limiter (both sets come from
   :mod:`..ratelimit`, so the two drivers cannot drift). A 429 is waited out
   and retried up to ``max_retries`` times, and while it is waited out every
@@ -19,7 +18,7 @@ Choices made where the issue is silent:
   429 has been waited out (PTB's ends with the first).
 * **The metrics hook is the innermost middleware** (:class:`Counted`): it sees
   each HTTP request once, retries included, and labels it as
-  :class:`~..metrics.MeteredRequest` does. aiogram decodes the body before it
+  :class:`~.ptb.MeteredRequest` does. aiogram decodes the body before it
   reads the status, so an answer that is not JSON is counted ``error``
   whatever its status (PTB counts it by status). A file download passes no
   middleware; it is counted as ``file`` where it is made.
@@ -28,9 +27,15 @@ Choices made where the issue is silent:
   and error mapping as every call, and pydantic checks only that the answer is
   a list, so one update aiogram cannot read fails only itself, in
   :func:`parse_update`.
-* Timeouts: aiogram has one total timeout per request; a call's
-  ``read_timeout``/``write_timeout`` becomes it (rounded up to whole seconds,
-  aiogram's unit), a long poll's is ``timeout + read_timeout``.
+* Timeouts: aiogram has one total timeout per request, :data:`CALL_TIMEOUT`
+  unless a call says otherwise; a call's ``read_timeout``/``write_timeout``
+  becomes it (rounded up to whole seconds, aiogram's unit), a long poll's
+  ``read_timeout`` is already the whole wait. A file download is streamed
+  through the session's own aiohttp client (:meth:`AiogramApi._stream`), since
+  ``Bot.download_file`` knows only a total timeout: its ``read_timeout`` is the
+  longest gap between reads, as PTB's is.
+* A failed download's HTTP status is all its error says (:func:`_http_error`):
+  aiohttp's own text holds the file URL, and the URL holds the bot token.
 """
 
 from __future__ import annotations
@@ -115,6 +120,12 @@ KEPT_CHAT_LIMITERS = 512
 """Past this many chats, the limiters of idle chats are dropped (PTB's threshold)."""
 FILE = "file"
 """The ``method`` a file download is counted as (:mod:`..metrics`)."""
+CALL_TIMEOUT = 10.0
+"""Seconds an ordinary call may take in all (aiogram's 60 would hold a sender long past PTB's 5 s
+connect, read and write timeouts)."""
+CONNECT_TIMEOUT = 10.0
+"""Seconds a file download may take to connect."""
+CHUNK = 64 * 1024
 
 
 def parse_update(raw: dict[str, Any], api: BotApi) -> incoming.Update:
@@ -135,7 +146,7 @@ class AiogramApi:
         max_retries: int,
         count: Count | None = None,
     ) -> None:
-        session = AiohttpSession(api=TelegramAPIServer.from_base(str(api_base_url)))
+        session = AiohttpSession(api=TelegramAPIServer.from_base(str(api_base_url)), timeout=CALL_TIMEOUT)
         session.middleware(RateLimit(messages_per_second, max_retries))  # outermost: retries pass the rest
         if count is not None:
             session.middleware(Counted(count))
@@ -143,6 +154,7 @@ class AiogramApi:
             self._bot = Bot(token, session=session)
         except TokenValidationError as error:  # aiogram checks the token's shape at once
             raise InvalidToken(str(error)) from error
+        self._session = session  # its aiohttp client streams the downloads
         self._count = count
         self._me: BotIdentity | None = None
 
@@ -180,7 +192,7 @@ class AiogramApi:
     ) -> list[Any]:
         method = _RawUpdates(offset=offset or None, timeout=timeout, allowed_updates=list(allowed_updates))
         with _mapped():
-            return await self._bot(method, request_timeout=_seconds(timeout + read_timeout))
+            return await self._bot(method, request_timeout=_seconds(read_timeout))
 
     async def send_message(self, chat_id: int, message: Text) -> Sent:
         with _mapped():
@@ -241,7 +253,17 @@ class AiogramApi:
         if file.file_path is None:
             raise BadRequest(f"Telegram gives no path to download file {file_id} from")
         with _mapped(), self._counted_download():
-            await self._bot.download_file(file.file_path, destination=dest, timeout=_seconds(read_timeout))
+            await self._stream(file.file_path, dest, read_timeout)
+
+    async def _stream(self, file_path: str, dest: Path, read_timeout: float) -> None:
+        """The file's bytes to ``dest``, waiting at most ``read_timeout`` for each read."""
+        url = self._session.api.file_url(self._bot.token, file_path)
+        timeout = aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT, sock_read=read_timeout)
+        client = await self._session.create_session()
+        async with client.get(url, timeout=timeout, raise_for_status=True) as response:
+            with dest.open("wb") as out:
+                async for chunk in response.content.iter_chunked(CHUNK):
+                    await asyncio.to_thread(out.write, chunk)
 
     async def answer_callback_query(
         self, callback_query_id: str, *, text: str | None = None, show_alert: bool = False
@@ -434,8 +456,25 @@ def _mapped() -> Iterator[None]:
         raise NetworkError(f"Invalid server response: {error.message}") from error
     except TimeoutError as error:
         raise TimedOut("Timed out") from error
+    except aiohttp.ClientResponseError as error:  # a file download's status (its text has the URL)
+        raise _http_error(error.status) from error
     except aiohttp.ClientError as error:
         raise NetworkError(f"{type(error).__name__}: {error}") from error
+
+
+def _http_error(status: int) -> TelegramError:
+    """A download's HTTP status as the port's error, classed as PTB classes a status (401 and
+    404 are :class:`InvalidToken`, another 4xx a refusal, the rest transient)."""
+    message = f"HTTP {status}"
+    if status in (401, 404):
+        return InvalidToken(message)
+    if status == 403:
+        return Forbidden(message)
+    if status == 409:
+        return Conflict(message)
+    if 400 <= status < 500 and status != 429:
+        return BadRequest(message)
+    return NetworkError(message)
 
 
 ORIGINAL = "\nOriginal description: "

@@ -232,6 +232,7 @@ class PtbApi:
                 caption=file.caption,
                 parse_mode=file.parse_mode,
                 reply_to_message_id=file.reply_to_message_id,
+                allow_sending_without_reply=True,
                 disable_notification=file.disable_notification,
                 write_timeout=file.write_timeout,
             )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from pathlib import Path
 
+import psutil
 import pytest
 
 from agentgram.runtime.config import McpServerSettings, McpSettings
@@ -44,6 +46,22 @@ def test_a_server_name_that_cannot_be_part_of_a_tool_name_is_refused(tmp_path: P
     with pytest.raises(ConfigError) as caught:
         make_settings(tmp_path, "http://127.0.0.1:9/v1", mcp={"servers": {"My Server": {"command": "a"}}})
     assert caught.value.key == "mcp.servers" and "'My Server'" in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["a__b", "_a", "a-", "a--b", "a_-b", "x" * 33])
+def test_a_server_name_with_a_double_separator_is_refused(tmp_path: Path, name: str) -> None:
+    """``a`` + tool ``b__c`` and ``a__b`` + tool ``c`` would both be ``mcp__a__b__c``, and
+    ``mcp__a__*`` would name ``a__b``'s tools too."""
+    with pytest.raises(ConfigError) as caught:
+        make_settings(tmp_path, "http://127.0.0.1:9/v1", mcp={"servers": {name: {"command": "a"}}})
+    assert caught.value.key == "mcp.servers" and repr(name) in str(caught.value)
+
+
+def test_single_separators_inside_a_server_name_are_fine(tmp_path: Path) -> None:
+    settings = make_settings(
+        tmp_path, "http://127.0.0.1:9/v1", mcp={"servers": {"my_fs-2": {"command": "a"}}}
+    )
+    assert list(settings.mcp.servers) == ["my_fs-2"]
 
 
 def test_headers_take_env_values_and_stay_masked(tmp_path: Path) -> None:
@@ -158,4 +176,22 @@ async def test_disabled_servers_are_not_managed_and_close_ends_every_session() -
     await servers.eager()[0].list_tools()
     assert time_servers() == 1
     await servers.close()
+    assert time_servers() == 0
+
+
+async def test_a_restart_racing_the_dead_servers_teardown_keeps_the_new_server_alive() -> None:
+    """Calls that all find the killed server's session dead: one ends it, one starts the next, and
+    the old start's teardown (its own pid, not the field) leaves the new server running."""
+    server = time_server()
+    try:
+        for _ in range(3):
+            await server.call("get_current_time", {"timezone": "UTC"})
+            assert kill_time_servers() == 1
+            calls = (server.call("get_current_time", {"timezone": "UTC"}) for _ in range(4))
+            await asyncio.gather(*calls, return_exceptions=True)
+            answer = result_text(await server.call("get_current_time", {"timezone": "Asia/Tokyo"}))
+            assert json.loads(answer)["timezone"] == "Asia/Tokyo"
+            assert server.pid is not None and psutil.pid_exists(server.pid) and time_servers() == 1
+    finally:
+        await server.close()
     assert time_servers() == 0

@@ -150,6 +150,7 @@ async def test_a_restart_shows_the_saved_image_again(tmp_path: Path, fake_llm: F
     runtime, rec = await started_runtime(settings(tmp_path, fake_llm))
     try:
         await one_turn(runtime, rec, "what colour was it?")
+        assert fake_llm.images(1), "the first run's vision request showed the image"
         assert fake_llm.images(-1) == fake_llm.images(1)
     finally:
         await runtime.close()

@@ -549,3 +549,25 @@ async def test_parse_update_raises_for_what_aiogram_cannot_read(
 ) -> None:
     with pytest.raises(Exception):  # noqa: B017 - any exception: ingest dead-letters it
         parse_update(tg.pending_update(broken(tg)), api)
+
+
+@pytest.mark.parametrize("kind", [k for k in RAW_UPDATES if k.startswith("callback")])
+async def test_a_press_is_in_the_chat_python_telegram_bot_names(
+    kind: str, api: AiogramApi, tg: FakeTelegram
+) -> None:
+    """Also for a message Telegram no longer shows: its chat still comes with the press."""
+    raw = tg.pending_update(RAW_UPDATES[kind](tg))
+    own = telegram.Update.de_json(raw, None).effective_chat
+    expected = None if own is None else own.id
+    for parsed in (parse_update(raw, api), _ptb(raw, api)):
+        chat = parsed.effective_chat
+        assert (None if chat is None else chat.id) == expected
+    assert kind != "callback with inaccessible message" or expected == USER
+
+
+async def test_get_updates_raw_read_timeout_is_the_whole_wait(api: AiogramApi, tg: FakeTelegram) -> None:
+    """Not added to the long poll's ``timeout`` again: ingest already gives it the margin."""
+    started = time.monotonic()
+    with pytest.raises(TimedOut):
+        await api.get_updates_raw(0, 10, 1)
+    assert time.monotonic() - started < 5
