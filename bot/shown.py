@@ -1,8 +1,9 @@
 """What every chat adapter shows alike, whatever it renders with (Telegram HTML, Rich in a terminal).
 
 A rule a second adapter would otherwise copy lives here once: the mark of a tool
-call's phase, which events of a tic or cron run reach a chat, the locale key of
-an approval's decision, and the state a cron job is shown in. It knows no chat
+call's phase, which events of a tic or cron run reach a chat, how a message that
+does not start a turn is acknowledged, the locale key of an approval's decision,
+and the state a cron job is shown in. It knows no chat
 platform (an import-linter contract keeps it so).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import enum
 
-from agentgram.runtime.app import ApprovalStatus
+from agentgram.runtime.app import ApprovalStatus, PostResult
 from agentgram.runtime.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -42,6 +43,20 @@ def reaches_chat(event: RuntimeEvent) -> bool:
     the files it sends, never its streamed text or tool lines."""
     to = getattr(event, "to", None)
     return to is None or to.source not in HEADLESS or isinstance(event, _HEADLESS_SPEAKS)
+
+
+_ACKS = {
+    PostResult.QUEUED: "noted-busy",
+    PostResult.WAITING_APPROVAL: "noted-busy",  # when the decision came meanwhile
+    PostResult.PAUSED: "paused",
+    PostResult.FULL: "mailbox-full",
+}
+
+
+def ack_key(result: PostResult) -> str | None:
+    """The locale key a message is acknowledged with when it does not start a turn at once
+    (``None``: it starts one, the reply says enough)."""
+    return _ACKS.get(result)
 
 
 _DECISION_KEYS = {

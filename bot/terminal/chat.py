@@ -45,7 +45,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console, RenderableType
 from rich.text import Text
 
-from agentgram.bot.shown import HEADLESS, decision_key, reaches_chat
+from agentgram.bot.shown import HEADLESS, ack_key, decision_key, reaches_chat
 from agentgram.bot.terminal import view
 from agentgram.bot.terminal.answers import (
     Command,
@@ -57,7 +57,7 @@ from agentgram.bot.terminal.answers import (
     parse_approval,
     parse_command,
 )
-from agentgram.runtime.app import PostResult, Runtime, SessionRef, SessionSource
+from agentgram.runtime.app import Runtime, SessionRef, SessionSource
 from agentgram.runtime.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -94,12 +94,6 @@ EXIT_WINDOW = 2.0
 """Seconds within which a second Ctrl-C exits instead of stopping again."""
 LIVE_LINES = 3
 """Lines of a streaming reply shown live above the input line."""
-_ACK = {
-    PostResult.QUEUED: "noted-busy",
-    PostResult.WAITING_APPROVAL: "noted-busy",
-    PostResult.PAUSED: "paused",
-    PostResult.FULL: "mailbox-full",
-}
 
 
 def follow_stderr() -> None:
@@ -288,7 +282,7 @@ class TerminalChat:
         posted = await self.runtime.accept_user_message(
             session, text, envelope_id=envelope_id(), user_ref=str(self.user_id)
         )
-        key = _ACK.get(posted.result)
+        key = ack_key(posted.result)
         if key is not None:
             self.print(view.worded(self.t, key))
 

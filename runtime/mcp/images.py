@@ -21,10 +21,10 @@ import base64
 import binascii
 import hashlib
 import mimetypes
-import os
 import re
-import tempfile
 from pathlib import Path
+
+from agentgram.runtime.tools.files import atomic_write
 
 TOOL_IMAGES = ".agentgram/tool-images"
 """Where returned images are kept, relative to the workdir."""
@@ -53,16 +53,7 @@ def save_image(workdir: Path, mime: str, body: bytes) -> str:
     if target.exists():
         return relative
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(body)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(partial, target)  # a thread saving the same image meanwhile wrote the same bytes
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
+    atomic_write(target, body)  # a thread saving the same image meanwhile writes the same bytes
     return relative
 
 

@@ -32,7 +32,7 @@ from agentgram.runtime.llm.types import ToolSpec
 from agentgram.runtime.log import get_logger
 from agentgram.runtime.mcp.images import image_note
 from agentgram.runtime.mcp.servers import McpServer
-from agentgram.runtime.tools.base import Tool, ToolArgs, ToolContext, ToolGroup
+from agentgram.runtime.tools.base import Tool, ToolArgs, ToolContext, ToolGroup, json_object
 
 log = get_logger("mcp")
 
@@ -80,13 +80,7 @@ class McpTool(Tool[McpArgs]):
         return ToolSpec(name=self.name, description=self.description, parameters=self._schema)
 
     def parse(self, raw: str | dict[str, Any]) -> McpArgs:
-        try:
-            data = json.loads(raw or "{}") if isinstance(raw, str) else raw
-        except json.JSONDecodeError as exc:
-            raise ToolError(f"arguments are not valid JSON: {exc.msg}") from None
-        if not isinstance(data, dict):
-            raise ToolError("arguments must be a JSON object")
-        return McpArgs.model_validate(data)
+        return McpArgs.model_validate(json_object(raw))
 
     async def execute(self, args: McpArgs, ctx: ToolContext) -> str:
         result = await self.server.call(self.remote, args.values())

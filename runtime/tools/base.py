@@ -169,6 +169,17 @@ class ToolContext:
         return path.is_relative_to(self.workdir.resolve())
 
 
+def json_object(raw: str | dict[str, Any]) -> dict[str, Any]:
+    """The model's arguments as a JSON object; a :class:`ToolError` the model can read otherwise."""
+    try:
+        data = json.loads(raw or "{}") if isinstance(raw, str) else raw
+    except json.JSONDecodeError as exc:
+        raise ToolError(f"arguments are not valid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise ToolError("arguments must be a JSON object")
+    return data
+
+
 class ToolArgs(BaseModel):
     """Base for tool argument models: unknown keys are an error the model can read."""
 
@@ -214,12 +225,7 @@ class Tool(ABC, Generic[ArgsT]):
 
     def parse(self, raw: str | dict[str, Any]) -> ArgsT:
         """Parse the model's JSON arguments; a clear :class:`ToolError` otherwise."""
-        try:
-            data = json.loads(raw or "{}") if isinstance(raw, str) else raw
-        except json.JSONDecodeError as exc:
-            raise ToolError(f"arguments are not valid JSON: {exc.msg}") from None
-        if not isinstance(data, dict):
-            raise ToolError("arguments must be a JSON object")
+        data = json_object(raw)
         try:
             return self.Args.model_validate(data)
         except ValidationError as exc:

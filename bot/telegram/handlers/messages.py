@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agentgram.bot.shown import ack_key
 from agentgram.bot.telegram.attachments import attachment_of
 from agentgram.bot.telegram.callback_data import ButtonAction, decode
 from agentgram.bot.telegram.context import BotContext, bot_context, envelope_id
@@ -33,12 +34,6 @@ from agentgram.bot.telegram.router import HandlerContext, OnMessage, Router, is_
 from agentgram.bot.telegram.sender import send_html
 from agentgram.runtime.app import ApprovalStatus, Attachment, DecidedBy, PostResult, SessionRef
 
-_ACK = {
-    PostResult.QUEUED: "noted-busy",
-    PostResult.WAITING_APPROVAL: "noted-busy",  # when the decision came meanwhile
-    PostResult.PAUSED: "paused",
-    PostResult.FULL: "mailbox-full",
-}
 _READ_AT_NEXT_STEP = frozenset({PostResult.QUEUED, PostResult.WAITING_APPROVAL})
 _PROMPT_ACTIONS = frozenset({ButtonAction.APPROVE, ButtonAction.REJECT})
 """The prompt's buttons that carry its request id."""
@@ -131,7 +126,7 @@ async def _post(
             pass
     if result == PostResult.WAITING_APPROVAL and await _point_at_prompt(update, ctx, session):
         return
-    key = _ACK.get(result)
+    key = ack_key(result)
     if key is None:
         return
     await send_html(
