@@ -157,8 +157,8 @@ def old_session_path(sessions: Any) -> None:
     flush, the root frame), whatever the runtime's cache knows — to compare in one run."""
     from sqlmodel import Session
 
-    from agentgram.runtime.storage import sessions as module
-    from agentgram.runtime.storage.models import ChatSession, SessionSource
+    from agentgram.runtime.infra.storage import sessions as module
+    from agentgram.runtime.infra.storage.models import ChatSession, SessionSource
 
     db = sessions._db
 

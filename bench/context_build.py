@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from agentgram.runtime.config import CompactionSettings
-from agentgram.runtime.storage.db import Database
-from agentgram.runtime.storage.history import HistoryStore
-from agentgram.runtime.storage.migrations import migrate
-from agentgram.runtime.storage.sessions import SessionStore
-from agentgram.runtime.storage.summary_rows import SummaryStore
-from agentgram.runtime.turn.compaction import Compactor
-from agentgram.runtime.turn.context import ContextSettings, build_messages
+from agentgram.runtime.core.turn.compaction import Compactor
+from agentgram.runtime.core.turn.context import ContextSettings, build_messages
+from agentgram.runtime.infra.config import CompactionSettings
+from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.history import HistoryStore
+from agentgram.runtime.infra.storage.migrations import migrate
+from agentgram.runtime.infra.storage.sessions import SessionStore
+from agentgram.runtime.infra.storage.summary_rows import SummaryStore
 from bench.common import machine, row, summary_ms, write_results
 
 TARGET_MS = 50.0

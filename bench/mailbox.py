@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentgram.runtime.mailbox import (
+from agentgram.runtime.core.mailbox import (
     Envelope,
     Mailbox,
     MemoryMailbox,
@@ -39,9 +39,9 @@ from agentgram.runtime.mailbox import (
     SqlMailbox,
     UserMessageBody,
 )
-from agentgram.runtime.storage.db import Database
-from agentgram.runtime.storage.migrations import migrate
-from agentgram.runtime.storage.sessions import SessionStore
+from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.migrations import migrate
+from agentgram.runtime.infra.storage.sessions import SessionStore
 from bench.common import machine, row, write_results
 
 TARGET = 2000.0  # envelopes/s on SQLite with durability on (issue 4)

@@ -5,7 +5,7 @@
   read on anything called ``runtime`` must be one of them, never a part the
   facade wires (``db``, ``sessions``, ``approvals``, ``hub``, ``bus``…).
 * ORM rows stay in the runtime: no module of ``bot/`` imports
-  ``agentgram.runtime.storage``; what crosses is the facade's own values.
+  ``agentgram.runtime.infra.storage``; what crosses is the facade's own values.
 
 The layer contracts between packages are import-linter's
 (``tests/test_import_contracts.py``).
@@ -20,7 +20,7 @@ from pathlib import Path
 from agentgram.runtime.app import Runtime
 
 ROOT = Path(__file__).resolve().parents[1]
-BOT = ROOT / "bot"
+BOT = ROOT / "agentgram" / "bot"
 
 PORTS = frozenset({"values", "scheduler", "timezone"})
 """Instance attributes the facade hands out on purpose: the key-value port, the scheduler's own
@@ -67,7 +67,7 @@ def test_no_orm_row_reaches_the_adapter() -> None:
                 names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
             elif isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
-            if any(name.startswith("agentgram.runtime.storage") for name in names):
+            if any(name.startswith("agentgram.runtime.infra.storage") for name in names):
                 imports.append(f"{_where(path, node)}: {ast.unparse(node)}")
     assert imports == [], "bot/ imports the runtime's storage:\n" + "\n".join(imports)
 
@@ -75,7 +75,7 @@ def test_no_orm_row_reaches_the_adapter() -> None:
 def test_the_check_sees_what_it_forbids() -> None:
     """The walk itself: a reach behind the facade and a storage import are both found."""
     code = ast.parse(
-        "ctx.runtime.approvals.pending()\nfrom agentgram.runtime.storage.models import ChatSession\n"
+        "ctx.runtime.approvals.pending()\nfrom agentgram.runtime.infra.storage.models import ChatSession\n"
     )
     reads = [n for n in ast.walk(code) if isinstance(n, ast.Attribute) and _is_runtime(n.value)]
     assert [n.attr for n in reads] == ["approvals"] and "approvals" not in _facade()

@@ -66,7 +66,7 @@ def test_a_built_wheel_installs_into_a_fresh_venv_and_checks_a_config(tmp_path: 
     where = _run(
         venv / "bin" / "python",
         "-c",
-        "import agentgram.bot as bot, agentgram.runtime.i18n as i; print(bot.__file__); print(i.DEFAULT_LOCALES_DIR)",
+        "import agentgram.bot as bot, agentgram.runtime.infra.i18n as i; print(bot.__file__); print(i.DEFAULT_LOCALES_DIR)",
         cwd=tmp_path,
     )
     assert where.returncode == 0, where.stderr
@@ -98,5 +98,7 @@ def test_the_wheel_ships_the_web_views_templates(tmp_path: Path) -> None:
     assert built.returncode == 0, built.stderr
     (wheel,) = (tmp_path / "dist").glob("agentgram-*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
-    templates = {f"agentgram/bot/web/templates/{p.name}" for p in (ROOT / "bot/web/templates").glob("*.html")}
+    templates = {
+        f"agentgram/bot/web/templates/{p.name}" for p in (ROOT / "agentgram/bot/web/templates").glob("*.html")
+    }
     assert templates and templates <= shipped, sorted(templates - shipped)

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from agentgram.bot.cli import main
 from agentgram.bot.doctor import Result, Status, diagnose, report
-from agentgram.runtime.storage.migrations import SCHEMA_VERSION
+from agentgram.runtime.infra.storage.migrations import SCHEMA_VERSION
 from tests.conftest import config_mapping
 from tests.fakes.openai_server import Error, FakeOpenAI, Text
 from tests.fakes.telegram_server import FakeTelegram

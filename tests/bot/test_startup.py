@@ -14,8 +14,8 @@ import pytest
 
 from agentgram.bot.cli import main
 from agentgram.bot.telegram.app import START_RETRY, compose
-from agentgram.bot.telegram.port import BadRequest
-from agentgram.bot.telegram.sender import Retry
+from agentgram.bot.telegram.core.port import BadRequest
+from agentgram.bot.telegram.core.sender import Retry
 from tests.conftest import ALLOWED_USER, DRIVERS, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Text
 from tests.fakes.telegram_server import FakeTelegram

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from agentgram.runtime.storage.models import ToolCallStatus, TurnStatus
+from agentgram.runtime.infra.storage.models import ToolCallStatus, TurnStatus
 from tests.conftest import config_mapping
 from tests.fakes.openai_server import FakeOpenAI, validate_chat_request
 from tests.fakes.telegram_server import FakeTelegram, SentMessage

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentgram.runtime.turn.compaction import INSTRUCTIONS, SUMMARY_HEADER
+from agentgram.runtime.core.turn.compaction import INSTRUCTIONS, SUMMARY_HEADER
 from tests.crash.harness import RESTARTED, crash_rig
 from tests.fakes.openai_server import Hang, Text
 

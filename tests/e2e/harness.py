@@ -31,7 +31,7 @@ class Rig(UserChat):
 
     async def wait_turns(self, count: int = 1, timeout: float = 5.0) -> None:
         """Wait until ``count`` turns finished and their output was delivered."""
-        from tests.runtime.turn.harness import Recorder
+        from tests.runtime.core.turn.harness import Recorder
 
         recorder = self._recorder
         assert isinstance(recorder, Recorder)
@@ -73,7 +73,7 @@ async def running_bot(
     chats: what it sends on start must find them). With ``config_file`` the settings are written
     to ``tmp_path/config.yml`` and loaded from there, as ``agentgram run`` does. ``on`` given
     fakes (:func:`fakes`), a restart finds its earlier messages in the chat, to edit them."""
-    from tests.runtime.turn.harness import Recorder
+    from tests.runtime.core.turn.harness import Recorder
 
     async with _given_or_fresh(on) as (tg, llm):
         for chat_id in known_chats:

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from agentgram.bot.telegram.callback_data import decode
-from agentgram.runtime.approvals.manager import PROMPT_NOT_SHOWN
-from agentgram.runtime.mailbox import Envelope, ScheduledTurnBody, Sender, SenderKind
-from agentgram.runtime.storage.models import utcnow
-from agentgram.runtime.tools.base import Tool, ToolArgs, ToolContext
+from agentgram.bot.telegram.core.callback_data import decode
+from agentgram.runtime.capabilities.tools.base import Tool, ToolArgs, ToolContext
+from agentgram.runtime.core.approvals.manager import PROMPT_NOT_SHOWN
+from agentgram.runtime.core.mailbox import Envelope, ScheduledTurnBody, Sender, SenderKind
+from agentgram.runtime.infra.storage.models import utcnow
 from tests.conftest import ALLOWED_USER, STRANGER
 from tests.e2e.harness import Rig, running_bot
 from tests.fakes.openai_server import Text, ToolCalls

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentgram.runtime.storage.models import ApprovalStatus
+from agentgram.runtime.infra.storage.models import ApprovalStatus
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, running_bot
 from tests.e2e.test_approvals import PROMPT, lines, wait_prompt

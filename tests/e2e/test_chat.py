@@ -6,7 +6,7 @@ import itertools
 from datetime import timedelta
 from pathlib import Path
 
-from agentgram.runtime.storage.models import utcnow
+from agentgram.runtime.infra.storage.models import utcnow
 from tests.conftest import ALLOWED_USER, STRANGER
 from tests.e2e.harness import running_bot
 from tests.fakes.openai_server import Text, ToolCalls

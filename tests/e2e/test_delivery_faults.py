@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-import agentgram.bot.telegram.delivery as delivery_module
-from agentgram.runtime.events import Address, CronResult, ModelText, Report
-from agentgram.runtime.storage.models import OutboxRow
+import agentgram.bot.telegram.views.delivery as delivery_module
+from agentgram.runtime.infra.events import Address, CronResult, ModelText, Report
+from agentgram.runtime.infra.storage.models import OutboxRow
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, running_bot
 from tests.fakes.openai_server import Text

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentgram.runtime.events import (
+from agentgram.runtime.infra.events import (
     Address,
     OutcomeKind,
     RoundEnded,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgram.bot.telegram.ingest import OFFSET_KEY
+from agentgram.bot.telegram.core.ingest import OFFSET_KEY
 from tests.e2e.harness import running_bot
 from tests.fakes.openai_server import Text
 

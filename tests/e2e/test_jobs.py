@@ -14,8 +14,8 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
-from agentgram.bot.telegram.jobs_view import JOB
+from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, encode
+from agentgram.bot.telegram.views.jobs_view import JOB
 from tests.conftest import ALLOWED_USER, STRANGER
 from tests.e2e.harness import Rig, fakes, running_bot
 from tests.e2e.test_approvals import toast

@@ -16,7 +16,7 @@ from tests.e2e.harness import Rig, running_bot
 from tests.e2e.test_approvals import tap, tool_results, wait_decided, wait_prompt
 from tests.e2e.test_schedule import TIC, tics, until, write_tic_md
 from tests.fakes.openai_server import Call, Text, ToolCalls
-from tests.runtime.mcp.conftest import TIME_SERVER, time_servers
+from tests.runtime.capabilities.mcp.conftest import TIME_SERVER, time_servers
 
 TOOL = "mcp__time__get_current_time"
 TIME = {**TIME_SERVER, "description": "Time & timezones"}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentgram.runtime.metrics import render
+from agentgram.runtime.infra.metrics import render
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, running_bot
 from tests.e2e.test_approvals import shell, tap, wait_prompt

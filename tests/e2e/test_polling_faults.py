@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentgram.bot.cli import EXIT_CONFIG, _run
-from agentgram.bot.telegram.ingest import OFFSET_KEY
+from agentgram.bot.telegram.core.ingest import OFFSET_KEY
 from tests.conftest import ALLOWED_USER, make_settings
 from tests.e2e.harness import Rig, running_bot
 from tests.fakes.openai_server import FakeOpenAI, Text

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from agentgram.runtime.i18n import Translator
+from agentgram.runtime.infra.i18n import Translator
 from tests.e2e.harness import running_bot
 from tests.e2e.test_approvals import shell, toast, wait_decided, wait_prompt
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-import agentgram.bot.telegram.delivery as delivery_module
-from agentgram.bot.telegram.records import PROMPT, STATUS_LINE
+import agentgram.bot.telegram.views.delivery as delivery_module
+from agentgram.bot.telegram.core.records import PROMPT, STATUS_LINE
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, fakes, running_bot
 from tests.e2e.test_approvals import PROMPT as PROMPT_TITLE

@@ -34,7 +34,7 @@ from pathlib import Path
 from fluent.syntax import FluentParser, ast
 from fluent.syntax.visitor import Visitor
 
-from agentgram.runtime.i18n import DEFAULT_LOCALES_DIR
+from agentgram.runtime.infra.i18n import DEFAULT_LOCALES_DIR
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, running_bot
 from tests.e2e.test_approvals import wait_prompt

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from agentgram.runtime.infra.storage.models import Role
 from agentgram.runtime.scheduler.jobs import INTERRUPTED
 from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
-from agentgram.runtime.storage.models import Role
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, running_bot
 from tests.fakes.openai_server import Hang, Text, ToolCalls

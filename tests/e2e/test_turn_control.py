@@ -17,17 +17,38 @@ from typing import Any, TypeVar
 import psutil
 import pytest
 
-from agentgram.runtime.events import Notice, OutcomeKind, ToolActivity, ToolPhase, TurnFinished, TurnStarted
-from agentgram.runtime.mailbox import ControlAction, ControlBody, Envelope, Sender, SenderKind, SqlMailbox
-from agentgram.runtime.storage.db import Database
-from agentgram.runtime.storage.migrations import migrate
-from agentgram.runtime.storage.models import ChatSession, Role, RowStatus, ToolCallStatus, Turn, TurnStatus
-from agentgram.runtime.storage.sessions import SessionStore
-from agentgram.runtime.turn.loop import TurnRunner
+from agentgram.runtime.core.mailbox import (
+    ControlAction,
+    ControlBody,
+    Envelope,
+    Sender,
+    SenderKind,
+    SqlMailbox,
+)
+from agentgram.runtime.core.turn.loop import TurnRunner
+from agentgram.runtime.infra.events import (
+    Notice,
+    OutcomeKind,
+    ToolActivity,
+    ToolPhase,
+    TurnFinished,
+    TurnStarted,
+)
+from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.migrations import migrate
+from agentgram.runtime.infra.storage.models import (
+    ChatSession,
+    Role,
+    RowStatus,
+    ToolCallStatus,
+    Turn,
+    TurnStatus,
+)
+from agentgram.runtime.infra.storage.sessions import SessionStore
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, running_bot
 from tests.fakes.openai_server import Hang, Reply, Text, ToolCalls
-from tests.runtime.turn.harness import Recorder
+from tests.runtime.core.turn.harness import Recorder
 
 ALLOW_SHELL = {"rules": [{"tool": "execute_cmd", "action": "allow"}]}
 WAIT_FOR_GO = "while [ ! -e go ]; do sleep 0.02; done; echo released"

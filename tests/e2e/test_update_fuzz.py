@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentgram.bot.telegram.callback_data import decode
-from agentgram.bot.telegram.ingest import OFFSET_KEY
+from agentgram.bot.telegram.core.callback_data import decode
+from agentgram.bot.telegram.core.ingest import OFFSET_KEY
 from tests.conftest import ALLOWED_USER, STRANGER
 from tests.e2e.harness import Rig, running_bot
 from tests.e2e.test_approvals import wait_prompt

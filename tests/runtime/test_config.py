@@ -10,10 +10,10 @@ import yaml
 from agentgram.bot.settings import BotSettings
 from agentgram.bot.settings import bot_settings_from_mapping as settings_from_mapping
 from agentgram.bot.settings import load_bot_config as load_config
-from agentgram.runtime.config import ConfigInvalid, Settings, masked, parse_duration
-from agentgram.runtime.config import settings_from_mapping as core_settings_from_mapping
 from agentgram.runtime.config_check import RUNTIME_CHECKS, validate_config
-from agentgram.runtime.errors import ConfigError
+from agentgram.runtime.infra.config import ConfigInvalid, Settings, masked, parse_duration
+from agentgram.runtime.infra.config import settings_from_mapping as core_settings_from_mapping
+from agentgram.runtime.infra.errors import ConfigError
 
 BASE = {"telegram": {"token": "1:abc", "allowed_user_ids": [5]}, "llm": {"model": "m"}}
 

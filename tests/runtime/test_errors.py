@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentgram.runtime.errors import Failure, FailureKind, LLMError, kind_for_status
-from agentgram.runtime.i18n import Translator
+from agentgram.runtime.infra.errors import Failure, FailureKind, LLMError, kind_for_status
+from agentgram.runtime.infra.i18n import Translator
 
 
 @pytest.mark.parametrize(

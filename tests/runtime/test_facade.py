@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from agentgram.runtime.app import Checkpoint, PostResult, SessionRef
-from agentgram.runtime.config import settings_from_mapping
+from agentgram.runtime.infra.config import settings_from_mapping
 from tests.conftest import config_mapping, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Text
-from tests.runtime.turn.harness import started_runtime
+from tests.runtime.core.turn.harness import started_runtime
 
 
 async def test_sessions_cross_as_frozen_refs(tmp_path: Path, fake_llm: FakeOpenAI) -> None:

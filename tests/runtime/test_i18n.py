@@ -13,8 +13,8 @@ import pytest
 from fluent.syntax import FluentParser, ast
 from fluent.syntax.visitor import Visitor
 
-from agentgram.runtime.errors import ConfigError
-from agentgram.runtime.i18n import DEFAULT_LOCALES_DIR, Translator
+from agentgram.runtime.infra.errors import ConfigError
+from agentgram.runtime.infra.i18n import DEFAULT_LOCALES_DIR, Translator
 from tests.fakes.telegram_html import parse_html
 
 ISOLATION_MARKS = ("\u2066", "\u2067", "\u2068", "\u2069")

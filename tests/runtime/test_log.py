@@ -9,7 +9,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentgram.runtime.log import LIBRARIES, RedactingFilter, configure, get_logger, payload, register_secret
+from agentgram.runtime.infra.log import (
+    LIBRARIES,
+    RedactingFilter,
+    configure,
+    get_logger,
+    payload,
+    register_secret,
+)
 
 
 def _capture() -> tuple[logging.Logger, io.StringIO]:
@@ -58,7 +65,7 @@ def restore_logging() -> Iterator[None]:
 
 
 def configure_payloads(redact: bool) -> None:
-    import agentgram.runtime.log as runtime_log
+    import agentgram.runtime.infra.log as runtime_log
 
     runtime_log._redact_payloads = redact
 

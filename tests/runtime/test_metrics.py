@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentgram.runtime.config import LLMSettings
-from agentgram.runtime.events import (
+from agentgram.runtime.infra.config import LLMSettings
+from agentgram.runtime.infra.events import (
     Address,
     CallFinished,
     RoundEnded,
@@ -22,14 +22,14 @@ from agentgram.runtime.events import (
     TurnFinished,
     TurnStarted,
 )
-from agentgram.runtime.events import OutcomeKind as Outcome
-from agentgram.runtime.llm.openai_client import OpenAIClient
-from agentgram.runtime.llm.types import StreamEvent, SystemMessage, UserMessage
-from agentgram.runtime.metrics import REGISTRY, render
+from agentgram.runtime.infra.events import OutcomeKind as Outcome
+from agentgram.runtime.infra.llm.openai_client import OpenAIClient
+from agentgram.runtime.infra.llm.types import StreamEvent, SystemMessage, UserMessage
+from agentgram.runtime.infra.metrics import REGISTRY, render
 from agentgram.runtime.metrics_bus import UNKNOWN_TOOL, MetricsObserver
 from tests.conftest import ALLOWED_USER, make_settings
 from tests.fakes.openai_server import Error, FakeOpenAI, Text, ToolCalls
-from tests.runtime.turn.harness import started_runtime
+from tests.runtime.core.turn.harness import started_runtime
 
 HERE = Address(session_id=7, source="chat", chat_id=1)
 THERE = Address(session_id=8, source="chat", chat_id=2)

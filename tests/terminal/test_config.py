@@ -11,7 +11,7 @@ import yaml
 from agentgram.bot.cli import main
 from agentgram.bot.settings import BotSettings
 from agentgram.bot.terminal.config import ChatSettings, chat_user, check_chat_config
-from agentgram.runtime.config import ConfigInvalid
+from agentgram.runtime.infra.config import ConfigInvalid
 from tests.conftest import ALLOWED_USER, config_mapping
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentgram.runtime.app import SessionSource, past_exchanges
-from agentgram.runtime.events import RoundEnded
-from agentgram.runtime.storage.history_tail import HistoryEntry
-from agentgram.runtime.storage.models import HistoryRow, Role
+from agentgram.runtime.infra.events import RoundEnded
+from agentgram.runtime.infra.storage.history_tail import HistoryEntry
+from agentgram.runtime.infra.storage.models import HistoryRow, Role
 from tests.conftest import ALLOWED_USER, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Text
-from tests.runtime.turn.harness import started_runtime
+from tests.runtime.core.turn.harness import started_runtime
 
 
 async def test_the_terminal_and_the_telegram_chat_of_one_user_are_two_sessions(

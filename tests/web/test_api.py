@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from agentgram.runtime.debug_view import DebugView
-from agentgram.runtime.log import RedactingFilter, get_logger
+from agentgram.runtime.infra.log import RedactingFilter, get_logger
+from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
-from agentgram.runtime.storage.db import Database
 from tests.e2e.harness import Rig, running_bot
 from tests.e2e.test_approvals import wait_prompt
 from tests.fakes.openai_server import Hang, Text, ToolCalls

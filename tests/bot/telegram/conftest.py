@@ -3,7 +3,7 @@
 ``telegram_library`` is the driver's name; a test that builds settings passes it explicitly as
 ``telegram={"library": telegram_library}`` so the settings say which driver it exercises.
 ``driver`` is that driver pointed at nothing in particular (for its parser, or for code that
-needs a :class:`~agentgram.bot.telegram.port.BotApi` but makes no call); it is closed after.
+needs a :class:`~agentgram.bot.telegram.core.port.BotApi` but makes no call); it is closed after.
 """
 
 from __future__ import annotations

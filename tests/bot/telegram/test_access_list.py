@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentgram.bot.telegram.access_list import (
+from agentgram.bot.telegram.core.access_list import (
     APPROVED_PREFIX,
     MAX_OPEN_REQUESTS,
     REQUEST_PREFIX,

@@ -10,9 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from agentgram.bot.settings import TelegramSettings
-from agentgram.bot.telegram.attachments import attachment_of
+from agentgram.bot.telegram.core.attachments import attachment_of
+from agentgram.bot.telegram.core.incoming import Message
 from agentgram.bot.telegram.drivers import Driver
-from agentgram.bot.telegram.incoming import Message
 
 MB = 1024 * 1024
 

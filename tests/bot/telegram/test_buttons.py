@@ -12,12 +12,10 @@ from typing import Any, cast
 import pytest
 
 from agentgram.bot.telegram import handlers as handlers_package
-from agentgram.bot.telegram.callback_data import Button, ButtonAction, encode
-from agentgram.bot.telegram.context import BotContext
-from agentgram.bot.telegram.handlers import approvals, buttons, schedule
-from agentgram.bot.telegram.handlers.buttons import answer, on_button
-from agentgram.bot.telegram.incoming import CallbackQuery, Update, User
-from agentgram.bot.telegram.port import (
+from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, encode
+from agentgram.bot.telegram.core.context import BotContext
+from agentgram.bot.telegram.core.incoming import CallbackQuery, Update, User
+from agentgram.bot.telegram.core.port import (
     BadRequest,
     BotApi,
     Forbidden,
@@ -26,8 +24,10 @@ from agentgram.bot.telegram.port import (
     TelegramError,
     TimedOut,
 )
-from agentgram.bot.telegram.router import ButtonTable, HandlerContext, Router, join
-from agentgram.runtime.i18n import Translator
+from agentgram.bot.telegram.core.router import ButtonTable, HandlerContext, Router, join
+from agentgram.bot.telegram.handlers import approvals, buttons, schedule
+from agentgram.bot.telegram.handlers.buttons import answer, on_button
+from agentgram.runtime.infra.i18n import Translator
 
 HANDLERS_DIR = Path(handlers_package.__file__).parent
 BUTTON_HANDLERS = handlers_package.join().buttons

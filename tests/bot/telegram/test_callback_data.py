@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentgram.bot.telegram.callback_data import MAX_BYTES, Button, ButtonAction, decode, encode
+from agentgram.bot.telegram.core.callback_data import MAX_BYTES, Button, ButtonAction, decode, encode
 
 opaque_args = st.from_regex(r"[A-Za-z0-9_\-]{1,40}", fullmatch=True)
 buttons = st.builds(Button, st.sampled_from(list(ButtonAction)), opaque_args)

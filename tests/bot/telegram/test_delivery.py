@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from agentgram.bot.telegram import delivery as delivery_module
-from agentgram.bot.telegram.delivery import Delivery
 from agentgram.bot.telegram.drivers import make_driver
+from agentgram.bot.telegram.views import delivery as delivery_module
+from agentgram.bot.telegram.views.delivery import Delivery
 from agentgram.runtime.app import Runtime
-from agentgram.runtime.events import (
+from agentgram.runtime.infra.events import (
     Address,
     ApprovalDetails,
     ApprovalRequested,
@@ -37,9 +37,9 @@ from agentgram.runtime.events import (
     TurnFinished,
     TurnStarted,
 )
-from agentgram.runtime.i18n import Translator
-from agentgram.runtime.llm.types import LLMRound, ToolCallRequest
-from agentgram.runtime.storage.models import ApprovalStatus, Turn, utcnow
+from agentgram.runtime.infra.i18n import Translator
+from agentgram.runtime.infra.llm.types import LLMRound, ToolCallRequest
+from agentgram.runtime.infra.storage.models import ApprovalStatus, Turn, utcnow
 from tests.conftest import ALLOWED_USER, make_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_html import visible_length

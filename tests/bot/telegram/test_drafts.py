@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from agentgram.bot.telegram import drafts as drafts_module
-from agentgram.bot.telegram.drafts import DraftChats
+from agentgram.bot.telegram.core.port import BotApi
+from agentgram.bot.telegram.core.sender import Draft
 from agentgram.bot.telegram.drivers import make_driver
-from agentgram.bot.telegram.port import BotApi
-from agentgram.bot.telegram.sender import Draft
-from agentgram.runtime.config import ConfigInvalid
+from agentgram.bot.telegram.views import drafts as drafts_module
+from agentgram.bot.telegram.views.drafts import DraftChats
+from agentgram.runtime.infra.config import ConfigInvalid
 from tests.conftest import ALLOWED_USER, make_settings
 from tests.fakes.telegram_html import visible_length
 from tests.fakes.telegram_server import FakeTelegram

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentgram.bot.telegram.delivery import Delivery
-from agentgram.runtime.events import AttachmentAction, AttachmentActivity, FileOutput
-from agentgram.runtime.i18n import Translator
+from agentgram.bot.telegram.views.delivery import Delivery
+from agentgram.runtime.infra.events import AttachmentAction, AttachmentActivity, FileOutput
+from agentgram.runtime.infra.i18n import Translator
 from tests.bot.telegram import test_delivery
 from tests.bot.telegram.test_delivery import CHAT, Rig
 

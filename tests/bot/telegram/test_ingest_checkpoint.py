@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from agentgram.bot.telegram.core.incoming import Update
+from agentgram.bot.telegram.core.ingest import Ingest, checkpoint_stored, offered_checkpoint
 from agentgram.bot.telegram.drivers import Driver
-from agentgram.bot.telegram.incoming import Update
-from agentgram.bot.telegram.ingest import Ingest, checkpoint_stored, offered_checkpoint
 from agentgram.runtime.app import Checkpoint
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from agentgram.bot.telegram import ingest as ingest_module
+from agentgram.bot.telegram.core import ingest as ingest_module
+from agentgram.bot.telegram.core.incoming import Update
+from agentgram.bot.telegram.core.ingest import OFFSET_KEY, Ingest, offered_checkpoint
 from agentgram.bot.telegram.drivers import Driver
-from agentgram.bot.telegram.incoming import Update
-from agentgram.bot.telegram.ingest import OFFSET_KEY, Ingest, offered_checkpoint
 from agentgram.runtime.app import Checkpoint
 
 CHAT_A, CHAT_B, CHAT_C = 11, 22, 33

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agentgram.bot.telegram.callback_data import Button, ButtonAction, decode
-from agentgram.bot.telegram.jobs_view import (
+from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, decode
+from agentgram.bot.telegram.views.jobs_view import (
     JOB,
     _parse,
     command_html,
@@ -16,7 +16,7 @@ from agentgram.bot.telegram.jobs_view import (
     ended_html,
     stop_keyboard,
 )
-from agentgram.runtime.i18n import Translator
+from agentgram.runtime.infra.i18n import Translator
 
 T = Translator()
 START = datetime(2026, 3, 30, 9, 0, tzinfo=UTC)

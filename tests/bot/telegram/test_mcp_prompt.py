@@ -9,15 +9,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentgram.bot.telegram.prompts import (
+from agentgram.bot.telegram.views.prompts import (
     MAX_SHOWN,
     VALUE_SHOWN,
     approval_prompt,
     decided_prompt,
     decision_line,
 )
-from agentgram.runtime.events import ApprovalDetails
-from agentgram.runtime.i18n import Translator
+from agentgram.runtime.infra.events import ApprovalDetails
+from agentgram.runtime.infra.i18n import Translator
 from tests.fakes.telegram_html import parse_html, visible_length
 
 T = Translator()

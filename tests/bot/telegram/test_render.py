@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgram.bot.telegram import render as render_module
-from agentgram.bot.telegram.render import escape, html_to_text, markdown_to_html
+from agentgram.bot.telegram.views import render as render_module
+from agentgram.bot.telegram.views.render import escape, html_to_text, markdown_to_html
 from tests.fakes.telegram_html import parse_html, parse_html_entities, visible_length
 
 # Text an LLM might write: Markdown punctuation, HTML specials, newlines, emoji and astral characters.

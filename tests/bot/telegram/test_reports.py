@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentgram.bot.telegram.reports import report_html, report_markdown, report_title
-from agentgram.runtime.events import CronResult, Digest, LocaleText, ModelText, TicResult
-from agentgram.runtime.i18n import Translator
+from agentgram.bot.telegram.views.reports import report_html, report_markdown, report_title
+from agentgram.runtime.infra.events import CronResult, Digest, LocaleText, ModelText, TicResult
+from agentgram.runtime.infra.i18n import Translator
 
 
 @pytest.fixture

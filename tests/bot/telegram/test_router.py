@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, cast
 
 import pytest
 
-from agentgram.bot.telegram.incoming import Chat, Message, Update, User
-from agentgram.bot.telegram.port import BotApi
-from agentgram.bot.telegram.router import (
+from agentgram.bot.telegram.core.incoming import Chat, Message, Update, User
+from agentgram.bot.telegram.core.port import BotApi
+from agentgram.bot.telegram.core.router import (
     GATE,
     Dispatcher,
     HandlerContext,
@@ -20,7 +20,7 @@ from agentgram.bot.telegram.router import (
 )
 
 if TYPE_CHECKING:
-    from agentgram.bot.telegram.context import BotContext
+    from agentgram.bot.telegram.core.context import BotContext
 
 NO_API = cast("BotApi", object())  # dispatch passes it on and never calls it
 NO_SHARED = cast("BotContext", object())

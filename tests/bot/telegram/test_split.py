@@ -7,8 +7,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgram.bot.telegram.render import markdown_to_html
-from agentgram.bot.telegram.split import TELEGRAM_LIMIT, split_html, split_plain, utf16_length
+from agentgram.bot.telegram.views.render import markdown_to_html
+from agentgram.bot.telegram.views.split import TELEGRAM_LIMIT, split_html, split_plain, utf16_length
 from tests.bot.telegram.test_render import MARKDOWNISH
 from tests.fakes.telegram_html import parse_html, visible_length
 

@@ -11,10 +11,10 @@ import pytest
 
 from agentgram.bot.telegram import handlers
 from agentgram.bot.telegram.app import compose
-from agentgram.bot.telegram.callback_data import Button, ButtonAction
+from agentgram.bot.telegram.core.callback_data import Button, ButtonAction
+from agentgram.bot.telegram.core.router import FEATURES, GATE, OnButton, OnMessage, OnUpdate, Router, join
 from agentgram.bot.telegram.handlers import access, approvals, commands, schedule
-from agentgram.bot.telegram.router import FEATURES, GATE, OnButton, OnMessage, OnUpdate, Router, join
-from agentgram.runtime.tasks import TaskSet
+from agentgram.runtime.infra.tasks import TaskSet
 from tests.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI
 

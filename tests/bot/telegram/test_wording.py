@@ -14,10 +14,16 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agentgram.bot.telegram.handlers.commands import MENU, menu
-from agentgram.bot.telegram.prompts import approval_prompt
-from agentgram.bot.telegram.wording import local_time, schedule_error, schedule_text, scope_text, span_text
-from agentgram.runtime.events import ApprovalDetails
-from agentgram.runtime.i18n import Translator
+from agentgram.bot.telegram.views.prompts import approval_prompt
+from agentgram.bot.telegram.views.wording import (
+    local_time,
+    schedule_error,
+    schedule_text,
+    scope_text,
+    span_text,
+)
+from agentgram.runtime.infra.events import ApprovalDetails
+from agentgram.runtime.infra.i18n import Translator
 from agentgram.runtime.scheduler.schedule import (
     CronSchedule,
     IntervalSchedule,

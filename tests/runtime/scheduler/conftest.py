@@ -7,9 +7,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 import agentgram.runtime.scheduler.models  # noqa: F401  (registers the tables before migrating)
+from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.migrations import migrate
 from agentgram.runtime.scheduler.clock import FakeClock
-from agentgram.runtime.storage.db import Database
-from agentgram.runtime.storage.migrations import migrate
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

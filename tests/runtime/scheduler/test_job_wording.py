@@ -12,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from agentgram.runtime.core.turn.outcome import Exhausted, Failed, Final
+from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.scheduler.clock import FakeClock
 from agentgram.runtime.scheduler.commands import split_schedule
 from agentgram.runtime.scheduler.cron_runner import cron_input
@@ -20,8 +22,6 @@ from agentgram.runtime.scheduler.models import JobApprovals, JobRunStatus, Sched
 from agentgram.runtime.scheduler.plan import Notice, run_result
 from agentgram.runtime.scheduler.schedule import ScheduleError, Span, parse_schedule
 from agentgram.runtime.scheduler.values import JobSpec
-from agentgram.runtime.storage.db import Database
-from agentgram.runtime.turn.outcome import Exhausted, Failed, Final
 from tests.runtime.scheduler.conftest import BERLIN
 
 NOW = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)  # Friday 13:00 in Berlin

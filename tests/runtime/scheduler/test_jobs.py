@@ -3,7 +3,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agentgram.runtime.errors import ToolError
+from agentgram.runtime.infra.errors import ToolError
+from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.scheduler.clock import FakeClock
 from agentgram.runtime.scheduler.jobs import (
     INTERRUPTED,
@@ -18,7 +19,6 @@ from agentgram.runtime.scheduler.misfire import Nothing, RecordMissed, RunNow
 from agentgram.runtime.scheduler.models import JobApprovals, JobRunStatus
 from agentgram.runtime.scheduler.schedule import IntervalSchedule, OnceSchedule, ScheduleError, ScheduleKind
 from agentgram.runtime.scheduler.values import JobSpec
-from agentgram.runtime.storage.db import Database
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:

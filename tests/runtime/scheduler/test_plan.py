@@ -10,8 +10,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agentgram.runtime.config import QuietHoursSettings, TicSettings
-from agentgram.runtime.errors import ConfigError
+from agentgram.runtime.core.turn.outcome import Cancelled, Exhausted, Failed, Final, Paused
+from agentgram.runtime.infra.config import QuietHoursSettings, TicSettings
+from agentgram.runtime.infra.errors import ConfigError
 from agentgram.runtime.scheduler.clock import FakeClock
 from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicState
 from agentgram.runtime.scheduler.plan import (
@@ -24,7 +25,6 @@ from agentgram.runtime.scheduler.plan import (
     tic_plan,
 )
 from agentgram.runtime.scheduler.schedule import CronSchedule, IntervalSchedule
-from agentgram.runtime.turn.outcome import Cancelled, Exhausted, Failed, Final, Paused
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)

@@ -17,21 +17,21 @@ from typing import Any
 
 import pytest
 
-from agentgram.runtime.config import QuietHoursSettings, SchedulerSettings, TicSettings
-from agentgram.runtime.errors import ConfigError
-from agentgram.runtime.events import CronResult, DurableOutput, LocaleText, ModelText, Report, TicResult
-from agentgram.runtime.mailbox import Envelope, MemoryMailbox
+from agentgram.runtime.capabilities.tools.base import ToolContext
+from agentgram.runtime.core.mailbox import Envelope, MemoryMailbox
+from agentgram.runtime.core.turn.outcome import Final
+from agentgram.runtime.infra.config import QuietHoursSettings, SchedulerSettings, TicSettings
+from agentgram.runtime.infra.errors import ConfigError
+from agentgram.runtime.infra.events import CronResult, DurableOutput, LocaleText, ModelText, Report, TicResult
+from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.history import HistoryStore
+from agentgram.runtime.infra.storage.sessions import SessionStore
 from agentgram.runtime.scheduler.clock import FakeClock
 from agentgram.runtime.scheduler.ports import FinishListener, SchedulerPorts
 from agentgram.runtime.scheduler.service import SchedulerService
 from agentgram.runtime.scheduler.tic import Run
 from agentgram.runtime.scheduler.tools import schedule_tools
 from agentgram.runtime.scheduler.values import HomeChat, Job, JobSpec
-from agentgram.runtime.storage.db import Database
-from agentgram.runtime.storage.history import HistoryStore
-from agentgram.runtime.storage.sessions import SessionStore
-from agentgram.runtime.tools.base import ToolContext
-from agentgram.runtime.turn.outcome import Final
 from tests.runtime.scheduler.conftest import BERLIN
 
 CHAT = 42

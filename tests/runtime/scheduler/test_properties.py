@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from agentgram.runtime.config import QuietHours
+from agentgram.runtime.infra.config import QuietHours
 from agentgram.runtime.scheduler.quiet import is_quiet, quiet_ends_at, quiet_period
 from agentgram.runtime.scheduler.schedule import CronSchedule, IntervalSchedule, next_run, to_trigger
 

@@ -3,7 +3,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agentgram.runtime.config import QuietHours
+from agentgram.runtime.infra.config import QuietHours
 from agentgram.runtime.scheduler.quiet import is_quiet, quiet_ends_at, quiet_period
 
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
-from agentgram.runtime.events import (
+from agentgram.runtime.infra.events import (
     Address,
     CronResult,
     Digest,
@@ -22,12 +22,12 @@ from agentgram.runtime.events import (
     Report,
     TicResult,
 )
+from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.models import OutboxRow
+from agentgram.runtime.infra.storage.outbox import OutboxStore
+from agentgram.runtime.infra.storage.sessions import SessionStore
 from agentgram.runtime.scheduler.held import KEY, HeldReports
 from agentgram.runtime.scheduler.plan import HeldReport
-from agentgram.runtime.storage.db import Database
-from agentgram.runtime.storage.models import OutboxRow
-from agentgram.runtime.storage.outbox import OutboxStore
-from agentgram.runtime.storage.sessions import SessionStore
 
 TO = Address(session_id=3, source="cron", chat_id=42, language="ru")
 INBOX = CronResult(title="Inbox", body=ModelText(text="2 new mails."))

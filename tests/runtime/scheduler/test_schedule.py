@@ -6,7 +6,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from agentgram.runtime.errors import AgentgramError, ToolError
+from agentgram.runtime.infra.errors import AgentgramError, ToolError
 from agentgram.runtime.scheduler.schedule import (
     CronSchedule,
     IntervalSchedule,

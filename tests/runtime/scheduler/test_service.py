@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from agentgram.bot.telegram.reports import report_markdown, report_title
+from agentgram.bot.telegram.views.reports import report_markdown, report_title
 from agentgram.runtime.app import Runtime
-from agentgram.runtime.events import CronResult, Digest, LocaleText, ModelText, Report
-from agentgram.runtime.i18n import Translator
+from agentgram.runtime.infra.events import CronResult, Digest, LocaleText, ModelText, Report
+from agentgram.runtime.infra.i18n import Translator
 from agentgram.runtime.scheduler.clock import FakeClock
 from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
 from agentgram.runtime.scheduler.service import SchedulerService
@@ -26,7 +26,7 @@ from agentgram.runtime.scheduler.tic import Run, SkipNothingToDo, SkipQuiet
 from agentgram.runtime.scheduler.values import JobSpec
 from tests.conftest import ALLOWED_USER, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Text
-from tests.runtime.turn.harness import Recorder
+from tests.runtime.core.turn.harness import Recorder
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NIGHT = {"range": "23:00-07:00"}
@@ -216,7 +216,7 @@ async def test_a_cron_runs_slow_command_stays_attached_nobody_would_read_its_mai
 ) -> None:
     """Issue 14: only an interactive session's root agent detaches; a cron run's command is
     waited for until it ends, and its result is an ordinary one."""
-    from agentgram.runtime.events import CallDetached
+    from agentgram.runtime.infra.events import CallDetached
     from tests.fakes.openai_server import Call, ToolCalls
 
     async with runtime_at(

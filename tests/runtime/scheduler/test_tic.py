@@ -4,7 +4,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agentgram.runtime.config import QuietHours
+from agentgram.runtime.infra.config import QuietHours
 from agentgram.runtime.scheduler.models import TicRunStatus
 from agentgram.runtime.scheduler.tic import (
     MAX_EVENTS,

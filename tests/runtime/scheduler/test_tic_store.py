@@ -1,10 +1,10 @@
 import pytest
 
+from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.scheduler.clock import FakeClock
 from agentgram.runtime.scheduler.models import TicRunStatus
 from agentgram.runtime.scheduler.tic import SkipNothingToDo
 from agentgram.runtime.scheduler.tic_store import TicStore
-from agentgram.runtime.storage.db import Database
 
 
 @pytest.fixture

@@ -17,9 +17,8 @@ import pytest
 import telegram
 from aiohttp import web
 
-from agentgram.bot.telegram import incoming
-from agentgram.bot.telegram.drivers.aiogram import AiogramApi, parse_update
-from agentgram.bot.telegram.port import (
+from agentgram.bot.telegram.core import incoming
+from agentgram.bot.telegram.core.port import (
     HTML,
     BadRequest,
     BotCommand,
@@ -35,6 +34,7 @@ from agentgram.bot.telegram.port import (
     Text,
     TimedOut,
 )
+from agentgram.bot.telegram.drivers.aiogram import AiogramApi, parse_update
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.telegram_server import FakeTelegram
 

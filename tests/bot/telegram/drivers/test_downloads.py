@@ -14,12 +14,19 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from agentgram.bot.telegram.core.files import TelegramFiles
+from agentgram.bot.telegram.core.port import (
+    BadRequest,
+    BotApi,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    TimedOut,
+)
+from agentgram.bot.telegram.core.sender import Retry
 from agentgram.bot.telegram.drivers.aiogram import AiogramApi
 from agentgram.bot.telegram.drivers.ptb import PtbApi
-from agentgram.bot.telegram.files import TelegramFiles
-from agentgram.bot.telegram.port import BadRequest, BotApi, Forbidden, InvalidToken, NetworkError, TimedOut
-from agentgram.bot.telegram.sender import Retry
-from agentgram.runtime.errors import FetchFailed
+from agentgram.runtime.infra.errors import FetchFailed
 from tests.fakes.loopback import LoopbackServer
 
 TOKEN = "123456:secret-TOKEN_part"

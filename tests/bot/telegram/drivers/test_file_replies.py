@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from agentgram.bot.telegram.core.port import BotApi, FileUpload
 from agentgram.bot.telegram.drivers.aiogram import AiogramApi
 from agentgram.bot.telegram.drivers.ptb import PtbApi
-from agentgram.bot.telegram.port import BotApi, FileUpload
 from tests.fakes.telegram_server import FakeTelegram
 
 USER = 42

@@ -1,0 +1,289 @@
+"""``agentgram run``, ``agentgram chat`` and ``agentgram check-config``.
+
+``agentgram chat`` is the terminal chat (:mod:`bot.terminal`): with a bot token
+configured it runs :func:`_run`'s bot with the terminal subscribed to the same
+runtime, and exits when the terminal does; without one, the terminal alone.
+
+Exit codes: 0 clean shutdown (a signal, also during the start-up retries), 2
+configuration problem (including a bot token Telegram rejects, another
+agentgram already running on the same database, and a ``web.listen`` the web
+view cannot bind), 1 anything unexpected (a web view that fails to start, a
+terminal chat that ends with an error). The web view's socket (:mod:`bot.web`,
+when enabled) is bound right after the instance lock, before the bot starts, so
+a bad ``web.listen`` costs no start-up; the server starts once the bot has
+started. On shutdown the front ends go first (the terminal cancelled, the web
+view stopped, both bounded), then the bot, which closes the database.
+Configuration errors are one line, never a traceback; Telegram unreachable at
+start is waited out with logged retries (see :mod:`bot.telegram.app`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+from importlib.metadata import version
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentgram.bot import doctor, init
+from agentgram.bot.config_check import check_config
+from agentgram.bot.settings import BotSettings
+from agentgram.bot.telegram.core.port import InvalidToken, TelegramError
+from agentgram.bot.terminal.config import ChatSettings, check_chat_config
+from agentgram.runtime.app import AlreadyRunning, InstanceLock, fingerprint
+from agentgram.runtime.infra.config import masked
+from agentgram.runtime.infra.errors import ConfigError
+from agentgram.runtime.infra.log import configure, get_logger, register_secret
+from agentgram.runtime.infra.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from agentgram.bot.telegram.app import TelegramBot
+    from agentgram.bot.terminal.chat import TerminalChat
+    from agentgram.bot.web.serve import WebServer
+
+log = get_logger("cli")
+EXIT_CONFIG = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentgram", description="A personal LLM agent in Telegram.")
+    parser.add_argument("--version", action="version", version=f"agentgram {version('agentgram')}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in (
+        ("run", "run the bot"),
+        ("check-config", "validate and print the effective config"),
+    ):
+        cmd = sub.add_parser(name, help=help_text)
+        cmd.add_argument("--config", "-c", type=Path, default=Path("config.yml"), help="YAML config file")
+    chat = sub.add_parser("chat", help="chat in this terminal (beside the bot when a token is configured)")
+    chat.add_argument("--config", "-c", type=Path, default=Path("config.yml"), help="YAML config file")
+    chat.add_argument("--log", type=Path, default=None, help="write the whole log to this file")
+    init.add_parser(sub)
+    doctor.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("PTB_TIMEDELTA", "1")  # PTB 22: retry_after as timedelta (no deprecation path)
+    args = _parser().parse_args(argv)
+    if args.command in ("init", "doctor"):  # bot/init.py, bot/doctor.py: their own checks and exit codes
+        return int(args.entry(args))
+    try:  # the same validation for run and check-config; chat's has telegram optional
+        settings = check_chat_config(args.config) if args.command == "chat" else check_config(args.config)
+    except ConfigError as error:
+        print(str(error), file=sys.stderr)  # one line per problem
+        return EXIT_CONFIG
+    if args.command == "check-config":
+        print(json.dumps(masked(settings), indent=2, ensure_ascii=False))
+        return 0
+    configure(
+        settings.logging.level,
+        settings.logging.redact_payloads,
+        libraries=settings.logging.libraries,
+        fmt=settings.logging.format,
+    )
+    if args.command == "chat":
+        from agentgram.bot.terminal.app import route_logs
+
+        route_logs(args.log)
+    try:
+        return asyncio.run(_main_task(settings, terminal=args.command == "chat"))
+    except ConfigError as error:  # a check missed it: still one line, never a traceback
+        print(str(error), file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 0
+
+
+def freeze_startup_heap() -> None:
+    """Take what start-up built (modules, ORM metadata, models, handlers) out of the garbage
+    collector's sight, so a full collection scans only what the turns create since.
+
+    Without it the occasional full collection walks every object of the process and stalls the
+    event loop for ~100 ms at a time (measured at 100 chats); see bench/README.md.
+    """
+    gc.collect()
+    gc.freeze()
+
+
+async def _main_task(settings: BotSettings | ChatSettings, *, terminal: bool) -> int:
+    if isinstance(settings, BotSettings):
+        return await _run(settings, terminal=terminal)
+    from agentgram.bot.terminal.app import run_alone
+
+    return await run_alone(settings)
+
+
+async def _run(settings: BotSettings, *, terminal: bool = False) -> int:
+    """Take the instance lock, start (waiting out outages), serve until a signal or a fatal error
+    (or, with the ``terminal`` beside the bot, until the user leaves it)."""
+    token = fingerprint(settings.telegram.token.get_secret_value())
+    try:
+        lock = InstanceLock.acquire(settings.storage.url, token)
+    except AlreadyRunning as error:  # before anything touches the database or Telegram
+        print(str(error), file=sys.stderr)
+        return EXIT_CONFIG
+    with lock:
+        try:
+            listening = _bind_web(settings)
+        except ConfigError as error:  # the port is taken, or no such address: one line
+            print(str(error), file=sys.stderr)
+            return EXIT_CONFIG
+        try:
+            return await _run_locked(settings, listening, terminal=terminal)
+        finally:
+            if listening is not None:
+                listening.close()  # closed already once the web view ran; else never used
+
+
+def _bind_web(settings: BotSettings) -> socket.socket | None:
+    if not settings.web.enabled:
+        return None
+    from agentgram.bot.web.serve import bind
+
+    return bind(settings.web.host, settings.web.port)
+
+
+async def _run_locked(settings: BotSettings, listening: socket.socket | None, *, terminal: bool) -> int:
+    """Compose, start, serve; the lock is held and the web view's socket bound."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    from agentgram.bot.telegram.app import compose
+
+    bot = compose(settings)
+    chat = _terminal(bot) if terminal else None  # subscribed before the runtime starts
+    try:
+        started = await _start(bot, stop)
+    except InvalidToken:
+        print(
+            "config error: telegram.token: Telegram rejected the bot token (401 Unauthorized)",
+            file=sys.stderr,
+        )
+        await bot.stop()
+        return EXIT_CONFIG
+    except TelegramError as error:  # a refusal no retry changes (a 400): one line, not a traceback
+        log.error("start-up failed: Telegram refused it: %s: %s", type(error).__name__, error)
+        await bot.stop()
+        return 1
+    if not started:
+        log.info("stopped during start-up")
+        await bot.stop()
+        return 0
+    try:
+        web = await _start_web(bot, listening)
+    except Exception:
+        log.exception("the web view failed to start")
+        await bot.stop()
+        return 1
+    talking = _talk(chat, stop) if chat is not None else None
+
+    async def front_ends_first() -> None:
+        if talking is not None:
+            await cancel_and_wait(talking)
+        if web is not None:
+            await web.stop()
+
+    try:
+        code = await _serve(bot, stop, front_ends_first)
+    finally:
+        await front_ends_first()  # done already, unless serving itself failed
+    chat_failed = talking is not None and not talking.cancelled() and talking.result() is False
+    return 1 if chat_failed else code
+
+
+def _terminal(bot: TelegramBot) -> TerminalChat:
+    from agentgram.bot.terminal.app import terminal_for
+
+    return terminal_for(bot.runtime, bot.translator, bot.settings)
+
+
+def _talk(chat: TerminalChat, stop: asyncio.Event) -> asyncio.Task[bool]:
+    """The terminal beside the bot: when the user leaves it, the bot stops as on a signal.
+    False when the chat ended with an error (logged; the run then exits 1)."""
+
+    async def talk() -> bool:
+        try:
+            await chat.run()
+        except Exception:
+            log.exception("the terminal chat failed")
+            return False
+        finally:
+            stop.set()
+        return True
+
+    return asyncio.create_task(talk(), name="terminal")
+
+
+async def _start_web(bot: TelegramBot, listening: socket.socket | None) -> WebServer | None:
+    """The web view (:mod:`bot.web`) beside the bot on its bound socket when ``web.enabled``; it
+    is stopped before the bot, whose stop closes the database its pages read."""
+    web = bot.settings.web
+    if listening is None:
+        return None
+    from agentgram.bot.web.app import create_app
+    from agentgram.bot.web.serve import WebServer
+
+    assert web.token is not None  # WebSettings refuses an enabled web view without one
+    register_secret(web.token.get_secret_value())
+    server = WebServer(create_app(bot.runtime, web, lambda: bot.ingest.last_poll_ok), listening)
+    await server.start()
+    return server
+
+
+async def _start(bot: TelegramBot, stop: asyncio.Event) -> bool:
+    """Start the bot; False when a signal came first — the start-up (and its retries) is then
+    cancelled and awaited, for :meth:`TelegramBot.stop` to clean up."""
+    starting = asyncio.create_task(bot.start(), name="start-up")
+    waiter = asyncio.create_task(stop.wait(), name="start-up signal")
+    try:
+        await asyncio.wait({starting, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        await cancel_and_wait(waiter)
+    if starting.done():
+        starting.result()  # its error, if any
+        return True
+    await cancel_and_wait(starting)  # stopping anyway: its error is nothing to report
+    return False
+
+
+async def _serve(
+    bot: TelegramBot, stop: asyncio.Event, front_ends_first: Callable[[], Awaitable[None]]
+) -> int:
+    """Run until a signal (exit 0) or until polling ends on its own (a revoked token: exit 2);
+    then stop the front ends and the bot, in that order."""
+    freeze_startup_heap()
+    waiter = asyncio.create_task(stop.wait())
+    polling = asyncio.ensure_future(bot.wait())
+    done, _ = await asyncio.wait({waiter, polling}, return_when=asyncio.FIRST_COMPLETED)
+    log.info("shutting down")
+    await front_ends_first()
+    await bot.stop()
+    await cancel_and_wait(waiter)
+    if polling not in done:  # stopped by a signal: polling ended because we stopped it
+        await cancel_and_wait(polling)
+        return 0
+    error = polling.exception()
+    if isinstance(error, InvalidToken):
+        print(
+            "config error: telegram.token: Telegram no longer accepts the bot token (401 Unauthorized);"
+            " it was revoked or changed in @BotFather — put the new token in the config",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    if error is not None:
+        log.error("polling stopped: %s", error)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""What every chat adapter shows alike, whatever it renders with (Telegram HTML, Rich in a terminal).
+
+A rule a second adapter would otherwise copy lives here once: the mark of a tool
+call's phase, which events of a tic or cron run reach a chat, how a message that
+does not start a turn is acknowledged, the locale key of an approval's decision,
+and the state a cron job is shown in. It knows no chat
+platform (an import-linter contract keeps it so).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from agentgram.runtime.app import ApprovalStatus, PostResult
+from agentgram.runtime.infra.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    FileOutput,
+    Report,
+    RuntimeEvent,
+    ToolPhase,
+)
+from agentgram.runtime.scheduler.values import Job
+
+PHASE_MARK = {
+    ToolPhase.STARTED: "…",
+    ToolPhase.RUNNING: "…",
+    ToolPhase.DONE: "✓",
+    ToolPhase.FAILED: "✗",
+    ToolPhase.REJECTED: "🚫",
+    ToolPhase.CANCELLED: "⏹",
+    ToolPhase.DETACHED: "⏳",  # runs on in the background: its own line follows it
+}
+"""A tool call's status line ends with the mark of its phase."""
+
+HEADLESS = frozenset({"tic", "cron"})
+"""The sources of the runs nobody chats with (``SessionSource.TIC``, ``SessionSource.CRON``)."""
+_HEADLESS_SPEAKS = (ApprovalRequested, ApprovalResolved, Report, FileOutput)
+
+
+def reaches_chat(event: RuntimeEvent) -> bool:
+    """Whether a chat shows ``event``: a tic or cron run shows only its approvals, its report and
+    the files it sends, never its streamed text or tool lines."""
+    to = getattr(event, "to", None)
+    return to is None or to.source not in HEADLESS or isinstance(event, _HEADLESS_SPEAKS)
+
+
+_ACKS = {
+    PostResult.QUEUED: "noted-busy",
+    PostResult.WAITING_APPROVAL: "noted-busy",  # when the decision came meanwhile
+    PostResult.PAUSED: "paused",
+    PostResult.FULL: "mailbox-full",
+}
+
+
+def ack_key(result: PostResult) -> str | None:
+    """The locale key a message is acknowledged with when it does not start a turn at once
+    (``None``: it starts one, the reply says enough)."""
+    return _ACKS.get(result)
+
+
+_DECISION_KEYS = {
+    ApprovalStatus.APPROVED: "approval-approved",
+    ApprovalStatus.REJECTED: "approval-rejected",
+    ApprovalStatus.EXPIRED: "approval-expired",
+    ApprovalStatus.CANCELLED: "approval-cancelled",
+}
+
+
+def decision_key(status: str, reason: str | None) -> str:
+    """The locale key of a decided approval (``approval-rejected-reason`` takes ``reason``)."""
+    if status == ApprovalStatus.REJECTED and reason:
+        return "approval-rejected-reason"
+    try:
+        return _DECISION_KEYS.get(ApprovalStatus(status), "approval-cancelled")
+    except ValueError:
+        return "approval-cancelled"
+
+
+class JobState(enum.StrEnum):
+    """What a cron job is shown as; :func:`job_state` is the one rule."""
+
+    RUNNING = "⏳"
+    ACTIVE = "⏰"
+    PAUSED = "⏸"
+    DONE = "✅"
+
+
+def job_state(job: Job) -> JobState:
+    if job.running:
+        return JobState.RUNNING
+    if job.finished:  # a one-shot that ran: done, not paused
+        return JobState.DONE
+    return JobState.ACTIVE if job.enabled else JobState.PAUSED

@@ -1,0 +1,59 @@
+"""What every Telegram handler needs: the bot's shared parts (:class:`BotContext`), handed to each
+handler in its :class:`~bot.telegram.router.HandlerContext`."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from agentgram.bot.settings import BotSettings
+from agentgram.bot.telegram.core.access_list import AccessList
+from agentgram.bot.telegram.core.incoming import Update
+from agentgram.bot.telegram.core.router import HandlerContext
+from agentgram.bot.telegram.views.delivery import Delivery
+from agentgram.runtime.app import Runtime, SessionRef
+from agentgram.runtime.infra.i18n import Translator
+
+
+@dataclass(slots=True)
+class BotContext:
+    runtime: Runtime
+    settings: BotSettings
+    translator: Translator
+    delivery: Delivery
+    _access: AccessList | None = field(default=None, init=False, repr=False)
+    albums_acked: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=64), init=False)
+    """The albums (chat, ``media_group_id``) lately acknowledged: an album's later items are not."""
+
+    @property
+    def access(self) -> AccessList:
+        """Configured plus paired users (made on first use: the gate loads it before asking)."""
+        if self._access is None:
+            self._access = AccessList(self.settings.telegram.allowed_user_ids, self.runtime.values)
+        return self._access
+
+    def allowed(self, user_id: int | None) -> bool:
+        return self.access.allowed(user_id)
+
+    def lang(self, update: Update) -> str | None:
+        user = update.effective_user
+        return user.language_code if user is not None else None
+
+    def text(self, update: Update, key: str, **params: str | int) -> str:
+        return self.translator.t(self.lang(update), key, **params)
+
+    async def session(self, update: Update) -> SessionRef:
+        chat, user = update.effective_chat, update.effective_user
+        assert chat is not None
+        return await self.runtime.chat_session(
+            chat.id, user_id=user.id if user else None, language=self.lang(update)
+        )
+
+
+def envelope_id(update: Update) -> str:
+    """Mail ids derive from Telegram's sequential ``update_id``: redelivery is a duplicate."""
+    return f"tg:{update.update_id}"
+
+
+def bot_context(context: HandlerContext) -> BotContext:
+    return context.shared

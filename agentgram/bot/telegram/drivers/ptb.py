@@ -1,0 +1,269 @@
+"""The python-telegram-bot driver (``telegram.library: ptb``, the default).
+
+Its transport is PTB's ``ExtBot``: its HTTP layer (:class:`MeteredRequest`,
+``HTTPXRequest`` counting every request) and its ``AIORateLimiter``
+(:class:`MessageRateLimiter`: flood limits and 429s, minus the calls that send
+no message, :mod:`..ratelimit`). :class:`PtbApi` is the :class:`~..port.BotApi`
+over it; every call maps PTB's exceptions onto the port's (:func:`_mapped`).
+Raw updates are parsed with PTB's ``Update.de_json`` (:func:`parse_update`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import telegram
+import telegram.error as ptb
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, ReactionTypeEmoji
+from telegram._utils.types import ODVInput
+from telegram.ext import AIORateLimiter, ExtBot
+from telegram.request import BaseRequest, HTTPXRequest, RequestData
+
+from agentgram.bot.telegram.core import port
+from agentgram.bot.telegram.core.incoming import Update, from_library
+from agentgram.bot.telegram.core.metrics import count_call, result_of
+from agentgram.bot.telegram.core.ratelimit import UNLIMITED, UNMETERED
+
+
+class MessageRateLimiter(AIORateLimiter):
+    """PTB's limiter, minus the calls that send no message (see :mod:`..ratelimit`)."""
+
+    async def process_request(
+        self,
+        callback: Callable[..., Coroutine[Any, Any, Any]],
+        args: Any,
+        kwargs: dict[str, Any],
+        endpoint: str,
+        data: dict[str, Any],
+        rate_limit_args: int | None,
+    ) -> Any:
+        if endpoint in UNLIMITED:
+            return await callback(*args, **kwargs)
+        if endpoint in UNMETERED:
+            data = {key: value for key, value in data.items() if key != "chat_id"}
+        return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
+
+
+def method_of(url: str, http_method: str) -> str:
+    """The Bot API method a request calls: the URL's last segment (``…/bot<token>/sendMessage``).
+
+    PTB posts every API call; a GET is a file download, whose URL ends in a file path.
+    """
+    return url.rsplit("/", 1)[-1] if http_method == "POST" else "file"
+
+
+class MeteredRequest(HTTPXRequest):
+    """PTB's HTTP layer, counting each request's result (:func:`~..metrics.count_call`)."""
+
+    async def do_request(
+        self,
+        url: str,
+        method: str,
+        request_data: RequestData | None = None,
+        read_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
+        write_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
+        connect_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
+        pool_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
+    ) -> tuple[int, bytes]:
+        name = method_of(url, method)
+        try:
+            status, payload = await super().do_request(
+                url, method, request_data, read_timeout, write_timeout, connect_timeout, pool_timeout
+            )
+        except ptb.TimedOut:  # before NetworkError, its base
+            count_call(name, "timeout")
+            raise
+        except Exception:  # no answer (PTB's NetworkError); a cancelled request is not counted
+            count_call(name, "error")
+            raise
+        count_call(name, result_of(status))
+        return status, payload
+
+
+@contextlib.asynccontextmanager
+async def _mapped() -> AsyncIterator[None]:
+    """PTB's exceptions as the port's (the most specific first: ``BadRequest`` is a
+    ``NetworkError`` in PTB, ``TimedOut`` too)."""
+    try:
+        yield
+    except ptb.RetryAfter as error:
+        delay = error.retry_after
+        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+        raise port.RetryAfter(error.message, seconds) from error
+    except ptb.ChatMigrated as error:
+        raise port.ChatMigrated(error.message, error.new_chat_id) from error
+    except ptb.BadRequest as error:
+        raise port.BadRequest(error.message) from error
+    except ptb.Forbidden as error:
+        raise port.Forbidden(error.message) from error
+    except ptb.InvalidToken as error:
+        raise port.InvalidToken(error.message) from error
+    except ptb.Conflict as error:
+        raise port.Conflict(error.message) from error
+    except ptb.TimedOut as error:
+        raise port.TimedOut(error.message) from error
+    except ptb.TelegramError as error:  # NetworkError: 5xx, invalid JSON, the connection
+        raise port.NetworkError(error.message) from error
+
+
+def _markup(keyboard: port.Keyboard | None) -> InlineKeyboardMarkup | None:
+    if keyboard is None:
+        return None
+    return InlineKeyboardMarkup(
+        [[InlineKeyboardButton(b.text, callback_data=b.callback_data) for b in row] for row in keyboard.rows]
+    )
+
+
+def _sent(message: telegram.Message) -> port.Sent:
+    return port.Sent(message.message_id, message.chat_id)
+
+
+class PtbApi:
+    """:class:`~..port.BotApi` over python-telegram-bot's ``ExtBot``."""
+
+    def __init__(
+        self, token: str, base_url: str, file_base_url: str, *, per_second: float, retries: int
+    ) -> None:
+        self.bot: ExtBot[int] = ExtBot(
+            token,
+            base_url=base_url,
+            base_file_url=file_base_url,
+            request=MeteredRequest(connection_pool_size=256),  # PTB's own sizes
+            get_updates_request=MeteredRequest(connection_pool_size=1),
+            rate_limiter=MessageRateLimiter(overall_max_rate=per_second, max_retries=retries),
+        )
+        self._started = False
+
+    @property
+    def username(self) -> str | None:
+        return self.bot.username if self._started else None
+
+    @property
+    def id(self) -> int | None:
+        return self.bot.id if self._started else None
+
+    async def get_me(self) -> port.BotIdentity:
+        async with _mapped():
+            if not self._started:
+                await self.bot.initialize()  # getMe, and the limiter's start
+                self._started = True
+            me = self.bot.bot
+        return port.BotIdentity(me.id, me.username, me.first_name)
+
+    async def delete_webhook(self) -> None:
+        async with _mapped():
+            await self.bot.delete_webhook()
+
+    async def set_my_commands(
+        self, commands: Sequence[port.BotCommand], *, language_code: str | None = None
+    ) -> None:
+        listed = [telegram.BotCommand(c.command, c.description) for c in commands]
+        async with _mapped():
+            await self.bot.set_my_commands(listed, language_code=language_code)
+
+    async def get_updates_raw(
+        self,
+        offset: int,
+        timeout: int,
+        read_timeout: float,
+        allowed_updates: Sequence[str] = port.ALLOWED_UPDATES,
+    ) -> list[Any]:
+        """Through the bot's request layer directly: PTB's ``get_updates`` parses the whole batch
+        or raises, and ``do_api_request`` refuses the methods it knows."""
+        data: dict[str, Any] = {"timeout": timeout, "allowed_updates": list(allowed_updates)}
+        if offset:
+            data["offset"] = offset
+        async with _mapped():
+            result = await self.bot._post("getUpdates", data, read_timeout=read_timeout)
+        if not isinstance(result, list):
+            raise port.NetworkError(f"getUpdates answered something that is not a list: {result!r:.200}")
+        return result
+
+    async def send_message(self, chat_id: int, message: port.Text) -> port.Sent:
+        reply: dict[str, Any] = {}
+        if message.reply_to_message_id is not None:
+            reply = {"reply_to_message_id": message.reply_to_message_id, "allow_sending_without_reply": True}
+        async with _mapped():
+            markup = _markup(message.reply_markup)
+            sent = await self.bot.send_message(**message.send_params(chat_id), reply_markup=markup, **reply)
+        return _sent(sent)
+
+    async def edit_message_text(self, chat_id: int, message_id: int, message: port.Text) -> None:
+        async with _mapped():
+            await self.bot.edit_message_text(
+                **message.edit_params(chat_id, message_id), reply_markup=_markup(message.reply_markup)
+            )
+
+    async def edit_message_reply_markup(
+        self, chat_id: int, message_id: int, reply_markup: port.Keyboard | None
+    ) -> None:
+        async with _mapped():
+            await self.bot.edit_message_reply_markup(
+                chat_id=chat_id, message_id=message_id, reply_markup=_markup(reply_markup)
+            )
+
+    async def delete_message(self, chat_id: int, message_id: int) -> None:
+        async with _mapped():
+            await self.bot.delete_message(chat_id, message_id)
+
+    async def send_message_draft(
+        self, chat_id: int, draft_id: int, text: str, *, parse_mode: str | None, read_timeout: float
+    ) -> None:
+        async with _mapped():
+            await self.bot.send_message_draft(
+                chat_id, draft_id, text, parse_mode=parse_mode, read_timeout=read_timeout
+            )
+
+    async def send_chat_action(self, chat_id: int, action: str) -> None:
+        async with _mapped():
+            await self.bot.send_chat_action(chat_id, action)
+
+    async def send_file(self, chat_id: int, file: port.FileUpload) -> port.Sent:
+        send = self.bot.send_photo if file.as_photo else self.bot.send_document
+        async with _mapped():
+            message = await send(
+                chat_id,
+                file.content,
+                filename=file.filename,
+                caption=file.caption,
+                parse_mode=file.parse_mode,
+                reply_to_message_id=file.reply_to_message_id,
+                allow_sending_without_reply=True,
+                disable_notification=file.disable_notification,
+                write_timeout=file.write_timeout,
+            )
+        return _sent(message)
+
+    async def download(self, file_id: str, dest: Path, *, read_timeout: float) -> None:
+        async with _mapped():
+            file = await self.bot.get_file(file_id)
+            if file.file_path is None:
+                raise port.BadRequest("Telegram gave no path to download the file from")
+            await file.download_to_drive(dest, read_timeout=read_timeout)
+
+    async def answer_callback_query(
+        self, callback_query_id: str, *, text: str | None = None, show_alert: bool = False
+    ) -> None:
+        async with _mapped():
+            await self.bot.answer_callback_query(callback_query_id, text=text, show_alert=show_alert)
+
+    async def set_message_reaction(self, chat_id: int, message_id: int, emoji: str | None) -> None:
+        reaction = [ReactionTypeEmoji(emoji)] if emoji else []
+        async with _mapped():
+            await self.bot.set_message_reaction(chat_id, message_id, reaction)
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.bot.shutdown()
+
+
+def parse_update(raw: dict[str, Any], api: port.BotApi) -> Update:
+    """One raw update through PTB's own parser (it raises for one it cannot read)."""
+    update = telegram.Update.de_json(raw, None)
+    if update is None:
+        raise ValueError("python-telegram-bot parsed the update as nothing")
+    return from_library(update, api)

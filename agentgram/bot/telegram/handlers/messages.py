@@ -1,0 +1,230 @@
+"""Plain messages: text becomes user mail; a reply to an approval prompt rejects it.
+
+The user gets an honest acknowledgement: nothing extra when a turn starts
+(the typing action and the reply say enough), a 👀 reaction plus "noted — I'll
+read this at my next step" when a turn is already running — or, when that
+turn waits for an approval, a note quoting the prompt that says how to decide
+it — a note when the session is paused, and a warning when the mailbox is
+full.
+
+A photo, voice note, audio file, video note, video, GIF or document becomes the
+same mail, its caption the text and the file an :class:`Attachment` the runtime
+fetches and prepares off this path (:mod:`bot.telegram.attachments`). A file
+over ``telegram.max_download_mb`` is not fetched: the user is told at once,
+naming the limit, and the mail says why it is missing. An album's items share a
+``media_group_id`` (the runtime folds them into one message) and are
+acknowledged once. A sticker gets a short friendly answer; other content (a
+location, a poll, …) a note of what is understood.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentgram.bot.shown import ack_key
+from agentgram.bot.telegram.core.attachments import attachment_of
+from agentgram.bot.telegram.core.callback_data import ButtonAction, decode
+from agentgram.bot.telegram.core.context import BotContext, bot_context, envelope_id
+from agentgram.bot.telegram.core.incoming import Message, Update
+from agentgram.bot.telegram.core.ingest import checkpoint_stored, offered_checkpoint
+from agentgram.bot.telegram.core.port import TelegramError
+from agentgram.bot.telegram.core.router import HandlerContext, OnMessage, Router, is_command
+from agentgram.bot.telegram.core.sender import send_html
+from agentgram.bot.telegram.handlers import questions
+from agentgram.bot.telegram.views.render import escape
+from agentgram.runtime.app import ApprovalStatus, Attachment, DecidedBy, PostResult, SessionRef
+
+_READ_AT_NEXT_STEP = frozenset({PostResult.QUEUED, PostResult.WAITING_APPROVAL})
+_PROMPT_ACTIONS = frozenset({ButtonAction.APPROVE, ButtonAction.REJECT})
+"""The prompt's buttons that carry its request id."""
+
+
+def _has_text(message: Message) -> bool:
+    return message.text is not None
+
+
+def _has_attachment(message: Message) -> bool:
+    return bool(message.photo) or any(
+        part is not None
+        for part in (
+            message.voice,
+            message.audio,
+            message.video_note,
+            message.video,
+            message.animation,
+            message.document,
+        )
+    )
+
+
+async def on_text(update: Update, context: HandlerContext) -> None:
+    ctx = bot_context(context)
+    message = update.message
+    assert message is not None and message.text is not None
+    if message.reply_to_message is not None and await _reject_with_reason(update, ctx):
+        return
+    if await questions.answer_by_text(update, ctx, message.text):  # the agent asked: this answers it
+        return
+    await _post(update, ctx, message.text)
+
+
+async def on_attachment(update: Update, context: HandlerContext) -> None:
+    """A file with its caption as the user's mail; one too large to fetch is explained at once."""
+    ctx = bot_context(context)
+    message = update.message
+    assert message is not None
+    attachment = attachment_of(message, ctx.settings.telegram.max_download_mb)
+    if attachment is None:
+        await on_unsupported(update, context)
+        return
+    if attachment.skipped:
+        await _say_too_large(update, ctx, attachment)
+    caption = (message.caption or "").strip()
+    await _post(update, ctx, caption, attachments=(attachment,), media_group_id=message.media_group_id)
+
+
+async def _say_too_large(update: Update, ctx: BotContext, attachment: Attachment) -> None:
+    message = update.message
+    assert message is not None
+    limit = ctx.settings.telegram.max_download_mb
+    file = escape(attachment.name) if attachment.name else ctx.text(update, "file-kind", kind=attachment.kind)
+    text = ctx.text(update, "file-too-large", file=file, limit=limit)
+    await send_html(update.get_bot(), message.chat_id, text, reply_to=message.message_id)
+
+
+async def _post(
+    update: Update,
+    ctx: BotContext,
+    text: str,
+    *,
+    attachments: Sequence[Attachment] = (),
+    media_group_id: str | None = None,
+) -> None:
+    """``text`` (and files) as the user's mail, acknowledged as the mailbox took it."""
+    message = update.message
+    assert message is not None
+    session = await ctx.session(update)
+    posted = await ctx.runtime.accept_user_message(
+        session,
+        text,
+        envelope_id=envelope_id(update),
+        chat_message_id=message.message_id,
+        user_ref=str(update.effective_user.id) if update.effective_user else None,
+        checkpoint=offered_checkpoint(),
+        attachments=attachments,
+        media_group_id=media_group_id,
+    )
+    if posted.checkpoint_stored:
+        checkpoint_stored()
+    if media_group_id is not None and _acked_before(ctx, message.chat_id, media_group_id):
+        return
+    result = posted.result
+    if result in _READ_AT_NEXT_STEP:
+        try:
+            await message.set_reaction("👀")
+        except TelegramError:
+            pass
+    if result == PostResult.WAITING_APPROVAL and await _point_at_prompt(update, ctx, session):
+        return
+    key = ack_key(result)
+    if key is None:
+        return
+    await send_html(
+        update.get_bot(), message.chat_id, ctx.text(update, key), reply_to=message.message_id, silent=True
+    )
+
+
+async def _point_at_prompt(update: Update, ctx: BotContext, session: SessionRef) -> bool:
+    """Say the next step waits for a decision and how to give it, quoting the prompt once the
+    chat has it; ``False`` if the turn no longer waits (the plain note is true again)."""
+    message = update.message
+    assert message is not None
+    awaited = await ctx.runtime.awaited_approval(session)
+    if awaited is None:
+        return False
+    text = ctx.text(update, "noted-waiting-approval", tool=escape(awaited.tool))
+    reply_to = awaited.message_id if awaited.message_id is not None else message.message_id
+    await send_html(update.get_bot(), message.chat_id, text, reply_to=reply_to, silent=True)
+    return True
+
+
+async def _reject_with_reason(update: Update, ctx: BotContext) -> bool:
+    """A reply to an approval prompt rejects that call with the text as reason.
+
+    The request is read from the prompt's own buttons, so a reply is recognised
+    even before the prompt's send returned and its message id was stored. A
+    prompt without buttons (decided already) is looked up by that stored id.
+    """
+    message = update.message
+    assert message is not None and message.reply_to_message is not None
+    request_id = _prompt_request(message.reply_to_message, update.get_bot().id)
+    if request_id is None:
+        request = await ctx.runtime.approval_for_message(message.chat_id, message.reply_to_message.message_id)
+        if request is None:
+            return False
+        if request.status != ApprovalStatus.PENDING:
+            await _say_stale(update, ctx)
+            return True
+        request_id = request.request_id
+    result = await ctx.runtime.decide(
+        request_id, approved=False, reason=message.text, envelope_id=envelope_id(update), how=DecidedBy.REPLY
+    )
+    if not result.applied:
+        await _say_stale(update, ctx)
+    return True
+
+
+def _prompt_request(prompt: Message, bot_id: int | None) -> str | None:
+    """The request id an approval prompt of ours carries in its Approve/Reject buttons."""
+    if prompt.from_user is None or prompt.from_user.id != bot_id or prompt.reply_markup is None:
+        return None
+    for key in prompt.reply_markup.buttons():
+        button = decode(key.callback_data)
+        if button is not None and button.action in _PROMPT_ACTIONS:
+            return button.arg
+    return None
+
+
+async def _say_stale(update: Update, ctx: BotContext) -> None:
+    message = update.message
+    assert message is not None
+    await send_html(
+        update.get_bot(), message.chat_id, ctx.text(update, "approval-stale"), reply_to=message.message_id
+    )
+
+
+def _acked_before(ctx: BotContext, chat_id: int, media_group_id: str) -> bool:
+    """Whether an earlier item of this album was acknowledged (and remember this one was)."""
+    key = (chat_id, media_group_id)
+    if key in ctx.albums_acked:
+        return True
+    ctx.albums_acked.append(key)
+    return False
+
+
+async def on_sticker(update: Update, context: HandlerContext) -> None:
+    """A sticker is a gesture, not a request: a short friendly answer, and the model is not asked."""
+    ctx = bot_context(context)
+    message = update.message
+    assert message is not None and message.sticker is not None
+    text = ctx.text(update, "sticker-reply", emoji=message.sticker.emoji or "🙂")
+    await send_html(context.bot, message.chat_id, text, reply_to=message.message_id)
+
+
+async def on_unsupported(update: Update, context: HandlerContext) -> None:
+    """A location, contact, poll, dice, …: say what is understood instead."""
+    ctx = bot_context(context)
+    chat = update.effective_chat
+    assert chat is not None
+    await send_html(context.bot, chat.id, ctx.text(update, "unsupported-content"))
+
+
+router = Router(
+    "messages",
+    handlers=(
+        OnMessage(lambda m: _has_text(m) and not is_command(m), on_text),
+        OnMessage(_has_attachment, on_attachment),
+        OnMessage(lambda m: m.sticker is not None, on_sticker),
+        OnMessage(lambda m: not _has_text(m), on_unsupported),
+    ),
+)

@@ -1,0 +1,552 @@
+"""One consumer per session: the session hub and its workers.
+
+Every session with mail gets a :class:`SessionWorker`, a single task that
+consumes the session's mailbox in order. Mail to an idle session starts a
+turn; mail that arrives during a turn is folded in by the turn itself at its
+next round boundary (R1). ``stop`` does not queue behind anything: its mail
+is stored, then the running turn is cancelled directly; the worker consumes
+the stop afterwards (before any queued message, which it drops and counts).
+A stop the turn meets at a boundary first ends it the same way. A paused
+turn continues on a resume anywhere in the queue.
+
+What a worker is doing is one :class:`~runtime.sessions.state.WorkerState`
+(new, idle, opening, running, waiting for approval, paused, stopping), moved
+only through ``SessionWorker._enter`` and the table in
+:mod:`runtime.sessions.state`. A new turn goes through the named steps of
+:mod:`runtime.turn.steps`; the turn's approval gate tells the worker while it
+waits (``TurnRunner.awaiting_approval``). "Is the session's latest turn
+paused" has one answer, :meth:`SessionHub.paused_turn`.
+
+Workers live only while they are needed (an in-memory map that only grows is
+a leak: every tic and cron run opens a fresh session). A worker that has
+nothing to do — no turn running or being opened, no turn to resume, no mail
+it has not looked at — is evicted: at once for a headless (tic/cron) session,
+after :data:`CHAT_IDLE_TIMEOUT` for a chat; the session's in-memory views go
+with it. Nothing it held is lost: the paused turn, the unread mail and the
+history are in the database, which is all a worker starts from after a
+restart too, and the next mail makes the session a new worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from agentgram.runtime.capabilities.attachments.inbox import PreparationStopped
+from agentgram.runtime.core.mailbox import ControlAction, ControlBody, Envelope, UserMessageBody
+from agentgram.runtime.core.sessions.state import BUSY, RESTING, WorkerState, may_enter
+from agentgram.runtime.core.turn import steps
+from agentgram.runtime.core.turn.inject import Prepared, control_action, mail_text, take_until_pause, wakes
+from agentgram.runtime.core.turn.loop import TurnRunner, TurnServices, settle_cancelled
+from agentgram.runtime.core.turn.outcome import Cancelled, Failed, TurnOutcome
+from agentgram.runtime.core.turn.prefetch import Prefetch
+from agentgram.runtime.infra.events import Address, OutcomeKind, TurnStarted
+from agentgram.runtime.infra.log import get_logger
+from agentgram.runtime.infra.storage.models import ChatSession, SessionSource, Turn, TurnStatus, utcnow
+
+log = get_logger("hub")
+
+FinishListener = Callable[[int, int, TurnOutcome], None]
+EvictListener = Callable[[int], None]
+
+CHAT_IDLE_TIMEOUT = 300.0
+"""Seconds a chat session's idle worker is kept for the next message before it is evicted.
+
+A headless session's worker goes as soon as its turn is over: its session gets no more mail.
+"""
+
+_HEADLESS = (SessionSource.TIC, SessionSource.CRON)
+
+
+ALBUM_WINDOW = 1.0
+"""Seconds after an album's latest item the worker waits for more before it reads the album."""
+
+
+def album_pending(mail: list[Envelope]) -> float:
+    """How much longer to wait for more items of an album ``mail`` holds (0: read it now)."""
+    groups = {
+        e.body.media_group_id for e in mail if isinstance(e.body, UserMessageBody) and e.body.media_group_id
+    }
+    if not groups:
+        return 0.0
+    latest = max(
+        e.sent_at for e in mail if isinstance(e.body, UserMessageBody) and e.body.media_group_id in groups
+    )
+    return max(0.0, ALBUM_WINDOW - (utcnow() - latest).total_seconds())
+
+
+def address_of(session: ChatSession) -> Address:
+    assert session.id is not None
+    return Address(
+        session_id=session.id, source=session.source, chat_id=session.chat_id, language=session.language_code
+    )
+
+
+@dataclass(slots=True, frozen=True)
+class LiveTurn:
+    """A turn a worker runs: its runner (the cancel token) and its task."""
+
+    runner: TurnRunner
+    task: asyncio.Task[TurnOutcome]
+
+
+@dataclass(slots=True)
+class HubOptions:
+    resume_on_message: bool = False
+    idle_timeout: float = CHAT_IDLE_TIMEOUT  # a chat session's idle worker is evicted after this
+
+
+class SessionWorker:
+    """The one consumer of a session's mailbox (the spec's ChatHub consumer).
+
+    What it is doing is :attr:`state`, changed only by :meth:`_enter` (the moves are listed in
+    :mod:`runtime.sessions.state`). The rest is data: the turn it runs, the request of the turn
+    it opens, a turn to continue after a restart, and whether its last stop stopped anything.
+    """
+
+    def __init__(self, hub: SessionHub, session_id: int) -> None:
+        self.hub = hub
+        self.session_id = session_id
+        self.state = WorkerState.NEW
+        self.wake = asyncio.Event()
+        self.turn: LiveTurn | None = None  # the turn it runs (running, waiting, stopping)
+        self.prefetch: Prefetch | None = None  # the first request of the turn it opens
+        self.resume_turn_id: int | None = None  # a turn a previous process left running
+        self.stopped_turn = False  # a /stop ended a turn here: the stop's report says "stopped"
+        self.session: ChatSession | None = None
+        self.task = asyncio.create_task(self._loop(), name=f"session-{session_id}")
+
+    def _enter(self, target: WorkerState) -> bool:
+        """Move to ``target`` if :mod:`runtime.sessions.state` lists the move; ``False`` if not."""
+        if not may_enter(self.state, target):
+            log.debug("session %s: %s -> %s refused", self.session_id, self.state, target)
+            return False
+        log.debug("session %s: %s -> %s", self.session_id, self.state, target)
+        self.state = target
+        return True
+
+    @property
+    def busy(self) -> bool:
+        return self.state in BUSY
+
+    @property
+    def knows_not_paused(self) -> bool:
+        """The session has no paused turn, and the worker knows it without a query (only it
+        ends the session's turns)."""
+        return self.state not in (WorkerState.NEW, WorkerState.PAUSED)
+
+    def learned_no_turns(self) -> None:
+        """The session was created just now: it has no turn, paused or otherwise."""
+        self._enter(WorkerState.IDLE)
+
+    def cancel_turn(self) -> bool:
+        """Cancel the turn being opened or run, at once (sticky token + task cancel), once.
+
+        A turn still being opened starts cancelled instead; a second /stop must not cut the
+        first one's clean-up short.
+        """
+        if self.state is WorkerState.STOPPING:
+            return True
+        if not self._enter(WorkerState.STOPPING):
+            return False
+        self.stopped_turn = True
+        if self.prefetch is not None:
+            self.prefetch.cancel()
+        if self.turn is not None and not self.turn.runner.token.cancelled:
+            self.turn.runner.token.cancel()
+            self.turn.task.cancel()
+        return True
+
+    @contextmanager
+    def _awaiting_approval(self) -> Iterator[None]:
+        """Around the wait of the turn's approval gate (``TurnRunner.awaiting_approval``)."""
+        self._enter(WorkerState.WAITING_APPROVAL)
+        try:
+            yield
+        finally:
+            self._enter(WorkerState.RUNNING)  # refused when the turn was stopped meanwhile
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to do that lives only in memory: the worker may go (see the module docstring).
+
+        Its state then is a copy of the database (``new``, ``idle``, ``paused``), as is the
+        session row; ``stopped_turn`` matters only until the stop mail that always follows it is
+        consumed (a new worker tells from the turn's end instead, ``_ended_by``).
+        """
+        return self.state in RESTING and self.resume_turn_id is None and not self.wake.is_set()
+
+    async def _loop(self) -> None:
+        while True:
+            if not await self._mail_within(self._idle_timeout()):
+                if self.hub.evict(self):
+                    return
+                continue
+            self.wake.clear()
+            try:
+                await self._drain()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one session's failure must not end its consumer
+                log.exception("session %s: consumer failed", self.session_id)
+                self._start_over()
+
+    def _start_over(self) -> None:
+        """After a failure the worker holds no live turn; it reads again what it knows."""
+        if self.prefetch is not None:
+            self.prefetch.cancel()
+        self.prefetch = self.turn = None
+        self._enter(WorkerState.NEW)
+
+    def _idle_timeout(self) -> float:
+        """How long to wait for mail once idle; a session not read yet counts as a chat."""
+        headless = self.session is not None and self.session.source in _HEADLESS
+        return 0.0 if headless else self.hub.options.idle_timeout
+
+    async def _mail_within(self, timeout: float) -> bool:
+        if not self.wake.is_set() and timeout > 0:
+            try:
+                async with asyncio.timeout(timeout):  # not wait_for: no second task per idle chat
+                    await self.wake.wait()
+            except TimeoutError:
+                pass
+        return self.wake.is_set()
+
+    async def _drain(self) -> None:
+        while True:
+            unread = await self.hub.services.mailbox.unread(self.session_id)
+            stops = [e for e in unread if control_action(e) == ControlAction.STOP]
+            if stops:  # a double-tapped /stop settles as one
+                await self._consume_stop(unread, stops)
+                continue
+            if self.resume_turn_id is not None:
+                turn_id, self.resume_turn_id = self.resume_turn_id, None
+                await self._run_turn(turn_id, restarted=True)
+                continue
+            if not unread:
+                return
+            if not await self._dispatch(unread):
+                return
+
+    async def _dispatch(self, unread: list[Envelope]) -> bool:
+        """Act on the oldest unread mail; ``False`` means wait for more mail.
+
+        The turn consumes the mail that starts or resumes it (at its first
+        R1), so the user row and the cursor move commit together.
+        """
+        paused = await self._paused_turn()
+        if paused is not None:
+            return await self._dispatch_paused(paused, unread)
+        head = unread[0]
+        if mail_text(head) is None:  # control or a decision with no turn to act on: settled
+            await self._consume([head])
+            return True
+        taken, pause = take_until_pause(unread)
+        if not pause and not any(wakes(e) for e in taken):  # e.g. results of calls /stop cancelled
+            return False  # they are read with the next mail that wakes the session
+        if (wait := album_pending(taken)) > 0:  # an album's items arrive one by one: read them as one
+            asyncio.get_running_loop().call_later(wait, self.wake.set)
+            return False
+        await self._start_turn(taken[:-1] if pause else taken, pause_queued=pause)  # R1 meets the pause
+        return True
+
+    async def _start_turn(self, mail: list[Envelope], *, pause_queued: bool) -> None:
+        """A new turn's steps in order: prefetch → open → run → finish (:mod:`runtime.turn.steps`).
+
+        The worker is busy (``opening``) from the first step: a message meanwhile is "noted",
+        and a /stop closes the request and starts the turn cancelled.
+        """
+        s = self.hub.services
+        self._enter(WorkerState.OPENING)
+        try:
+            prepared = await self._prepare(mail)
+            if prepared is None:  # a /stop cancelled the fetch: the stop settles the mail
+                self._enter(WorkerState.IDLE)
+                return
+            if not pause_queued and not prepared:  # nothing first: a turn that pauses, a file to show
+                source = (await self._session()).source  # read once; the turn's run needs it too
+                self.prefetch = await steps.prefetch(s, self.session_id, mail, source=source)
+                await self.prefetch.under_way(steps.PREFETCH_PATIENCE)
+            turn_id = await steps.open_turn(s, self.session_id, mail, prepared)
+        except BaseException:
+            if self.prefetch is not None:
+                self.prefetch.cancel()
+            self.prefetch = None
+            self._enter(WorkerState.IDLE)  # a stop meanwhile: its mail still settles it
+            raise
+        prefetch, self.prefetch = self.prefetch, None
+        # the turn's first receive point has nothing new to read unless a /pause is queued
+        await self._run_turn(
+            turn_id, restarted=False, first_mail=None if pause_queued else [], prefetch=prefetch
+        )
+
+    async def _prepare(self, mail: list[Envelope]) -> Prepared | None:
+        """The files of the mail that starts a turn, fetched (``runtime.attachments``); ``None``
+        when a /stop cancelled that."""
+        inbox = self.hub.services.inbox
+        if inbox is None:
+            return {}
+        try:
+            return await inbox.prepare(mail, address_of(await self._session()))
+        except PreparationStopped:
+            return None
+
+    async def _dispatch_paused(self, paused: Turn, unread: list[Envelope]) -> bool:
+        """A paused turn continues on /resume (anywhere in the queue) or, if configured, any message."""
+        resume = any(control_action(e) == ControlAction.RESUME for e in unread)
+        if not resume and self.hub.options.resume_on_message:
+            resume = any(mail_text(e) is not None for e in unread)
+        if resume:
+            await self._run_turn(paused.id or 0, restarted=False, resumed=True)
+            return True
+        if mail_text(unread[0]) is None:  # e.g. a second /pause: settled, nothing to do
+            await self._consume([unread[0]])
+            return True
+        return False  # messages wait for /resume
+
+    async def _session(self) -> ChatSession:
+        """The session row, read once; the runtime hands in changes (language) via the hub."""
+        if self.session is None:
+            self.session = await self.hub.services.sessions.get(self.session_id)
+        assert self.session is not None
+        return self.session
+
+    async def _paused_turn(self) -> Turn | None:
+        paused = await self.hub.paused_turn(self.session_id)
+        if self.state is WorkerState.NEW:
+            self._enter(WorkerState.IDLE if paused is None else WorkerState.PAUSED)
+        return paused
+
+    async def _run_turn(
+        self,
+        turn_id: int,
+        *,
+        restarted: bool,
+        resumed: bool = False,
+        first_mail: list[Envelope] | None = None,
+        prefetch: Prefetch | None = None,
+    ) -> None:
+        """Steps run and finish: the turn's task, then its end."""
+        s = self.hub.services
+        session = await self._session()
+        if restarted or resumed:
+            await s.sessions.set_turn_status(turn_id, TurnStatus.RUNNING)
+        address = address_of(session)
+        runner = TurnRunner(
+            s,
+            session,
+            turn_id,
+            address,
+            resumed=restarted or resumed,
+            first_mail=first_mail,
+            prefetch=prefetch,
+            awaiting_approval=self._awaiting_approval,
+        )
+        if restarted and await runner.stored_answer() is None:  # else nothing is left to continue
+            # the notice points at the prompt the resumed turn waits on
+            shown = [r.message_id for r in await s.approvals.pending(self.session_id) if r.message_id]
+            await s.notice(address, "restarted-continuing", {}, refers_to_message=next(iter(shown), None))
+        if self.state is WorkerState.STOPPING:  # stopped while it was opened: it starts cancelled
+            runner.token.cancel()
+        else:
+            self._enter(WorkerState.RUNNING)
+        s.bus.emit(TurnStarted(to=address, turn_id=turn_id, resumed=restarted))
+        self.turn = LiveTurn(runner, asyncio.create_task(runner.run(), name=f"turn-{turn_id}"))
+        outcome = await self._await_turn(self.turn)
+        self.turn = None  # done and awaited: an idle worker holds no turn
+        self._enter(WorkerState.PAUSED if outcome.kind == OutcomeKind.PAUSED else WorkerState.IDLE)
+        await self._finish(runner, outcome)
+
+    async def _await_turn(self, turn: LiveTurn) -> TurnOutcome:
+        """The turn's outcome; only the worker's own cancellation (shutdown) propagates."""
+        try:
+            return await turn.task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                turn.task.cancel()
+                raise
+            if turn.runner.token.cancelled:  # stopped twice: the clean-up still landed
+                return Cancelled()
+            return Failed("the turn was cancelled unexpectedly")
+        except Exception as exc:  # a bug in the loop ends the turn, not the worker
+            log.exception("turn %s crashed", turn.runner.turn_id)
+            return Failed(f"{type(exc).__name__}: {exc}")
+
+    async def _finish(self, runner: TurnRunner, outcome: TurnOutcome) -> None:
+        if isinstance(outcome, Cancelled):
+            self.stopped_turn = True
+        await steps.finish(runner, outcome)
+        for listener in list(self.hub.finish_listeners):
+            listener(self.session_id, runner.turn_id, outcome)
+
+    async def _consume(self, mail: list[Envelope]) -> None:
+        await self.hub.services.mailbox.consume(self.session_id, max(e.seq for e in mail))
+
+    async def _consume_stop(self, unread: list[Envelope], stops: list[Envelope]) -> None:
+        """Drop queued mail up to the last stop, settle a paused/interrupted turn, report."""
+        s = self.hub.services
+        upto = [e for e in unread if e.seq <= stops[-1].seq]
+        dropped = sum(1 for e in upto if mail_text(e) is not None)
+        session = await self._session()
+        address = address_of(session)
+        settled = await self._settle_unfinished_turn(address) or await self._ended_by(stops[0])
+        await self._consume(upto)
+        s.approvals.bypasses.clear(self.session_id)
+        stopped_work = any(isinstance(e.body, ControlBody) and e.body.stops_work for e in stops)
+        stopped, self.stopped_turn = self.stopped_turn or settled or stopped_work, False
+        quiet = all(isinstance(e.body, ControlBody) and e.body.quiet for e in stops)
+        if not quiet:
+            await self._report_stop(address, stopped=stopped, dropped=dropped)
+
+    async def _ended_by(self, stop: Envelope) -> bool:
+        """The latest turn was cancelled after this stop was sent (e.g. by a process that
+        died before it consumed the stop): the stop did stop something."""
+        latest = await self.hub.services.sessions.latest_turn(self.session_id)
+        if latest is None or latest.status != TurnStatus.CANCELLED or latest.ended_at is None:
+            return False
+        return latest.ended_at >= stop.sent_at
+
+    async def _report_stop(self, address: Address, *, stopped: bool, dropped: int) -> None:
+        notice = self.hub.services.notice
+        if dropped:
+            await notice(address, "stopped-dropped", {"count": dropped})
+        elif stopped:
+            await notice(address, "stopped", {})
+        else:
+            await notice(address, "nothing-to-stop", {})
+
+    async def _settle_unfinished_turn(self, address: Address) -> bool:
+        """A paused turn, or one a crash left running, ends as cancelled on /stop."""
+        s = self.hub.services
+        latest = await s.sessions.latest_turn(self.session_id)
+        if latest is None or latest.status not in (TurnStatus.PAUSED, TurnStatus.RUNNING) or self.busy:
+            return False
+        self.resume_turn_id = None
+        await settle_cancelled(s, address, latest.id or 0)
+        self._enter(WorkerState.IDLE)
+        return True
+
+
+class SessionHub:
+    def __init__(self, services: TurnServices, options: HubOptions | None = None) -> None:
+        self.services = services
+        self.options = options or HubOptions()
+        self.workers: dict[int, SessionWorker] = {}
+        self.finish_listeners: list[FinishListener] = []
+        self.evict_listeners: list[EvictListener] = []
+        """Told the session id after its worker was evicted (the session is idle)."""
+        services.mailbox.subscribe(self._on_mail)
+
+    def _worker(self, session_id: int) -> SessionWorker:
+        worker = self.workers.get(session_id)
+        if worker is None:
+            worker = SessionWorker(self, session_id)
+            self.workers[session_id] = worker
+        return worker
+
+    def evict(self, worker: SessionWorker) -> bool:
+        """Drop an idle worker and its session's in-memory views; ``False`` if it is not idle.
+
+        Called by the worker's own task, which then ends: nothing else of it runs (its turn
+        task is done and awaited, it holds no prefetch), so there is nothing to cancel. No
+        await lies between the check and the removal, so mail cannot slip in between; mail
+        after it makes a new worker (``_worker``).
+        """
+        if not worker.idle:
+            return False
+        session_id = worker.session_id
+        if self.workers.get(session_id) is worker:
+            del self.workers[session_id]
+        self.services.mailbox.forget(session_id)
+        self.services.history.forget(session_id)
+        for listener in list(self.evict_listeners):
+            try:
+                listener(session_id)
+            except Exception:  # the worker is gone either way
+                log.exception("evict listener failed for session %s", session_id)
+        return True
+
+    def _on_mail(self, envelope: Envelope) -> None:
+        self.wake(envelope.session_id)
+
+    def wake(self, session_id: int) -> None:
+        self._worker(session_id).wake.set()
+
+    def resume(self, session_id: int, turn_id: int) -> None:
+        """Continue a turn a previous process left running (crash recovery)."""
+        worker = self._worker(session_id)
+        worker.resume_turn_id = turn_id
+        worker.wake.set()
+
+    def session_changed(self, session: ChatSession, *, created: bool = False) -> None:
+        """A session row changed (e.g. the user's language): the worker's copy follows.
+
+        A session ``created`` just now has no mail, no history and no turn: its
+        worker and the in-memory views start from that instead of reading it back.
+        """
+        assert session.id is not None
+        if created:
+            self.services.mailbox.known_empty(session.id)
+            self.services.history.known_empty(session.id)
+            self._worker(session.id).learned_no_turns()
+        worker = self.workers.get(session.id)
+        if worker is not None:
+            worker.session = session
+
+    async def paused_turn(self, session_id: int) -> Turn | None:
+        """The session's latest turn if it is paused: the one place that asks.
+
+        The session's worker answers without a query when it knows; else the database does.
+        """
+        worker = self.workers.get(session_id)
+        if worker is not None and worker.knows_not_paused:
+            return None
+        latest = await self.services.sessions.latest_turn(session_id)
+        return latest if latest is not None and latest.status == TurnStatus.PAUSED else None
+
+    def state(self, session_id: int) -> WorkerState | None:
+        """What the session's worker is doing; ``None`` when it has none (nothing in memory)."""
+        worker = self.workers.get(session_id)
+        return worker.state if worker is not None else None
+
+    def is_busy(self, session_id: int) -> bool:
+        worker = self.workers.get(session_id)
+        return worker is not None and worker.busy
+
+    async def pause_pending(self, session_id: int) -> bool:
+        """A /pause is queued for the running turn (it has not reached its next step yet)."""
+        if not self.is_busy(session_id):
+            return False
+        unread = await self.services.mailbox.unread(session_id)
+        return any(control_action(e) == ControlAction.PAUSE for e in unread)
+
+    def cancel_turn(self, session_id: int) -> bool:
+        worker = self.workers.get(session_id)
+        return worker.cancel_turn() if worker is not None else False
+
+    async def shutdown(self) -> None:
+        """Stop consumers without marking turns cancelled: a restart resumes them."""
+        tasks: list[asyncio.Task[Any]] = []
+        for worker in self.workers.values():
+            worker.task.cancel()
+            tasks.append(worker.task)
+            if worker.turn is not None and not worker.turn.task.done():
+                worker.turn.task.cancel()
+                tasks.append(worker.turn.task)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.workers.clear()
+
+
+__all__ = [
+    "CHAT_IDLE_TIMEOUT",
+    "EvictListener",
+    "FinishListener",
+    "HubOptions",
+    "LiveTurn",
+    "SessionHub",
+    "SessionWorker",
+]

@@ -1,0 +1,303 @@
+"""Sub-agents: ``execute_task``, the tools of each level, parallel batches, restart repair.
+
+An agent hands a task to a sub-agent with ``execute_task`` {agent, task}.
+The child runs inline, in the parent's task (same cancellation token, same
+session lock: a /stop stops the whole tree), in a stack frame of its own
+(:mod:`runtime.storage.frames`) whose history is separate from the
+parent's; its final answer is the call's result (session-handler spec,
+"run_agent_turn Inner Loop" and "for_sub_agent()"). The child's session is
+the parent's, so its tool calls go through the same approval gate and their
+prompts reach the same chat. Its text is not streamed to the chat (it
+answers its parent, not the user); the chat sees "🤖 main → researcher" and
+"✅ researcher finished" (:class:`~runtime.events.SubAgentStarted` /
+:class:`~runtime.events.SubAgentFinished`) and the child's tool lines.
+
+What this module owns:
+
+- :class:`Level` — which frame a runner plays, with its agent, tools and context;
+- :func:`child_level` — the one place a sub-agent's tools are built: the
+  parent's minus root-only and per-level tools
+  (:meth:`~runtime.tools.base.ToolRegistry.for_sub_agent`), the per-level
+  ones re-added once if offered at the child's depth (``execute_task`` below
+  :data:`MAX_DEPTH`), then the agent's allowlist. A registry refuses a name
+  twice, so a duplicate tool name cannot be built;
+- :func:`is_batch` / :func:`run_bounded` — the parallel batch's phase 2;
+- :func:`reap_interrupted_parallel_batches` — restart step 3b.
+
+Choices the spec leaves open: a child gets neither the chat's format rules
+nor mid-turn mail (mail waits for the root's next round); an unknown agent, a
+failed or exhausted child is a failed result the parent reads; a reaped
+batch member whose answer was already stored gives that answer instead of
+failing (the "completed child never propagated" repair, applied to batches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from pydantic import Field
+
+from agentgram.runtime.capabilities.agents import MAIN, AgentCatalog, AgentSpec
+from agentgram.runtime.capabilities.tools.base import Tool, ToolArgs, ToolContext, ToolRegistry, ToolScope
+from agentgram.runtime.core.prompt import BUILTIN_PROMPT
+from agentgram.runtime.core.turn import texts
+from agentgram.runtime.infra.errors import ToolError
+from agentgram.runtime.infra.llm.types import ToolSpec
+from agentgram.runtime.infra.storage.frames import ChildFrame, FrameStore
+from agentgram.runtime.infra.storage.history import HistoryStore
+from agentgram.runtime.infra.storage.models import Role, RowStatus, ToolCallRow, ToolCallStatus
+
+EXECUTE_TASK = "execute_task"
+MAX_DEPTH = 5
+"""The deepest a sub-agent may run (the root is depth 0): ``execute_task`` is not offered there."""
+PREVIEW_CHARS = 160
+
+T = TypeVar("T")
+
+
+class ExecuteTaskArgs(ToolArgs):
+    agent: str = Field(description="Name of the agent to run the task")
+    task: str = Field(min_length=1, description="The complete, self-contained task for the sub-agent")
+
+
+class ExecuteTask(Tool[ExecuteTaskArgs]):
+    """Runs a sub-agent through the call's :class:`~runtime.tools.base.SubAgents`."""
+
+    name = EXECUTE_TASK
+    description = texts.EXECUTE_TASK_DESCRIPTION
+    scope = ToolScope.PER_LEVEL
+    Args = ExecuteTaskArgs
+
+    def __init__(self, catalog: AgentCatalog | None = None) -> None:
+        self.catalog = catalog or AgentCatalog()
+
+    def offered_at(self, depth: int) -> bool:
+        return depth < MAX_DEPTH
+
+    @property
+    def spec(self) -> ToolSpec:
+        base = super().spec
+        return ToolSpec(base.name, self.description.format(agents=self.catalog.menu()), base.parameters)
+
+    async def execute(self, args: ExecuteTaskArgs, ctx: ToolContext) -> str:
+        if ctx.sub_agents is None:
+            raise ToolError("sub-agents can only be started from a turn")
+        return await ctx.sub_agents.run(args.agent, args.task)
+
+
+@dataclass(slots=True, frozen=True)
+class Level:
+    """The frame a runner plays: the root (``stack_id`` ``None``, depth 0) or a sub-agent's."""
+
+    agent: str
+    tools: ToolRegistry
+    system: str | None = None  # the static system message's prompt; None: the root's
+    stack_id: int | None = None
+    depth: int = 0
+    chain: tuple[str, ...] = (MAIN,)  # the agents from the root down to this one
+    model: str | None = None  # a model of ``llm.models`` the agent names; None: the session's
+
+    @property
+    def is_root(self) -> bool:
+        return self.stack_id is None
+
+
+@dataclass(slots=True)
+class AgentBook:
+    """The agents and what each level's runner needs of them, built once per agent chain.
+
+    ``prompt`` builds a sub-agent's static system message from its definition;
+    it is built once per agent, so it is byte-identical between rounds and turns.
+    """
+
+    catalog: AgentCatalog = field(default_factory=AgentCatalog)
+    prompt: Callable[[AgentSpec], str] = field(default=lambda spec: spec.prompt or BUILTIN_PROMPT.strip())
+    _prompts: dict[str, str] = field(default_factory=dict)
+    _tools: dict[tuple[str, ...], ToolRegistry] = field(default_factory=dict)
+
+    def static_prompt(self, spec: AgentSpec) -> str:
+        if spec.name not in self._prompts:
+            self._prompts[spec.name] = self.prompt(spec)
+        return self._prompts[spec.name]
+
+    def spec(self, name: str) -> AgentSpec:
+        spec = self.catalog.get(name)
+        if spec is None:
+            raise ToolError(texts.unknown_agent(name, self.catalog.names()))
+        return spec
+
+
+def root_level(tools: ToolRegistry, agent: str = MAIN) -> Level:
+    return Level(agent=agent, tools=tools, chain=(agent,))
+
+
+def child_level(parent: Level, spec: AgentSpec, stack_id: int, book: AgentBook) -> Level:
+    """The level of a sub-agent of ``parent``: its tools (see the module docstring) and context."""
+    depth = parent.depth + 1
+    if depth > MAX_DEPTH:
+        raise ToolError(texts.too_deep(MAX_DEPTH))
+    chain = (*parent.chain, spec.name)
+    tools = book._tools.get(chain)
+    if tools is None:
+        tools = sub_agent_tools(parent.tools, spec, depth)
+        book._tools[chain] = tools
+    system = book.static_prompt(spec)
+    return Level(
+        agent=spec.name,
+        tools=tools,
+        system=system,
+        stack_id=stack_id,
+        depth=depth,
+        chain=chain,
+        model=spec.model,
+    )
+
+
+def sub_agent_tools(parent: ToolRegistry, spec: AgentSpec, depth: int) -> ToolRegistry:
+    """The parent's tools as a sub-agent at ``depth`` gets them; each name at most once, by
+    construction (``register`` refuses a second)."""
+    tools = parent.for_sub_agent()
+    for tool in parent.per_level():
+        if tool.offered_at(depth):
+            tools.register(tool)
+    return tools.only(spec.tools) if spec.tools is not None else tools
+
+
+def is_batch(calls: Sequence[ToolCallRow]) -> bool:
+    """A parallel sub-agent batch: two calls or more, every one of them ``execute_task``."""
+    return len(calls) >= 2 and all(call.name == EXECUTE_TASK for call in calls)
+
+
+async def run_bounded(jobs: Sequence[Callable[[], Awaitable[T]]], limit: int) -> list[T]:
+    """Run ``jobs`` concurrently, at most ``limit`` at a time; results in the jobs' order.
+
+    They run as tasks of one group inside the caller's task, so a cancel of the caller
+    (/stop) cancels every one and waits for them; a job that is cancelled itself cancels
+    its siblings too (a stop that reached one of them is meant for all).
+    """
+    gate = asyncio.Semaphore(limit)
+    tasks: list[asyncio.Task[T]] = []
+
+    async def bounded(job: Callable[[], Awaitable[T]]) -> T:
+        try:
+            async with gate:
+                return await job()
+        except asyncio.CancelledError:
+            for task in tasks:
+                if task is not asyncio.current_task():
+                    task.cancel()
+            raise
+
+    async with asyncio.TaskGroup() as group:
+        tasks.extend(group.create_task(bounded(job)) for job in jobs)
+    if any(task.cancelled() for task in tasks):
+        raise asyncio.CancelledError
+    return [task.result() for task in tasks]
+
+
+def shared_wait(
+    hook: Callable[[], AbstractContextManager[None]],
+) -> Callable[[], AbstractContextManager[None]]:
+    """The approval-wait hook for the concurrent children of a batch: entered when the first
+    starts waiting, left when the last stops (so the worker waits while any of them does)."""
+    waiting: list[AbstractContextManager[None]] = []
+    count = 0
+
+    @contextmanager
+    def shared() -> Iterator[None]:
+        nonlocal count
+        if count == 0:
+            waiting.append(hook())
+            waiting[-1].__enter__()
+        count += 1
+        try:
+            yield
+        finally:
+            count -= 1
+            if count == 0:
+                waiting.pop().__exit__(None, None, None)
+
+    return shared
+
+
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """The start of a sub-agent's answer, on one line, for the chat."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+async def stored_answer(history: HistoryStore, session_id: int, stack_id: int) -> str | None:
+    """A frame's final answer when it is already stored as its last row."""
+    entries = await history.entries(session_id, limit=1, stack_id=stack_id)
+    if not entries:
+        return None
+    last = entries[-1]
+    if last.row.role != Role.ASSISTANT or last.row.status != RowStatus.OK or last.calls:
+        return None
+    return last.row.content
+
+
+async def reap_interrupted_parallel_batches(
+    frames: FrameStore, history: HistoryStore, session_id: int
+) -> int:
+    """Restart step 3b: a batch a restart cut short is settled so the linear cascade can resume.
+
+    A batch shows as two active frames or more at one depth. From the shallowest such
+    depth down, every active frame ends: its spawning call gets the answer the child
+    already stored, else fails as interrupted; the batch's calls that never started a
+    child fail too, and so does anything left open inside the reaped frames. The parent
+    then holds a fully resolved set of calls and continues. Returns the frames reaped.
+    """
+    active = await frames.active_children(session_id)
+    depths = [f.depth for f in active]
+    crowded = sorted({d for d in depths if depths.count(d) >= 2})
+    if not crowded:
+        return 0
+    reaped = [f for f in active if f.depth >= crowded[0]]
+    batch_rows: set[int] = set()
+    for frame in (f for f in reaped if f.depth == crowded[0]):
+        await _settle_reaped(frames, history, frame, batch_rows)
+    for call in await frames.open_calls_of(sorted(batch_rows)):
+        assert call.id is not None
+        await history.set_call_status(call.id, ToolCallStatus.FAILED, texts.SUBAGENT_INTERRUPTED)
+    await frames.fail_open_calls_in([f.id for f in reaped], texts.SUBAGENT_INTERRUPTED)
+    await frames.close([f.id for f in reaped])
+    return len(reaped)
+
+
+async def _settle_reaped(
+    frames: FrameStore, history: HistoryStore, frame: ChildFrame, rows: set[int]
+) -> None:
+    call = await history.call(frame.parent_tool_call_id)
+    if call is None or call.id is None:
+        return
+    rows.add(call.history_id)
+    if ToolCallStatus(call.status).terminal:
+        return
+    answer = await stored_answer(history, frame.session_id, frame.id)
+    if answer is not None:
+        await history.set_call_status(call.id, ToolCallStatus.DONE, answer)
+    else:
+        await history.set_call_status(call.id, ToolCallStatus.FAILED, texts.SUBAGENT_INTERRUPTED)
+
+
+__all__ = [
+    "EXECUTE_TASK",
+    "MAX_DEPTH",
+    "AgentBook",
+    "ExecuteTask",
+    "Level",
+    "child_level",
+    "is_batch",
+    "preview",
+    "reap_interrupted_parallel_batches",
+    "root_level",
+    "run_bounded",
+    "shared_wait",
+    "stored_answer",
+    "sub_agent_tools",
+]

@@ -1,0 +1,542 @@
+"""The read side of the web view: what the agent did, as typed values an adapter can serve.
+
+:class:`DebugView` answers the queries of the session-handler spec's debug
+view ("Session list API", "Session detail debug view", the TIC Sessions page)
+and the scheduler's and approvals' tables, over :mod:`runtime.storage`. ORM
+rows stay in here: what leaves is the frozen pydantic models below, so a web
+adapter can hand them to FastAPI as response models unchanged.
+
+Design choices where the spec is silent:
+
+* Every string that leaves passes :func:`~runtime.log.redact` (the secrets
+  registered with the log), once, where the value is built: a secret the
+  model echoed in a tool result reads ``***`` here as in the log.
+* The detail tree is the root frame's rows in order; a sub-agent's frame
+  follows the ``execute_task`` call that opened it, between an ``agent`` and
+  an ``agent_end`` entry, its own rows (and frames) in between. An assistant
+  row that asked for tool calls is ``thinking``, the one that answered is
+  ``assistant`` (the spec's two kinds), each followed by its ``tool`` entries.
+* Tool arguments are the parsed JSON when they parse, else the raw text.
+* The ``subagent`` source filter lists the sessions a sub-agent worked in (a
+  frame deeper than the root): sub-agents are frames inside a session, not
+  sessions of their own. ``telegram`` (the spec's name) filters as ``chat``.
+* Health is three states; the LLM endpoint is probed at most once per
+  :data:`LLM_PROBE_EVERY` (a liveness probe every few seconds must not turn
+  into as many requests to a paid API). The whole is down when the chat
+  adapter or the database is; an unreachable LLM endpoint is reported but
+  does not fail the probe (the chat still answers, with an error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Annotated, Literal
+
+import sqlalchemy as sa
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from sqlmodel import Session, col, select
+
+from agentgram.runtime.infra.llm.types import LLMClient
+from agentgram.runtime.infra.log import get_logger, redact
+from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.models import (
+    ApprovalRequestRow,
+    ApprovalStatus,
+    ChatSession,
+    HistoryRow,
+    Role,
+    RowStatus,
+    SessionSource,
+    StackFrame,
+    ToolCallRow,
+    ToolCallStatus,
+)
+from agentgram.runtime.infra.storage.scheduler_rows import (
+    JobRun,
+    JobRunStatus,
+    ScheduledJob,
+    TicRun,
+    TicRunStatus,
+)
+from agentgram.runtime.scheduler.service import SchedulerService
+
+log = get_logger("debug_view")
+
+MAX_PER_PAGE = 100
+LLM_PROBE_EVERY = 30.0
+"""Seconds a health answer about the LLM endpoint is reused."""
+LLM_PROBE_TIMEOUT = 5.0
+POLLING_DOWN_AFTER = 60.0
+"""Seconds without a returned poll after which the chat adapter counts as down (``/healthz`` 503)."""
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+# --- sessions -------------------------------------------------------------------------
+
+
+class SessionInfo(_Value):
+    id: int
+    source: SessionSource
+    agent_id: str
+    is_interactive: bool
+    is_ephemeral: bool
+    created_at: datetime
+    chat_id: int | None
+    active: bool
+
+
+class SessionSummary(SessionInfo):
+    message_count: int
+    last_message_at: datetime | None
+
+
+class SessionPage(_Value):
+    items: list[SessionSummary]
+    total: int
+    page: int
+    per_page: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.per_page))
+
+
+class UserEntry(_Value):
+    kind: Literal["user"] = "user"
+    content: str
+    is_synthetic: bool
+    status: RowStatus
+    created_at: datetime
+
+
+class AssistantEntry(_Value):
+    kind: Literal["assistant", "thinking"]
+    content: str
+    reasoning: str | None
+    is_synthetic: bool
+    status: RowStatus
+    model: str | None
+    input_tokens: int
+    output_tokens: int
+    created_at: datetime
+
+
+class ToolEntry(_Value):
+    kind: Literal["tool"] = "tool"
+    id: int
+    name: str
+    arguments: object
+    status: ToolCallStatus
+    result: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class AgentEntry(_Value):
+    kind: Literal["agent", "agent_end"]
+    agent_id: str
+    depth: int
+
+
+Entry = Annotated[UserEntry | AssistantEntry | ToolEntry | AgentEntry, Field(discriminator="kind")]
+
+
+class SessionDetail(_Value):
+    session: SessionInfo
+    messages: list[Entry]
+
+
+# --- scheduler and approvals ------------------------------------------------------------
+
+
+class JobInfo(_Value):
+    id: int
+    title: str
+    schedule: str
+    timezone: str
+    prompt: str
+    chat_id: int
+    enabled: bool
+    running: bool
+    running_session_id: int | None
+    next_run_at: datetime | None
+    last_run_at: datetime | None
+
+
+class JobRunInfo(_Value):
+    id: int
+    job_id: int
+    session_id: int | None
+    status: JobRunStatus
+    scheduled_for: datetime | None
+    started_at: datetime
+    ended_at: datetime | None
+    duration_ms: int | None
+    final_response: str | None
+    error: str | None
+
+
+class TicRunInfo(_Value):
+    id: int
+    session_id: int | None
+    status: TicRunStatus
+    started_at: datetime
+    ended_at: datetime | None
+    delivered: bool
+    reason: str | None
+
+
+class ApprovalInfo(_Value):
+    id: str
+    session_id: int
+    tool: str
+    arguments: object
+    created_at: datetime
+    expires_at: datetime | None
+
+
+# --- health -------------------------------------------------------------------------------
+
+
+class State(enum.StrEnum):
+    OK = "ok"
+    DOWN = "down"
+    STARTING = "starting"
+
+
+def _source_alias(value: object) -> object:
+    return SessionSource.CHAT if value == "telegram" else value
+
+
+SourceFilter = Annotated[SessionSource, BeforeValidator(_source_alias)]
+"""A session source as a query names it: the spec's ``telegram`` reads as ``chat``."""
+
+
+class Health(_Value):
+    status: State
+    polling: State
+    llm: State
+    db: State
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else redact(value)
+
+
+def _arguments(raw: str) -> object:
+    text = redact(raw)
+    try:
+        parsed: object = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    return parsed
+
+
+def _info(row: ChatSession) -> SessionInfo:
+    assert row.id is not None
+    return SessionInfo(
+        id=row.id,
+        source=row.source,
+        agent_id=row.agent_id,
+        is_interactive=row.is_interactive,
+        is_ephemeral=row.is_ephemeral,
+        created_at=row.created_at,
+        chat_id=row.chat_id,
+        active=row.active,
+    )
+
+
+def _row_entry(row: HistoryRow, has_calls: bool) -> UserEntry | AssistantEntry:
+    if row.role == Role.USER:
+        return UserEntry(
+            content=redact(row.content),
+            is_synthetic=row.is_synthetic,
+            status=row.status,
+            created_at=row.created_at,
+        )
+    return AssistantEntry(
+        kind="thinking" if has_calls else "assistant",
+        content=redact(row.content),
+        reasoning=_text(row.reasoning),
+        is_synthetic=row.is_synthetic,
+        status=row.status,
+        model=row.model,
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        created_at=row.created_at,
+    )
+
+
+def _tool_entry(call: ToolCallRow) -> ToolEntry:
+    assert call.id is not None
+    return ToolEntry(
+        id=call.id,
+        name=call.name,
+        arguments=_arguments(call.arguments),
+        status=call.status,
+        result=_text(call.result),
+        started_at=call.started_at,
+        finished_at=call.finished_at,
+    )
+
+
+class _Tree:
+    """One session's rows, calls and frames, read once and walked frame by frame."""
+
+    def __init__(
+        self, rows: Sequence[HistoryRow], calls: Sequence[ToolCallRow], frames: Sequence[StackFrame]
+    ):
+        self.rows: dict[int | None, list[HistoryRow]] = {}
+        for row in rows:
+            self.rows.setdefault(row.stack_id, []).append(row)
+        self.calls: dict[int, list[ToolCallRow]] = {}
+        for call in calls:
+            self.calls.setdefault(call.history_id, []).append(call)
+        self.children: dict[int, list[StackFrame]] = {}
+        for frame in frames:
+            if frame.depth > 0 and frame.parent_tool_call_id is not None:
+                self.children.setdefault(frame.parent_tool_call_id, []).append(frame)
+
+    def entries(self, stack_id: int | None = None) -> list[Entry]:
+        out: list[Entry] = []
+        for row in self.rows.get(stack_id, []):
+            calls = self.calls.get(row.id or 0, [])
+            out.append(_row_entry(row, bool(calls)))
+            for call in calls:
+                out.append(_tool_entry(call))
+                out.extend(self._frames_of(call.id or 0))
+        return out
+
+    def _frames_of(self, call_id: int) -> list[Entry]:
+        out: list[Entry] = []
+        for frame in self.children.get(call_id, []):
+            out.append(AgentEntry(kind="agent", agent_id=frame.agent_id, depth=frame.depth))
+            out.extend(self.entries(frame.id))
+            out.append(AgentEntry(kind="agent_end", agent_id=frame.agent_id, depth=frame.depth))
+        return out
+
+
+def _from_source(source: SessionSource) -> sa.ColumnElement[bool]:
+    if source != SessionSource.SUBAGENT:
+        return col(ChatSession.source) == source
+    deeper = select(col(StackFrame.session_id)).where(col(StackFrame.depth) > 0)
+    return sa.or_(col(ChatSession.source) == source, col(ChatSession.id).in_(deeper))
+
+
+def _read_page(tx: Session, source: SessionSource | None, page: int, per_page: int) -> SessionPage:
+    counted = (
+        select(
+            col(HistoryRow.session_id),
+            sa.func.count(col(HistoryRow.id)).label("n"),
+            sa.func.max(col(HistoryRow.created_at)).label("last"),
+        )
+        .group_by(col(HistoryRow.session_id))
+        .subquery()
+    )
+    query = select(ChatSession, counted.c.n, counted.c.last).outerjoin(
+        counted, counted.c.session_id == col(ChatSession.id)
+    )
+    total_query = select(sa.func.count()).select_from(ChatSession)
+    if source is not None:
+        query = query.where(_from_source(source))
+        total_query = total_query.where(_from_source(source))
+    found = tx.exec(query.order_by(col(ChatSession.id).desc()).offset((page - 1) * per_page).limit(per_page))
+    items = [
+        SessionSummary(**_info(row).model_dump(), message_count=count or 0, last_message_at=last)
+        for row, count, last in found.all()
+    ]
+    return SessionPage(items=items, total=tx.exec(total_query).one(), page=page, per_page=per_page)
+
+
+def _read_detail(tx: Session, session_id: int) -> SessionDetail | None:
+    session = tx.get(ChatSession, session_id)
+    if session is None:
+        return None
+    rows = tx.exec(select(HistoryRow).where(HistoryRow.session_id == session_id).order_by(col(HistoryRow.id)))
+    calls = tx.exec(
+        select(ToolCallRow)
+        .where(ToolCallRow.session_id == session_id)
+        .order_by(col(ToolCallRow.history_id), col(ToolCallRow.position))
+    )
+    frames = tx.exec(
+        select(StackFrame).where(StackFrame.session_id == session_id).order_by(col(StackFrame.id))
+    )
+    tree = _Tree(list(rows.all()), list(calls.all()), list(frames.all()))
+    return SessionDetail(session=_info(session), messages=tree.entries())
+
+
+def _job_run(run: JobRun) -> JobRunInfo:
+    assert run.id is not None
+    return JobRunInfo(
+        id=run.id,
+        job_id=run.job_id,
+        session_id=run.session_id,
+        status=run.status,
+        scheduled_for=run.scheduled_for,
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+        duration_ms=run.duration_ms,
+        final_response=_text(run.final_response),
+        error=_text(run.error),
+    )
+
+
+def _tic_run(run: TicRun) -> TicRunInfo:
+    assert run.id is not None
+    return TicRunInfo(
+        id=run.id,
+        session_id=run.session_id,
+        status=run.status,
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+        delivered=run.delivered,
+        reason=_text(run.reason),
+    )
+
+
+def _read_approvals(tx: Session) -> list[ApprovalInfo]:
+    found = tx.exec(
+        select(ApprovalRequestRow, ToolCallRow)
+        .join(ToolCallRow, col(ToolCallRow.id) == col(ApprovalRequestRow.tool_call_id))
+        .where(ApprovalRequestRow.status == ApprovalStatus.PENDING)
+        .order_by(col(ApprovalRequestRow.created_at))
+    )
+    return [
+        ApprovalInfo(
+            id=request.id,
+            session_id=request.session_id,
+            tool=call.name,
+            arguments=_arguments(call.arguments),
+            created_at=request.created_at,
+            expires_at=request.expires_at,
+        )
+        for request, call in found.all()
+    ]
+
+
+class DebugView:
+    """The web view's queries; built by the runtime facade from the narrow parts it reads."""
+
+    def __init__(self, db: Database, scheduler: SchedulerService, llm: LLMClient) -> None:
+        self._db = db
+        self._scheduler = scheduler
+        self._llm = llm
+        self._llm_state: tuple[float, State] | None = None
+
+    async def sessions(
+        self, source: SessionSource | None = None, page: int = 1, per_page: int = 20
+    ) -> SessionPage:
+        """Newest first; ``page`` counts from 1, ``per_page`` is capped at :data:`MAX_PER_PAGE`."""
+        page, per_page = max(1, page), min(max(1, per_page), MAX_PER_PAGE)
+        return await self._db.read_sync(lambda tx: _read_page(tx, source, page, per_page))
+
+    async def session(self, session_id: int) -> SessionDetail | None:
+        return await self._db.read_sync(lambda tx: _read_detail(tx, session_id))
+
+    async def jobs(self) -> list[JobInfo]:
+        rows = await self._db.read_sync(
+            lambda tx: list(tx.exec(select(ScheduledJob).order_by(col(ScheduledJob.id))))
+        )
+        return [self._job(row) for row in rows]
+
+    async def job(self, job_id: int) -> JobInfo | None:
+        row = await self._db.read_sync(lambda tx: tx.get(ScheduledJob, job_id))
+        return None if row is None else self._job(row)
+
+    def _job(self, row: ScheduledJob) -> JobInfo:
+        assert row.id is not None
+        return JobInfo(
+            id=row.id,
+            title=redact(row.title),
+            schedule=row.schedule,
+            timezone=row.timezone,
+            prompt=redact(row.prompt),
+            chat_id=row.chat_id,
+            enabled=row.enabled,
+            running=self._scheduler.is_running(row.id),
+            running_session_id=row.running_session_id,
+            next_run_at=row.next_run_at,
+            last_run_at=row.last_run_at,
+        )
+
+    async def job_runs(self, job_id: int | None = None, limit: int = 50) -> list[JobRunInfo]:
+        """Newest first; every job's when ``job_id`` is ``None``."""
+        query = select(JobRun).order_by(col(JobRun.id).desc()).limit(limit)
+        if job_id is not None:
+            query = query.where(JobRun.job_id == job_id)
+        rows = await self._db.read_sync(lambda tx: list(tx.exec(query)))
+        return [_job_run(run) for run in rows]
+
+    async def tic_runs(self, limit: int = 50) -> list[TicRunInfo]:
+        """Newest first."""
+        query = select(TicRun).order_by(col(TicRun.id).desc()).limit(limit)
+        rows = await self._db.read_sync(lambda tx: list(tx.exec(query)))
+        return [_tic_run(run) for run in rows]
+
+    async def approvals(self) -> list[ApprovalInfo]:
+        """Every request still waiting for its decision, oldest first."""
+        return await self._db.read_sync(_read_approvals)
+
+    async def health(self, last_poll: Callable[[], float | None], started: float) -> Health:
+        """``last_poll`` is the chat adapter's monotonic time of its last returned poll (``None``
+        before the first); before it the adapter is starting for :data:`POLLING_DOWN_AFTER` from
+        ``started``, then down."""
+        polled = last_poll()
+        since = time.monotonic() - (polled if polled is not None else started)
+        if since <= POLLING_DOWN_AFTER:
+            polling = State.OK if polled is not None else State.STARTING
+        else:
+            polling = State.DOWN
+        db, llm = await asyncio.gather(self._db_state(), self._llm_health())
+        status = State.DOWN if State.DOWN in (polling, db) else State.OK
+        return Health(status=status, polling=polling, llm=llm, db=db)
+
+    async def _db_state(self) -> State:
+        try:
+            await asyncio.wait_for(self._db.read_sync(lambda tx: tx.exec(select(sa.literal(1))).one()), 5.0)
+        except Exception:
+            log.warning("health check: the database does not answer", exc_info=True)
+            return State.DOWN
+        return State.OK
+
+    async def _llm_health(self) -> State:
+        now = time.monotonic()
+        if self._llm_state is not None and now - self._llm_state[0] < LLM_PROBE_EVERY:
+            return self._llm_state[1]
+        try:
+            answers = await asyncio.wait_for(self._llm.probe(), LLM_PROBE_TIMEOUT) is None
+        except Exception:
+            answers = False
+        state = State.OK if answers else State.DOWN
+        self._llm_state = (now, state)
+        return state
+
+
+__all__ = [
+    "AgentEntry",
+    "ApprovalInfo",
+    "AssistantEntry",
+    "DebugView",
+    "Entry",
+    "Health",
+    "JobInfo",
+    "JobRunInfo",
+    "SessionDetail",
+    "SessionInfo",
+    "SessionPage",
+    "SessionSource",
+    "SessionSummary",
+    "SourceFilter",
+    "State",
+    "TicRunInfo",
+    "ToolEntry",
+    "UserEntry",
+]

@@ -1,0 +1,120 @@
+"""Every user-facing chat string, looked up by key in Fluent files.
+
+The strings live in ``locales/<lang>/*.ftl`` (Project Fluent syntax); this
+module owns loading them and the lookup rule, so no other code decides what
+happens when a translation is missing:
+
+1. the key in the requested language;
+2. else the key in the default language;
+3. else the key itself, with one logged warning per key.
+
+The runtime words nothing itself (it publishes events and notice keys); the
+chat adapters look strings up here, so every adapter shares one set. Messages
+may hold the small HTML subset chat clients render (``<b>``, ``<code>``).
+Parameters are inserted verbatim: the caller escapes anything that came from
+outside. Bundles are built with ``use_isolating=False`` because Unicode
+isolation marks around placeables would show up as junk in a chat (and break
+``<code>`` copying).
+
+A malformed ``.ftl`` file fails loudly at start-up with a :class:`ConfigError`
+instead of silently dropping the broken messages, as Fluent itself would.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from pathlib import Path
+
+from fluent.runtime import FluentBundle, FluentResource
+from fluent.syntax import ast
+
+from agentgram.runtime.infra.errors import ConfigError
+from agentgram.runtime.infra.log import get_logger
+
+log = get_logger("i18n")
+
+
+def _locales_dir() -> Path:
+    """``agentgram/locales``: package data of the top package, in the tree and in a wheel alike."""
+    return Path(str(importlib.resources.files("agentgram"))) / "locales"
+
+
+DEFAULT_LOCALES_DIR = _locales_dir()
+
+Param = str | int
+
+
+class Translator:
+    """Loads every locale under ``locales_dir`` once and formats messages."""
+
+    def __init__(self, locales_dir: Path | None = None, default: str = "en") -> None:
+        self._dir = locales_dir or DEFAULT_LOCALES_DIR
+        self._bundles: dict[str, FluentBundle] = {}
+        self._keys: dict[str, set[str]] = {}
+        self._warned: set[str] = set()
+        lang_dirs = sorted(p for p in self._dir.iterdir() if p.is_dir()) if self._dir.is_dir() else []
+        for lang_dir in lang_dirs:
+            files = sorted(lang_dir.glob("*.ftl"))
+            if files:
+                self._load(lang_dir.name, files)
+        if default not in self._bundles:
+            raise ConfigError("locale.default", f"no translations for {default!r} in {self._dir}")
+        self.default = default
+        # Lower-cased lookup so "RU" and "ru_RU" resolve like "ru".
+        self._by_lower = {lang.lower(): lang for lang in self._bundles}
+
+    def _load(self, lang: str, files: list[Path]) -> None:
+        bundle = FluentBundle([lang], use_isolating=False)
+        keys: set[str] = set()
+        for path in files:
+            resource = FluentResource(path.read_text(encoding="utf-8"))
+            for entry in resource.body:
+                if isinstance(entry, ast.Junk):
+                    junk = (entry.content or "").strip()
+                    first = junk.splitlines()[0] if junk else ""
+                    raise ConfigError("locale", f"{path}: cannot parse Fluent entry near {first!r}")
+                if isinstance(entry, ast.Message):
+                    if entry.id.name in keys:
+                        raise ConfigError("locale", f"{path}: duplicate key {entry.id.name!r}")
+                    keys.add(entry.id.name)
+            bundle.add_resource(resource)
+        self._bundles[lang] = bundle
+        self._keys[lang] = keys
+
+    def languages(self) -> list[str]:
+        return sorted(self._bundles)
+
+    def keys(self, lang: str) -> set[str]:
+        return set(self._keys.get(self.resolve(lang), set()))
+
+    def resolve(self, language_code: str | None) -> str:
+        """Map a Telegram ``language_code`` (IETF tag, e.g. ``ru-RU``) to a loaded locale."""
+        if not language_code:
+            return self.default
+        code = language_code.strip().replace("_", "-").lower()
+        if code in self._by_lower:
+            return self._by_lower[code]
+        primary = code.split("-", 1)[0]
+        return self._by_lower.get(primary, self.default)
+
+    def t(self, lang: str | None, key: str, **params: Param) -> str:
+        """Format ``key`` for ``lang``; see the module docstring for the fallback rule."""
+        resolved = self.resolve(lang)
+        for candidate in (resolved, self.default):
+            bundle = self._bundles[candidate]
+            if bundle.has_message(key):
+                message = bundle.get_message(key)
+                if message.value is None:
+                    continue
+                text, errors = bundle.format_pattern(message.value, params)
+                for error in errors:
+                    # Fluent still returns text (a missing $name shows as "name"); say why, once.
+                    self._warn_once(f"formatting {key!r} in {candidate!r}: {error}")
+                return str(text)
+        self._warn_once(f"missing translation key {key!r}")
+        return key
+
+    def _warn_once(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            log.warning(message)

@@ -1,0 +1,325 @@
+"""The database handle: one engine, serialized short write transactions.
+
+SQLite rules (see platform notes): WAL is switched on explicitly, every
+connection gets a busy timeout, and write transactions start with
+``BEGIN IMMEDIATE`` so a read-then-write never fails with "database is
+locked". Writes from this process go through one ``asyncio.Lock``, so only
+one connection ever writes at a time (which also sidesteps SQLite's WAL-reset
+bug in older versions). PostgreSQL needs none of this and gets plain
+transactions.
+
+:meth:`Database.write_sync` runs a whole write transaction as one blocking
+call on a worker thread, over a dedicated synchronous connection to the same
+SQLite file (same pragmas, same ``BEGIN IMMEDIATE``, same write lock): one
+thread hop per transaction instead of several per statement, for hot paths
+such as the mailbox's accept.
+
+:func:`after_commit` lets code that runs inside someone else's transaction
+(a cursor move, a history row) keep an in-memory view in step with what
+committed: the callback runs on the event loop after the commit, still under
+the write lock, so views see commits in commit order — and never a rollback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
+from sqlmodel import Session
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from agentgram.runtime.infra.log import get_logger
+
+log = get_logger("storage")
+T = TypeVar("T")
+
+PERSIST_TIMEOUT = 10.0
+"""How long a write that must survive cancellation may take (round-builder spec)."""
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+Hook = Callable[[], None]
+_AFTER_COMMIT = "agentgram.after_commit"
+
+
+def after_commit(tx: Connection, callback: Hook) -> None:
+    """Run ``callback`` once the transaction ``tx`` belongs to has committed (not if it rolls back).
+
+    For transactions of :meth:`Database.write_sync` / :meth:`Database.write_orm` /
+    :meth:`Database.write`; an ORM session passes ``session.connection()``.
+    """
+    tx.info.setdefault(_AFTER_COMMIT, []).append(callback)
+
+
+def _take_hooks(info: dict[Any, Any]) -> list[Hook]:
+    hooks: list[Hook] = info.pop(_AFTER_COMMIT, [])
+    return hooks
+
+
+def _run_hooks(hooks: list[Hook]) -> None:
+    for hook in hooks:
+        try:
+            hook()
+        except Exception:  # the write committed: a view's bug must not turn it into an error
+            log.exception("after-commit hook failed")
+
+
+def sqlite_pragmas(dbapi_conn: Any, synchronous: Synchronous = "NORMAL") -> None:
+    """The pragmas every SQLite connection of a :class:`Database` gets, async or not."""
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"PRAGMA synchronous={synchronous}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def private_sqlite_file(path: Path) -> Path:
+    """Make the database file (and its directory, if missing) readable by this user only.
+
+    The file holds the whole chat history. Its directory is created ``0700``
+    and the file ``0600`` before SQLite opens it, whatever the umask; SQLite
+    gives the ``-wal``, ``-shm`` and ``-journal`` files it creates later the
+    database file's mode. A file or side file left wider by an older version
+    is narrowed. Returns the resolved path.
+    """
+    parent = path.expanduser().parent
+    if not parent.exists():
+        parent.mkdir(parents=True, mode=PRIVATE_DIR)
+        os.chmod(parent, PRIVATE_DIR)  # mkdir's mode is filtered by the umask
+    resolved = path.expanduser().resolve()
+    with suppress(FileExistsError):  # never wider than 0600; the loop below makes it exactly that
+        os.close(os.open(resolved, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
+    for side in (resolved, *(resolved.with_name(resolved.name + s) for s in SQLITE_SIDE_FILES)):
+        try:
+            if side.stat().st_mode & 0o777 != PRIVATE_FILE:
+                os.chmod(side, PRIVATE_FILE)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # not ours to change: say so, the database still works
+            log.warning("cannot make %s private: %s", side, exc.strerror or exc)
+    return resolved
+
+
+class Database:
+    """Engine plus the transaction helpers every repository uses.
+
+    ``synchronous`` is SQLite's ``PRAGMA synchronous`` for every connection
+    (``NORMAL``: a commit survives the process being killed; ``FULL``: power
+    loss too).
+    """
+
+    def __init__(self, url: str, *, synchronous: Synchronous = "NORMAL") -> None:
+        self.url = url
+        self.synchronous: Synchronous = synchronous
+        parsed = make_url(url)
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        kwargs: dict[str, Any] = {}
+        self._sync_url: Any = None  # a SQLite file: write_sync runs on a thread over this
+        self.file: Path | None = None
+        """The resolved SQLite file, when the database is one (its -wal and -shm files sit beside it)."""
+        if self.is_sqlite:
+            database = parsed.database or ""
+            if database in ("", ":memory:"):
+                kwargs["poolclass"] = StaticPool
+            else:
+                self.file = private_sqlite_file(Path(database))
+                self._sync_url = parsed.set(drivername="sqlite+pysqlite")
+            kwargs["connect_args"] = {"timeout": 30, "isolation_level": None}
+        self.engine: AsyncEngine = create_async_engine(url, **kwargs)
+        self._sync_engine: Engine | None = None
+        self._sync_read_engine: Engine | None = None
+        self._write_lock = asyncio.Lock()
+        if self.is_sqlite:
+            self._install_sqlite_rules(self.engine.sync_engine, always_write=False)
+
+    def _install_sqlite_rules(self, engine: Engine, *, always_write: bool) -> None:
+        synchronous = self.synchronous
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            sqlite_pragmas(dbapi_conn, synchronous)
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if always_write or conn.info.get("write") else "BEGIN")
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncSession]:
+        """One short write transaction, committed on exit, serialized in-process."""
+        async with self._write_lock:
+            async with self.engine.connect() as conn:
+                info = conn.sync_connection.info  # type: ignore[union-attr]
+                info["write"] = True
+                try:
+                    async with AsyncSession(bind=conn, expire_on_commit=False) as session:
+                        async with session.begin():
+                            yield session
+                    hooks = _take_hooks(info)  # reached only after the commit
+                finally:
+                    info.pop("write", None)
+                    _take_hooks(info)
+            _run_hooks(hooks)
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        async with AsyncSession(self.engine, expire_on_commit=False) as session:
+            yield session
+
+    async def write_sync(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn`` inside one write transaction, committed if it returns, rolled back if it raises.
+
+        On a SQLite file the whole transaction (``BEGIN IMMEDIATE``, ``fn``,
+        ``COMMIT``) is one blocking call on a worker thread, over a dedicated
+        synchronous connection to the same file (created on first use, the
+        same pragmas, closed by :meth:`close`); ``fn`` must then do nothing but
+        database work, and must not touch the event loop. It holds the same
+        in-process write lock as :meth:`write`, so there is still only ever one
+        writer. If the caller is cancelled, the lock is kept until the thread
+        has finished (committed or rolled back); the cancel is re-raised after.
+
+        Elsewhere (PostgreSQL, in-memory SQLite) ``fn`` runs through
+        ``run_sync`` on the async connection of an ordinary :meth:`write`.
+        """
+        if self._sync_url is None:
+            async with self.write() as tx:
+                conn = await tx.connection()
+                return await conn.run_sync(fn)
+        async with self._write_lock:
+            engine = self._sync_engine or self._make_sync_engine()
+
+            def transaction() -> tuple[T, list[Hook]]:
+                with engine.begin() as conn:
+                    try:
+                        result = fn(conn)
+                    finally:
+                        hooks = _take_hooks(conn.info)
+                return result, hooks  # committed
+
+            future = asyncio.get_running_loop().run_in_executor(None, transaction)
+            try:
+                result, hooks = await asyncio.shield(future)
+            except asyncio.CancelledError:
+                await _outlast_cancels(future)  # the thread cannot be stopped: keep the lock till it ends
+                if not future.cancelled() and future.exception() is not None:
+                    log.error("write after cancellation failed", exc_info=future.exception())
+                elif not future.cancelled():
+                    _run_hooks(future.result()[1])
+                raise
+            _run_hooks(hooks)
+            return result
+
+    async def write_orm(self, fn: Callable[[Session], T]) -> T:
+        """:meth:`write_sync` with an ORM session joined to its transaction (flushed, then committed).
+
+        For the hot writes of a turn: the same ORM code as an async write, one thread hop.
+        """
+
+        def run(conn: Connection) -> T:
+            with Session(bind=conn, expire_on_commit=False) as session:
+                result = fn(session)
+                session.flush()
+                return result
+
+        return await self.write_sync(run)
+
+    async def read_sync(self, fn: Callable[[Session], T]) -> T:
+        """Run a read-only ``fn`` with a synchronous session, on a worker thread for a SQLite file.
+
+        The hot reads (unread mail, the history of a round) cost several of
+        aiosqlite's thread hops per statement; one call on a thread with a plain
+        ``sqlite3`` connection is several times cheaper, and the ORM's row
+        hydration leaves the event loop too. WAL lets it read while a writer
+        writes, so no lock is taken. The objects ``fn`` returns are detached
+        with their columns loaded. Elsewhere ``fn`` runs through ``run_sync``.
+        """
+        if self._sync_url is None:
+            async with self.read() as session:  # its sync_session_class is sqlmodel's Session
+                return await session.run_sync(fn)  # type: ignore[arg-type]
+        engine = self._sync_read_engine or self._make_sync_read_engine()
+
+        def transaction() -> T:
+            with Session(engine, expire_on_commit=False) as session:
+                return fn(session)
+
+        return await asyncio.get_running_loop().run_in_executor(None, transaction)
+
+    def _make_sync_read_engine(self) -> Engine:
+        engine = create_engine(
+            self._sync_url,
+            connect_args={"timeout": 30, "isolation_level": None, "check_same_thread": False},
+            pool_size=4,
+        )
+        self._install_sqlite_rules(engine, always_write=False)
+        self._sync_read_engine = engine
+        return engine
+
+    def _make_sync_engine(self) -> Engine:
+        engine = create_engine(
+            self._sync_url,
+            connect_args={"timeout": 30, "isolation_level": None, "check_same_thread": False},
+            pool_size=1,
+        )
+        self._install_sqlite_rules(engine, always_write=True)
+        self._sync_engine = engine
+        return engine
+
+    async def close(self) -> None:
+        if self._sync_engine is not None:
+            async with self._write_lock:  # not while a write_sync thread uses it
+                engine, self._sync_engine = self._sync_engine, None
+                if engine is not None:
+                    engine.dispose()
+        if self._sync_read_engine is not None:
+            engine, self._sync_read_engine = self._sync_read_engine, None
+            engine.dispose()
+        await self.engine.dispose()
+
+    @staticmethod
+    def sqlite_version() -> str:
+        return sqlite3.sqlite_version
+
+
+async def _outlast_cancels(future: asyncio.Future[Any]) -> None:
+    """Wait until ``future`` is done, absorbing every cancel of the waiter meanwhile.
+
+    Called from a waiter's ``except CancelledError``, which re-raises once this returns.
+    """
+    while not future.done():
+        try:
+            await asyncio.wait({future})
+        except asyncio.CancelledError:
+            continue
+
+
+async def durable(awaitable: Awaitable[T], timeout: float = PERSIST_TIMEOUT) -> T:
+    """Finish a write even if the caller is cancelled, then re-raise the cancel.
+
+    The write runs as its own task bounded by ``timeout``; a cancel of the
+    caller waits for it to land before propagating (round-builder spec:
+    a persist after cancel must still land). Further cancels while it waits
+    (a second /stop, shutdown behind it) are absorbed until the write is
+    done; the first one is re-raised once, as :meth:`Database.write_sync` does.
+    """
+    task = asyncio.ensure_future(asyncio.wait_for(awaitable, timeout))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await _outlast_cancels(task)
+        if not task.cancelled() and task.exception() is not None:
+            # the write's own failure (or its timeout) is logged; the cancel wins
+            log.error("write after cancellation failed", exc_info=task.exception())
+        raise

@@ -1,0 +1,295 @@
+"""SQLModel tables: the durable shape of sessions, history, tool calls, mail.
+
+Stored formats carry :data:`SCHEMA_VERSION`; :mod:`runtime.storage.migrations`
+upgrades older databases in place. Statuses and kinds are ``StrEnum`` columns
+(:class:`~runtime.storage.types.StrEnumType`): plain strings in the database, so
+it stays readable by hand, and enum members when read. Datetimes are UTC-aware
+both ways (:data:`~runtime.storage.types.UTCDateTime`, every ``datetime`` field's
+type). The mail vocabulary (sender, priority, kind) is defined here, under the
+mailbox that uses it, because its table stores it.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from agentgram.runtime.infra.storage.types import StrEnumType
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class SessionSource(enum.StrEnum):
+    CHAT = "chat"
+    """An interactive chat on a chat platform (stored as ``telegram`` before schema v3)."""
+    TIC = "tic"
+    CRON = "cron"
+    SUBAGENT = "subagent"
+    TERMINAL = "terminal"
+    """An interactive chat in a terminal (``agentgram chat``): a chat in every way but whose
+    output is its own (the chat platform's adapter ignores it, and it ignores the platform's)."""
+
+
+INTERACTIVE_SOURCES = frozenset({SessionSource.CHAT, SessionSource.TERMINAL})
+"""The sources of interactive chats: each chat id has one active session per source, detaches
+long calls, asks approvals and is searched as what was said to the user."""
+
+
+class TurnStatus(enum.StrEnum):
+    RUNNING = "running"
+    FINAL = "final"
+    CANCELLED = "cancelled"
+    EXHAUSTED = "exhausted"
+    FAILED = "failed"
+    PAUSED = "paused"
+
+
+class Role(enum.StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+class RowStatus(enum.StrEnum):
+    OK = "ok"
+    FAILED = "failed"  # orphaned user message; excluded from context
+    CANCELLED = "cancelled"  # assistant text cut short by /stop
+
+
+class ToolCallStatus(enum.StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+    DETACHED = "detached"
+    """Still running in the background: the model read a placeholder, its result comes as mail
+    (:mod:`runtime.turn.background`). Closed as far as the history goes: never re-run."""
+
+    @property
+    def terminal(self) -> bool:
+        return self not in (ToolCallStatus.PENDING, ToolCallStatus.RUNNING)
+
+
+class ApprovalStatus(enum.StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+
+class SenderKind(enum.StrEnum):
+    USER = "user"
+    SESSION = "session"
+    TOOL_CALL = "tool_call"
+    SYSTEM = "system"
+
+
+class Priority(enum.StrEnum):
+    NORMAL = "normal"
+    INTERRUPT = "interrupt"
+
+
+class MailKind(enum.StrEnum):
+    USER_MESSAGE = "user_message"
+    AGENT_MESSAGE = "agent_message"
+    TOOL_CALL_FINISHED = "tool_call_finished"
+    CONTROL = "control"
+    APPROVAL_DECISION = "approval_decision"
+    SCHEDULED_TURN = "scheduled_turn"
+    QUESTION_ANSWER = "question_answer"
+
+
+class OutboxKind(enum.StrEnum):
+    """Which durable output an outbox row holds (the event's ``kind``)."""
+
+    NOTICE = "notice"
+    REPORT = "report"
+    FILE = "file"  # a file the agent sends (send_file)
+
+
+class ChatSession(SQLModel, table=True):
+    __tablename__ = "sessions"
+    __table_args__ = (Index("ix_sessions_chat_active", "source", "chat_id", "active"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    source: SessionSource = Field(sa_type=StrEnumType(SessionSource))
+    chat_id: int | None = None
+    user_id: int | None = None
+    agent_id: str = "main"
+    is_interactive: bool = True
+    is_ephemeral: bool = False
+    auto_deny_approvals: bool = False
+    language_code: str | None = None
+    active: bool = True
+    mail_cursor: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    closed_at: datetime | None = None
+
+
+class StackFrame(SQLModel, table=True):
+    """One agent level of a session; depth 0 is the root, sub-agents go deeper."""
+
+    __tablename__ = "stack_frames"
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="sessions.id", index=True)
+    parent_tool_call_id: int | None = None
+    depth: int = 0
+    agent_id: str = "main"
+    active: bool = True
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Turn(SQLModel, table=True):
+    __tablename__ = "turns"
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="sessions.id", index=True)
+    status: TurnStatus = Field(default=TurnStatus.RUNNING, index=True, sa_type=StrEnumType(TurnStatus))
+    rounds: int = 0
+    started_at: datetime = Field(default_factory=utcnow)
+    ended_at: datetime | None = None
+    error: str | None = None
+
+
+class HistoryRow(SQLModel, table=True):
+    __tablename__ = "chat_history"
+    __table_args__ = (Index("ix_history_session_id", "session_id", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="sessions.id")
+    stack_id: int | None = None
+    turn_id: int | None = None
+    role: Role = Field(sa_type=StrEnumType(Role))
+    content: str = ""
+    reasoning: str | None = None
+    is_synthetic: bool = False
+    status: RowStatus = Field(default=RowStatus.OK, sa_type=StrEnumType(RowStatus))
+    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column("metadata", JSON, nullable=False))
+    mail_seq: int | None = None
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    delivered_at: datetime | None = None
+    """When the chat showed this final answer; ``None`` if a crash kept it from the chat."""
+
+
+class ToolCallRow(SQLModel, table=True):
+    __tablename__ = "tool_calls"
+    __table_args__ = (Index("ix_tool_calls_history", "history_id", "position"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="sessions.id", index=True)
+    history_id: int = Field(foreign_key="chat_history.id")
+    position: int = 0
+    call_id: str
+    name: str
+    arguments: str = "{}"
+    status: ToolCallStatus = Field(
+        default=ToolCallStatus.PENDING, index=True, sa_type=StrEnumType(ToolCallStatus)
+    )
+    result: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    wrappers: str | None = None
+    """The wrapper chain it ran under (``tools.wrappers``), outermost first, as a JSON list."""
+
+
+class MailRow(SQLModel, table=True):
+    __tablename__ = "session_mail"
+    __table_args__ = (UniqueConstraint("session_id", "seq"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    envelope_id: str = Field(unique=True)
+    session_id: int = Field(foreign_key="sessions.id")
+    seq: int
+    sender_kind: SenderKind = Field(sa_type=StrEnumType(SenderKind))
+    sender_ref: str | None = None
+    priority: Priority = Field(default=Priority.NORMAL, sa_type=StrEnumType(Priority))
+    hops: int = 0
+    kind: MailKind = Field(sa_type=StrEnumType(MailKind))
+    body: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    sent_at: datetime = Field(default_factory=utcnow)
+    accepted_at: datetime = Field(default_factory=utcnow)
+
+
+class ApprovalRequestRow(SQLModel, table=True):
+    __tablename__ = "approval_requests"
+
+    id: str = Field(primary_key=True)
+    session_id: int = Field(foreign_key="sessions.id", index=True)
+    tool_call_id: int = Field(foreign_key="tool_calls.id", index=True)
+    status: ApprovalStatus = Field(
+        default=ApprovalStatus.PENDING, index=True, sa_type=StrEnumType(ApprovalStatus)
+    )
+    reason: str | None = None
+    chat_id: int | None = None
+    message_id: int | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    decided_at: datetime | None = None
+    expires_at: datetime | None = None
+
+
+class ApprovalRuleRow(SQLModel, table=True):
+    __tablename__ = "approval_rules"
+
+    id: int | None = Field(default=None, primary_key=True)
+    tool: str
+    path: str | None = None
+    action: str
+    priority: int = 100
+    source: str | None = None
+    note: str | None = None
+    origin: str = "user"  # seed | config | user
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class OutboxRow(SQLModel, table=True):
+    """A notice or report that must reach a chat, stored before it is emitted (see
+    :mod:`runtime.storage.outbox`); ``delivered_at`` is set once the adapter showed it."""
+
+    __tablename__ = "outbox"
+    __table_args__ = (Index("ix_outbox_undelivered", "delivered_at", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int
+    source: SessionSource = Field(sa_type=StrEnumType(SessionSource))
+    chat_id: int
+    language: str | None = None
+    kind: OutboxKind = Field(sa_type=StrEnumType(OutboxKind))
+    payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+    delivered_at: datetime | None = None
+
+
+class DeadLetter(SQLModel, table=True):
+    """An input the adapter could not parse, kept raw so nothing is silently dropped."""
+
+    __tablename__ = "dead_letters"
+
+    id: int | None = Field(default=None, primary_key=True)
+    source: str
+    ref: str
+    error: str
+    payload: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class KeyValue(SQLModel, table=True):
+    """Small durable facts, e.g. the Telegram update offset."""
+
+    __tablename__ = "kv_state"
+
+    key: str = Field(primary_key=True)
+    value: str
+    updated_at: datetime = Field(default_factory=utcnow)

@@ -1,0 +1,305 @@
+"""Sessions, turns and small key-value facts.
+
+One interactive session per chat and source (a Telegram chat, the terminal)
+is *active*; ``/new`` closes it and opens a fresh one. Headless sessions (tic,
+cron) are ephemeral and never active.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import sqlalchemy as sa
+from sqlalchemy import Connection, insert, update
+from sqlmodel import Session, col, select
+
+from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.models import (
+    INTERACTIVE_SOURCES,
+    ChatSession,
+    DeadLetter,
+    KeyValue,
+    SessionSource,
+    StackFrame,
+    Turn,
+    TurnStatus,
+    utcnow,
+)
+from agentgram.runtime.infra.storage.rows import insert_row, table_of
+
+_SESSIONS = table_of(ChatSession)
+_TURNS = table_of(Turn)
+_VALUES = table_of(KeyValue)
+_DEAD = table_of(DeadLetter)
+
+
+ChatKey = tuple[SessionSource, int]
+"""An interactive session's chat: its source and chat id (the terminal shares the user's chat id)."""
+
+
+def chat_key(session: ChatSession) -> ChatKey:
+    assert session.chat_id is not None
+    return session.source, session.chat_id
+
+
+class ChatSessionCache:
+    """Each recent chat's active session, in memory (only this process opens chat sessions),
+    keyed by :data:`ChatKey`.
+
+    It is *complete* while it holds every active chat session the database has:
+    filled at start with fewer than its capacity, and nothing dropped since. A chat
+    it does not hold is then a new one, whose first message can go straight to the
+    one write that opens its session instead of reading first.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.complete = False
+        self._sessions: OrderedDict[ChatKey, ChatSession] = OrderedDict()
+
+    def get(
+        self, chat_id: int, language: str | None, source: SessionSource = SessionSource.CHAT
+    ) -> ChatSession | None:
+        """The chat's session, unless the user's language changed (the row must follow)."""
+        key = (source, chat_id)
+        cached = self._sessions.get(key)
+        if cached is None or (language is not None and cached.language_code != language):
+            return None
+        self._sessions.move_to_end(key)
+        return cached
+
+    def keep(self, session: ChatSession) -> None:
+        key = chat_key(session)
+        self._sessions[key] = session
+        self._sessions.move_to_end(key)
+        while len(self._sessions) > self.capacity:
+            self._sessions.popitem(last=False)
+            self.complete = False
+
+    def fill(self, newest_first: list[ChatSession]) -> None:
+        """Start-up: the active chat sessions as :meth:`SessionStore.active_chats` reads them."""
+        for session in newest_first:  # each older one in front: least recently used
+            if session.chat_id is not None and chat_key(session) not in self._sessions:
+                self._sessions[chat_key(session)] = session
+                self._sessions.move_to_end(chat_key(session), last=False)
+        self.complete = len(newest_first) < self.capacity and len(self._sessions) <= self.capacity
+        while len(self._sessions) > self.capacity:
+            self._sessions.popitem(last=False)
+
+
+class SessionStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def get(self, session_id: int) -> ChatSession | None:
+        return await self._db.read_sync(lambda tx: tx.get(ChatSession, session_id))
+
+    async def find_or_open(
+        self,
+        chat_id: int,
+        *,
+        user_id: int | None,
+        language: str | None,
+        look_first: bool = True,
+        source: SessionSource = SessionSource.CHAT,
+    ) -> tuple[ChatSession, bool]:
+        """The chat's active session, created on first contact (language kept fresh), and whether
+        it was created just now.
+
+        ``look_first`` reads before writing, so a known chat costs no write; a caller that
+        expects the chat to be new passes ``False`` and goes straight to the one write
+        transaction, which finds the session just the same if the chat has one.
+        """
+        if look_first:
+            found = await self._db.read_sync(lambda tx: tx.exec(_active_query(chat_id, source)).first())
+            if found is not None and (language is None or found.language_code == language):
+                return found, False
+        return await self._db.write_sync(lambda tx: _find_or_create(tx, source, chat_id, user_id, language))
+
+    async def active_chats(self, limit: int) -> list[ChatSession]:
+        """The active chat sessions, newest first (at most ``limit``): the runtime's cache at start."""
+        query = (
+            select(ChatSession)
+            .where(col(ChatSession.source).in_(INTERACTIVE_SOURCES), col(ChatSession.active).is_(True))
+            .order_by(col(ChatSession.id).desc())
+            .limit(limit)
+        )
+        return await self._db.read_sync(lambda tx: list(tx.exec(query).all()))
+
+    async def open_new(
+        self,
+        chat_id: int,
+        *,
+        user_id: int | None,
+        language: str | None,
+        source: SessionSource = SessionSource.CHAT,
+    ) -> ChatSession:
+        """Close the chat's active session and open a fresh one (``/new``)."""
+
+        def reopen(tx: Session) -> ChatSession:
+            for old in tx.exec(_active_query(chat_id, source)).all():
+                old.active = False
+                old.closed_at = utcnow()
+                tx.add(old)
+            fresh = ChatSession(source=source, chat_id=chat_id, user_id=user_id, language_code=language)
+            return _create(tx, fresh)
+
+        return await self._db.write_orm(reopen)
+
+    async def create_headless(
+        self, source: SessionSource, chat_id: int | None, *, auto_deny: bool = True
+    ) -> ChatSession:
+        session = ChatSession(
+            source=source,
+            chat_id=chat_id,
+            is_interactive=False,
+            is_ephemeral=True,
+            auto_deny_approvals=auto_deny,
+            active=False,
+        )
+        return await self._db.write_orm(lambda tx: _create(tx, session))
+
+    # --- turns -------------------------------------------------------------
+
+    async def turn(self, turn_id: int) -> Turn | None:
+        return await self._db.read_sync(lambda tx: tx.get(Turn, turn_id))
+
+    async def finish_turn(self, turn_id: int, status: TurnStatus, error: str | None = None) -> None:
+        ended_at = None if status == TurnStatus.PAUSED else utcnow()
+        finish = (
+            update(_TURNS).where(_TURNS.c.id == turn_id).values(status=status, error=error, ended_at=ended_at)
+        )
+        await self._db.write_sync(lambda tx: tx.execute(finish))
+
+    @staticmethod
+    def open_turn(tx: Connection, session_id: int) -> int:
+        """A new running turn, inside the caller's transaction."""
+        return insert_row(tx, Turn(session_id=session_id))
+
+    async def set_turn_status(self, turn_id: int, status: TurnStatus) -> None:
+        async with self._db.write() as tx:
+            turn = await tx.get(Turn, turn_id)
+            if turn is not None:
+                turn.status = status
+                tx.add(turn)
+
+    async def open_turns(self) -> list[Turn]:
+        """Turns a previous process left running or paused."""
+        async with self._db.read() as tx:
+            rows = await tx.exec(
+                select(Turn)
+                .where(col(Turn.status).in_([TurnStatus.RUNNING, TurnStatus.PAUSED]))
+                .order_by(col(Turn.id))
+            )
+            return list(rows.all())
+
+    async def latest_turn(self, session_id: int) -> Turn | None:
+        query = select(Turn).where(Turn.session_id == session_id).order_by(col(Turn.id).desc()).limit(1)
+        return await self._db.read_sync(lambda tx: tx.exec(query).first())
+
+    async def sessions_with_mail(self) -> list[int]:
+        """Sessions whose mailbox holds mail past their cursor."""
+        from agentgram.runtime.infra.storage.models import MailRow
+
+        async with self._db.read() as tx:
+            rows = await tx.exec(
+                select(MailRow.session_id)
+                .join(ChatSession, col(ChatSession.id) == col(MailRow.session_id))
+                .where(col(MailRow.seq) > col(ChatSession.mail_cursor))
+                .distinct()
+            )
+            return [int(r) for r in rows.all()]
+
+    # --- key/value ---------------------------------------------------------
+
+    async def delete_value(self, key: str) -> None:
+        async with self._db.write() as tx:
+            row = await tx.get(KeyValue, key)
+            if row is not None:
+                await tx.delete(row)
+
+    async def values_with_prefix(self, prefix: str) -> dict[str, str]:
+        async with self._db.read() as tx:
+            rows = await tx.exec(select(KeyValue).where(col(KeyValue.key).startswith(prefix)))
+            return {row.key: row.value for row in rows.all()}
+
+    async def get_value(self, key: str) -> str | None:
+        async with self._db.read() as tx:
+            row = await tx.get(KeyValue, key)
+            return None if row is None else row.value
+
+    async def set_value(self, key: str, value: str) -> None:
+        await self._db.write_sync(lambda tx: upsert_value(tx, key, value))
+
+    async def dead_letter(self, letter: DeadLetter, *, key: str, value: str) -> None:
+        """Keep an input nobody could parse and set the source's position past it, in one transaction."""
+        row = {k: v for k, v in letter.model_dump().items() if k != "id"}
+
+        def store(tx: Connection) -> None:
+            tx.execute(insert(_DEAD).values(row))
+            upsert_value(tx, key, value)
+
+        await self._db.write_sync(store)
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        def read(tx: Session) -> list[DeadLetter]:
+            return list(tx.exec(select(DeadLetter).order_by(col(DeadLetter.id))))
+
+        return await self._db.read_sync(read)
+
+
+def upsert_value(tx: Connection, key: str, value: str) -> None:
+    """Set a key/value fact inside the caller's transaction."""
+    now = utcnow()
+    changed = tx.execute(update(_VALUES).where(_VALUES.c.key == key).values(value=value, updated_at=now))
+    if changed.rowcount == 0:
+        tx.execute(insert(_VALUES).values(key=key, value=value, updated_at=now))
+
+
+def _active_query(chat_id: int, source: SessionSource = SessionSource.CHAT):  # type: ignore[no-untyped-def]
+    """The chat's active session: only an interactive chat has one."""
+    return (
+        select(ChatSession)
+        .where(
+            ChatSession.source == source,
+            ChatSession.chat_id == chat_id,
+            col(ChatSession.active).is_(True),
+        )
+        .order_by(col(ChatSession.id).desc())
+    )
+
+
+def _find_or_create(
+    tx: Connection, source: SessionSource, chat_id: int, user_id: int | None, language: str | None
+) -> tuple[ChatSession, bool]:
+    """The chat's active session, created if it has none, its language updated: one transaction
+    of Core statements (the ORM's unit of work costs as much again, on a first message's path)."""
+    row = tx.execute(
+        sa.select(_SESSIONS)
+        .where(
+            _SESSIONS.c.source == source,
+            _SESSIONS.c.chat_id == chat_id,
+            _SESSIONS.c.active.is_(True),
+        )
+        .order_by(_SESSIONS.c.id.desc())
+        .limit(1)
+    ).first()
+    if row is None:
+        session = ChatSession(source=source, chat_id=chat_id, user_id=user_id, language_code=language)
+        session_id = insert_row(tx, session)
+        insert_row(tx, StackFrame(session_id=session_id, depth=0, agent_id=session.agent_id))
+        return session, True
+    session = ChatSession(**row._mapping)
+    if language is not None and session.language_code != language:
+        tx.execute(update(_SESSIONS).where(_SESSIONS.c.id == session.id).values(language_code=language))
+        session.language_code = language
+    return session, False
+
+
+def _create(tx: Session, session: ChatSession) -> ChatSession:
+    """Add ``session`` with its root stack frame, inside the caller's transaction."""
+    tx.add(session)
+    tx.flush()
+    assert session.id is not None
+    tx.add(StackFrame(session_id=session.id, depth=0, agent_id=session.agent_id))
+    return session

@@ -1,0 +1,363 @@
+"""Storage: WAL on, versioned migrations upgrade in place, writes survive cancellation, and
+``write_sync`` is a write transaction on a thread under the same lock and pragmas."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Connection, insert, text
+
+from agentgram.runtime.infra.storage import migrations
+from agentgram.runtime.infra.storage.db import Database, Synchronous, after_commit, durable
+from agentgram.runtime.infra.storage.migrations import migrate
+from agentgram.runtime.infra.storage.models import ChatSession, KeyValue, SessionSource, utcnow
+
+
+def _url(path: Path) -> str:
+    return f"sqlite+aiosqlite:///{path}"
+
+
+async def test_fresh_database_is_created_in_wal_mode_and_stamped(tmp_path: Path) -> None:
+    db = Database(_url(tmp_path / "a.db"))
+    assert await migrate(db) == migrations.SCHEMA_VERSION
+    await db.close()
+    raw = sqlite3.connect(tmp_path / "a.db")
+    assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert raw.execute("SELECT version FROM schema_version").fetchone()[0] == migrations.SCHEMA_VERSION
+
+
+async def _database_with_a_session(path: Path) -> None:
+    """A migrated database holding one chat session (chat 42), closed again."""
+    db = Database(_url(path))
+    await migrate(db)
+    async with db.write() as tx:
+        tx.add(ChatSession(source=SessionSource.CHAT, chat_id=42))
+    await db.close()
+
+
+async def test_older_database_upgrades_in_place_keeping_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _database_with_a_session(tmp_path / "a.db")
+
+    def add_column(conn: Connection) -> None:
+        conn.execute(text("ALTER TABLE sessions ADD COLUMN nickname VARCHAR"))
+
+    next_version = migrations.SCHEMA_VERSION + 1
+    monkeypatch.setattr(migrations, "SCHEMA_VERSION", next_version)
+    monkeypatch.setitem(migrations.STEPS, next_version, add_column)
+    db = Database(_url(tmp_path / "a.db"))
+    assert await migrate(db) == next_version
+    assert await migrate(db) == next_version  # idempotent
+    await db.close()
+    raw = sqlite3.connect(tmp_path / "a.db")
+    assert raw.execute("SELECT chat_id, nickname FROM sessions").fetchall() == [(42, None)]
+    assert raw.execute("SELECT version FROM schema_version").fetchone()[0] == next_version
+
+
+async def test_version_1_learns_which_answers_were_delivered_and_counts_old_ones_as_shown(
+    tmp_path: Path,
+) -> None:
+    await _database_with_a_session(tmp_path / "a.db")
+    raw = sqlite3.connect(tmp_path / "a.db")  # a release-1 database: no delivered_at yet
+    raw.execute("ALTER TABLE chat_history DROP COLUMN delivered_at")
+    raw.execute(
+        "INSERT INTO chat_history (session_id, role, content, is_synthetic, status, metadata, input_tokens,"
+        " output_tokens, created_at) VALUES (1, 'assistant', 'old answer', 0, 'ok', '{}', 0, 0,"
+        " '2026-01-01 10:00:00'), (1, 'user', 'old question', 0, 'ok', '{}', 0, 0, '2026-01-01 09:59:00')"
+    )
+    raw.execute("UPDATE schema_version SET version = 1")
+    raw.commit()
+    raw.close()
+
+    db = Database(_url(tmp_path / "a.db"))
+    assert await migrate(db) == migrations.SCHEMA_VERSION
+    await db.close()
+    raw = sqlite3.connect(tmp_path / "a.db")
+    rows = raw.execute("SELECT role, delivered_at FROM chat_history ORDER BY id").fetchall()
+    assert rows == [("assistant", "2026-01-01 10:00:00"), ("user", None)]
+
+
+async def test_database_from_a_newer_release_is_refused(tmp_path: Path) -> None:
+    db = Database(_url(tmp_path / "a.db"))
+    await migrate(db)
+    async with db.write() as tx:
+        await tx.exec(text("UPDATE schema_version SET version = 999"))  # type: ignore[call-overload]
+    with pytest.raises(RuntimeError, match="newer than this release"):
+        await migrate(db)
+    await db.close()
+
+
+async def test_durable_write_lands_even_when_the_caller_is_cancelled(tmp_path: Path) -> None:
+    db = Database(_url(tmp_path / "a.db"))
+    await migrate(db)
+    started = asyncio.Event()
+
+    async def slow_write() -> None:
+        started.set()
+        await asyncio.sleep(0.2)
+        async with db.write() as tx:
+            tx.add(KeyValue(key="k", value="landed"))
+
+    task = asyncio.create_task(durable(slow_write()))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    async with db.read() as tx:
+        row = await tx.get(KeyValue, "k")
+    assert row is not None and row.value == "landed"
+    await db.close()
+
+
+async def test_durable_write_lands_when_the_caller_is_cancelled_again_and_again(tmp_path: Path) -> None:
+    """Regression: a second cancel used to abandon the write (only the first was waited out)."""
+    db = Database(_url(tmp_path / "a.db"))
+    await migrate(db)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_write() -> None:
+        started.set()
+        await release.wait()
+        async with db.write() as tx:
+            tx.add(KeyValue(key="k", value="landed"))
+
+    task = asyncio.create_task(durable(slow_write()))
+    await started.wait()
+    for _ in range(4):  # /stop, /stop again, shutdown…: each while the write still runs
+        task.cancel()
+        await asyncio.sleep(0)
+        assert not task.done(), "the caller waits for its write"
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    async with db.read() as tx:
+        row = await tx.get(KeyValue, "k")
+    assert row is not None and row.value == "landed"
+    await db.close()
+
+
+# --- write_sync: one write transaction as one blocking call on a worker thread -----------------
+
+
+def _put(key: str, value: str) -> Callable[[Connection], None]:
+    def work(conn: Connection) -> None:
+        conn.execute(insert(KeyValue).values(key=key, value=value, updated_at=utcnow()))
+
+    return work
+
+
+async def _value(db: Database, key: str) -> str | None:
+    async with db.read() as tx:
+        row = await tx.get(KeyValue, key)
+    return None if row is None else row.value
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    made = Database(_url(tmp_path / "a.db"))
+    await migrate(made)
+    yield made
+    await made.close()
+
+
+async def test_write_sync_commits_what_fn_wrote_and_returns_its_result(db: Database) -> None:
+    def work(conn: Connection) -> int:
+        _put("k", "v")(conn)
+        return threading.get_ident()
+
+    thread = await db.write_sync(work)
+    assert thread != threading.get_ident(), "the transaction ran on a worker thread"
+    assert await _value(db, "k") == "v"
+
+
+async def test_write_sync_rolls_back_everything_when_fn_raises(db: Database) -> None:
+    def work(conn: Connection) -> None:
+        _put("k", "v")(conn)
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        await db.write_sync(work)
+    assert await _value(db, "k") is None
+    await db.write_sync(_put("k", "after"))  # the connection is usable again
+    assert await _value(db, "k") == "after"
+
+
+async def test_a_sync_write_waits_for_a_running_async_write(db: Database) -> None:
+    async_in, release = asyncio.Event(), asyncio.Event()
+    sync_in = threading.Event()
+
+    async def async_writer() -> None:
+        async with db.write() as tx:
+            async_in.set()
+            await release.wait()  # nothing executed yet: only the in-process lock keeps the other out
+            tx.add(KeyValue(key="async", value="1"))
+
+    def sync_work(conn: Connection) -> None:
+        sync_in.set()
+        _put("sync", "1")(conn)
+
+    first = asyncio.create_task(async_writer())
+    await async_in.wait()
+    second = asyncio.create_task(db.write_sync(sync_work))
+    assert not await asyncio.to_thread(sync_in.wait, 0.3), "the sync write started during the async one"
+    release.set()
+    await asyncio.gather(first, second)
+    assert sync_in.is_set()
+    assert (await _value(db, "async"), await _value(db, "sync")) == ("1", "1")
+
+
+async def test_an_async_write_waits_for_a_running_sync_write(db: Database) -> None:
+    sync_in, release = threading.Event(), threading.Event()
+    async_in = asyncio.Event()
+
+    def sync_work(conn: Connection) -> None:
+        sync_in.set()
+        release.wait(10)
+        _put("sync", "1")(conn)
+
+    async def async_writer() -> None:
+        async with db.write() as tx:
+            async_in.set()
+            tx.add(KeyValue(key="async", value="1"))
+
+    first = asyncio.create_task(db.write_sync(sync_work))
+    assert await asyncio.to_thread(sync_in.wait, 10)
+    second = asyncio.create_task(async_writer())
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(async_in.wait(), 0.3)
+    release.set()
+    await asyncio.gather(first, second)
+    assert (await _value(db, "async"), await _value(db, "sync")) == ("1", "1")
+
+
+async def test_a_cancelled_sync_write_still_commits_and_keeps_the_lock_until_it_has(db: Database) -> None:
+    sync_in, release = threading.Event(), threading.Event()
+    async_in = asyncio.Event()
+
+    def sync_work(conn: Connection) -> None:
+        sync_in.set()
+        release.wait(10)
+        _put("sync", "landed")(conn)
+
+    async def async_writer() -> None:
+        async with db.write():
+            async_in.set()
+
+    writer = asyncio.create_task(db.write_sync(sync_work))
+    assert await asyncio.to_thread(sync_in.wait, 10)
+    writer.cancel()
+    other = asyncio.create_task(async_writer())
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(async_in.wait(), 0.3)
+    assert not writer.done(), "the cancelled caller waits for its thread"
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await writer
+    await other
+    assert await _value(db, "sync") == "landed"
+
+
+PRAGMAS = ("journal_mode", "busy_timeout", "synchronous", "foreign_keys")
+
+
+@pytest.mark.parametrize(("synchronous", "expected"), [("NORMAL", 1), ("FULL", 2)])
+async def test_the_sync_connection_has_the_same_pragmas_as_the_async_ones(
+    tmp_path: Path, synchronous: Synchronous, expected: int
+) -> None:
+    db = Database(_url(tmp_path / "a.db"), synchronous=synchronous)
+    await migrate(db)
+
+    def read_sync(conn: Connection) -> list[object]:
+        return [conn.exec_driver_sql(f"PRAGMA {name}").scalar() for name in PRAGMAS]
+
+    sync_values = await db.write_sync(read_sync)
+    async with db.read() as tx:
+        conn = await tx.connection()
+        async_values = [(await conn.exec_driver_sql(f"PRAGMA {name}")).scalar() for name in PRAGMAS]
+    await db.close()
+    assert sync_values == async_values == ["wal", 30000, expected, 1]
+
+
+async def test_write_sync_on_an_in_memory_database_runs_on_the_async_connection() -> None:
+    db = Database("sqlite+aiosqlite:///:memory:")
+    await migrate(db)
+    await db.write_sync(_put("k", "v"))
+    assert await _value(db, "k") == "v"
+    with pytest.raises(ValueError, match="boom"):
+        await db.write_sync(lambda conn: (_put("x", "y")(conn), _raise(ValueError("boom"))))
+    assert await _value(db, "x") is None
+    await db.close()
+
+
+def _raise(exc: Exception) -> None:
+    raise exc
+
+
+async def test_read_sync_runs_off_the_loop_and_sees_committed_writes(tmp_path: Path) -> None:
+    import threading
+
+    from sqlmodel import Session, select
+
+    db = Database(_url(tmp_path / "a.db"))
+    await migrate(db)
+    async with db.write() as tx:
+        tx.add(KeyValue(key="k", value="v"))
+    loop_thread = threading.get_ident()
+
+    def read(session: Session) -> tuple[str, int]:
+        row = session.exec(select(KeyValue).where(KeyValue.key == "k")).one()
+        return row.value, threading.get_ident()
+
+    value, thread = await db.read_sync(read)
+    assert value == "v" and thread != loop_thread
+    await db.close()
+
+
+async def test_read_sync_falls_back_for_in_memory_databases() -> None:
+    from sqlmodel import Session, select
+
+    db = Database("sqlite+aiosqlite://")
+    await migrate(db)
+    async with db.write() as tx:
+        tx.add(KeyValue(key="m", value="mem"))
+
+    def read(session: Session) -> str:
+        return session.exec(select(KeyValue.value).where(KeyValue.key == "m")).one()
+
+    assert await db.read_sync(read) == "mem"
+    await db.close()
+
+
+@pytest.mark.parametrize("where", ["file", "memory"])
+async def test_after_commit_hooks_run_after_a_commit_and_never_after_a_rollback(
+    tmp_path: Path, where: str
+) -> None:
+    """Both write paths: a SQLite file (a worker thread) and in-memory SQLite (``run_sync``, as
+    PostgreSQL would run)."""
+    db = Database(_url(tmp_path / "a.db") if where == "file" else "sqlite+aiosqlite://")
+    await migrate(db)
+    try:
+        ran: list[str] = []
+
+        def commits(conn: Connection) -> None:
+            _put("k", "v")(conn)
+            after_commit(conn, lambda: ran.append("committed"))
+
+        def rolls_back(conn: Connection) -> None:
+            after_commit(conn, lambda: ran.append("rolled back"))
+            raise ValueError("no")
+
+        with pytest.raises(ValueError):
+            await db.write_sync(rolls_back)
+        assert ran == [], "a rolled-back transaction's hook never runs"
+        await db.write_sync(commits)
+        assert ran == ["committed"], "and it does not leak into the next transaction"
+        assert await _value(db, "k") == "v"
+    finally:
+        await db.close()

@@ -1,0 +1,41 @@
+"""History writes: a final round ends its turn in the same transaction, a tool round leaves
+it running with its calls pending."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentgram.runtime.infra.llm.types import LLMRound, ToolCallRequest
+from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.history import HistoryStore
+from agentgram.runtime.infra.storage.migrations import migrate
+from agentgram.runtime.infra.storage.models import ToolCallStatus, TurnStatus
+from agentgram.runtime.infra.storage.sessions import SessionStore
+
+
+async def test_a_final_round_ends_its_turn_in_the_same_transaction(tmp_path: Path) -> None:
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'h.db'}")
+    await migrate(db)
+    try:
+        sessions, history = SessionStore(db), HistoryStore(db)
+        session = await sessions.open_new(1, user_id=None, language=None)
+        assert session.id is not None
+        session_id = session.id
+        turn_id = await db.write_sync(lambda tx: sessions.open_turn(tx, session_id))
+
+        call = ToolCallRequest(id="call_1", name="list_dir", arguments="{}")
+        entry = await history.record_round(
+            session_id=session_id, turn_id=turn_id, result=LLMRound(text="", tool_calls=[call])
+        )
+        turn = await sessions.turn(turn_id)
+        assert turn is not None and (turn.status, turn.rounds, turn.ended_at) == (TurnStatus.RUNNING, 1, None)
+        assert [c.status for c in entry.calls] == [ToolCallStatus.PENDING]
+
+        await history.record_round(
+            session_id=session_id, turn_id=turn_id, result=LLMRound(text="Done."), closes_turn=True
+        )
+        turn = await sessions.turn(turn_id)
+        assert turn is not None and (turn.status, turn.rounds) == (TurnStatus.FINAL, 2)
+        assert turn.ended_at is not None
+    finally:
+        await db.close()
