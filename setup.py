@@ -13,5 +13,7 @@ setup(
     package_data={
         "agentgram": ["locales/*/*.ftl"],
         "agentgram.bot.web": ["templates/*.html"],  # the web view's pages
+        # the schema's revisions are modules (versions/*.py, a package); the template makes new ones
+        "agentgram.runtime.infra.storage.alembic": ["script.py.mako"],
     },
 )

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from agentgram.bot.settings import BotSettings, bot_settings_from_mapping
+from agentgram.bot.settings import BotSettings, bot_settings_from_mapping, current_layout
+from tests.backends import BACKENDS, database
 from tests.fakes.openai_server import FakeOpenAI
 
 os.environ.setdefault("PTB_TIMEDELTA", "1")  # PTB 22: retry_after as timedelta, no deprecation warning
@@ -44,6 +45,19 @@ def no_real_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", _loopback_only)
 
 
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each database backend in turn (``sqlite``, ``postgres``): a test that takes it runs on both."""
+    return str(request.param)
+
+
+@pytest.fixture
+async def database_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
+    """An empty database of the test's :func:`backend`, its own (see ``tests/backends.py``)."""
+    async with database(backend, tmp_path) as url:
+        yield url
+
+
 @pytest.fixture
 async def fake_llm() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI(models=("main-model", "backup-model")) as server:
@@ -71,7 +85,7 @@ def config_mapping(
     }
     for section, values in sections.items():
         raw.setdefault(section, {}).update(values)
-    return raw
+    return current_layout(raw)  # tuning knobs under advanced:, as config.example.yml writes them
 
 
 def make_settings(

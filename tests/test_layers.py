@@ -7,6 +7,9 @@
 * ORM rows stay in the runtime: no module of ``bot/`` imports
   ``agentgram.runtime.infra.storage``; what crosses is the facade's own values.
 
+* No string literal or docstring in ``runtime/`` names a chat platform (Telegram, aiogram, PTB):
+  the runtime knows none, in its words as in its imports (issue 24).
+
 The layer contracts between packages are import-linter's
 (``tests/test_import_contracts.py``).
 """
@@ -14,6 +17,7 @@ The layer contracts between packages are import-linter's
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,7 +48,8 @@ def _is_runtime(node: ast.expr) -> bool:
 
 
 def _where(path: Path, node: ast.AST) -> str:
-    return f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}"
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    return f"{shown}:{getattr(node, 'lineno', '?')}"
 
 
 def test_bot_reads_only_the_facade_of_the_runtime() -> None:
@@ -80,3 +85,48 @@ def test_the_check_sees_what_it_forbids() -> None:
     reads = [n for n in ast.walk(code) if isinstance(n, ast.Attribute) and _is_runtime(n.value)]
     assert [n.attr for n in reads] == ["approvals"] and "approvals" not in _facade()
     assert "post_user_message" in _facade() and "subscribe" in _facade()
+
+
+RUNTIME = ROOT / "agentgram" / "runtime"
+PLATFORM_WORDS = re.compile(r"telegram|aiogram|\bPTB\b", re.IGNORECASE)
+"""A chat platform's or its libraries' names: the runtime knows no chat platform (issue 24)."""
+PLATFORM_WORDS_ALLOWED = {
+    # The v3 migration renames the source stored as 'telegram' before it to 'chat': old databases
+    # hold that word, so the migration must name it.
+    "agentgram/runtime/infra/storage/legacy_migrations.py",
+    # config.yml's documented ``telegram`` section and its rule-source alias: the config helper's
+    # pending change (one root model, the adapter sections validated in the adapter) moves them out.
+    "agentgram/runtime/infra/config.py",
+}
+
+
+def _platform_words(path: Path) -> list[str]:
+    """Every string literal (docstrings included) in ``path`` that names a chat platform."""
+    module = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return [
+        f"{_where(path, node)}: {match.group(0)!r} in {node.value[:80]!r}"
+        for node in ast.walk(module)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        for match in [PLATFORM_WORDS.search(node.value)]
+        if match is not None
+    ]
+
+
+def test_the_runtime_names_no_chat_platform_in_its_strings() -> None:
+    """Imports are import-linter's; this is the words: no string literal or docstring in
+    ``runtime/`` names Telegram, aiogram or PTB, except the files listed with their reason."""
+    found = [
+        hit
+        for path in sorted(RUNTIME.rglob("*.py"))
+        if path.relative_to(ROOT).as_posix() not in PLATFORM_WORDS_ALLOWED
+        for hit in _platform_words(path)
+    ]
+    assert found == [], "runtime/ names a chat platform:\n" + "\n".join(found)
+    for allowed in PLATFORM_WORDS_ALLOWED:  # an allowance that is no longer needed goes
+        assert _platform_words(ROOT / allowed), f"{allowed} names no platform any more: drop it from the list"
+
+
+def test_the_word_check_sees_docstrings_and_f_strings(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""Sent through the Telegram API."""\nx = f"via {1} aiogram"\ny = "PTB"\nz = "ptbx"\n')
+    assert len(_platform_words(probe)) == 3

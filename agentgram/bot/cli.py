@@ -4,6 +4,11 @@
 configured it runs :func:`_run`'s bot with the terminal subscribed to the same
 runtime, and exits when the terminal does; without one, the terminal alone.
 
+Every command validates the config the same way, in one pass
+(:func:`bot.config_check.inspect`): its warnings and problems go to stderr, one
+line each; ``check-config`` prints the effective config (relative paths resolved
+against the config file's folder, tuning knobs under ``advanced``) on stdout.
+
 Exit codes: 0 clean shutdown (a signal, also during the start-up retries), 2
 configuration problem (including a bot token Telegram rejects, another
 agentgram already running on the same database, and a ``web.listen`` the web
@@ -32,11 +37,10 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentgram.bot import doctor, init
-from agentgram.bot.config_check import check_config
-from agentgram.bot.settings import BotSettings
+from agentgram.bot import config_reference, db_command, doctor, init
+from agentgram.bot.config_check import inspect
+from agentgram.bot.settings import AgentgramSettings, BotSettings, with_telegram
 from agentgram.bot.telegram.core.port import InvalidToken, TelegramError
-from agentgram.bot.terminal.config import ChatSettings, check_chat_config
 from agentgram.runtime.app import AlreadyRunning, InstanceLock, fingerprint
 from agentgram.runtime.infra.config import masked
 from agentgram.runtime.infra.errors import ConfigError
@@ -67,20 +71,25 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--log", type=Path, default=None, help="write the whole log to this file")
     init.add_parser(sub)
     doctor.add_parser(sub)
+    db_command.add_parser(sub)
+    config_reference.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PTB_TIMEDELTA", "1")  # PTB 22: retry_after as timedelta (no deprecation path)
     args = _parser().parse_args(argv)
-    if args.command in ("init", "doctor"):  # bot/init.py, bot/doctor.py: their own checks and exit codes
+    if args.command in (
+        "init",
+        "doctor",
+        "db",
+        "config-reference",
+    ):  # bot/init.py, doctor.py, db_command.py: their own exit codes
         return int(args.entry(args))
-    try:  # the same validation for run and check-config; chat's has telegram optional
-        settings = check_chat_config(args.config) if args.command == "chat" else check_config(args.config)
-    except ConfigError as error:
-        print(str(error), file=sys.stderr)  # one line per problem
+    settings = _checked(args.config, need_telegram=args.command != "chat")
+    if settings is None:
         return EXIT_CONFIG
-    if args.command == "check-config":
+    if args.command == "check-config":  # the effective config, its relative paths resolved
         print(json.dumps(masked(settings), indent=2, ensure_ascii=False))
         return 0
     configure(
@@ -102,6 +111,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def _checked(path: Path, *, need_telegram: bool) -> BotSettings | AgentgramSettings | None:
+    """The one validation (:func:`bot.config_check.inspect`): its warnings and problems on
+    stderr, one line each; the settings, or ``None`` when there is a problem (exit 2)."""
+    found = inspect(path, need_telegram=need_telegram)
+    for line in (*found.warnings, *found.problems):
+        print(str(line), file=sys.stderr)
+    if found.settings is None:
+        return None
+    if found.settings.telegram is None:
+        return found.settings  # chat alone
+    return with_telegram(found.settings)
+
+
 def freeze_startup_heap() -> None:
     """Take what start-up built (modules, ORM metadata, models, handlers) out of the garbage
     collector's sight, so a full collection scans only what the turns create since.
@@ -113,7 +135,7 @@ def freeze_startup_heap() -> None:
     gc.freeze()
 
 
-async def _main_task(settings: BotSettings | ChatSettings, *, terminal: bool) -> int:
+async def _main_task(settings: BotSettings | AgentgramSettings, *, terminal: bool) -> int:
     if isinstance(settings, BotSettings):
         return await _run(settings, terminal=terminal)
     from agentgram.bot.terminal.app import run_alone

@@ -1,11 +1,13 @@
 """``agentgram doctor``: is everything the bot needs there? One line per check, ✓ or ✗ with the fix.
 
-The checks, in order: the config (:func:`bot.config_check.check_config`, the
-same validation ``run`` makes); the bot token (``getMe``) and that no webhook
+The checks, in order: the config (:func:`bot.config_check.inspect`, the
+same validation ``run`` makes; its warnings are shown too, as ``⚠`` lines that
+fail nothing); the bot token (``getMe``) and that no webhook
 is set, which would make polling fail; the LLM endpoint lists the configured
 models (``/models``) and streams a short answer with a tool defined, as every
-turn does; transcription (not configurable yet: shown as skipped); the
-database opens and is migrated to this release's schema — a SQLite file that
+turn does; transcription — which endpoint it uses (the LLM endpoint unless
+``transcription.base_url`` names another), not tried, since that needs audio;
+the database opens and is migrated to this release's schema — a SQLite file that
 does not exist yet is created, as ``run`` would create it; the workdir is
 writable. Exit code 0 when every check passes, 1 otherwise.
 
@@ -28,12 +30,12 @@ from typing import Any
 from sqlalchemy.engine import make_url
 
 from agentgram.bot import probes
-from agentgram.bot.config_check import check_config
+from agentgram.bot.config_check import inspect
 from agentgram.bot.probes import ProbeFailed
-from agentgram.bot.settings import BotSettings
+from agentgram.bot.settings import BotSettings, with_telegram
 from agentgram.runtime.app import migrate_database
 from agentgram.runtime.config_check import writable_dir_problem
-from agentgram.runtime.infra.config import ConfigInvalid, parse_config
+from agentgram.runtime.infra.config import ConfigWarning
 from agentgram.runtime.infra.errors import ConfigError
 
 OWN_LINES = {"agent.workdir": "workdir", "storage.url": "database"}
@@ -44,6 +46,7 @@ class Status(enum.StrEnum):
     PASS = "✓"
     FAIL = "✗"
     SKIP = "–"
+    WARN = "⚠"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +92,14 @@ async def report(path: Path) -> int:
 
 async def diagnose(path: Path, environ: Mapping[str, str] | None = None) -> AsyncIterator[Result]:
     """Every check's result, in order, as each finishes."""
-    settings, problems = _config(path, environ)
+    settings, problems, warnings = _config(path, environ)
     for problem in problems.get("config", []):
         detail = f"{problem.key}: {problem.problem}" if problem.key else problem.problem
         yield Result("config", Status.FAIL, detail, f"edit {path} (config.example.yml explains every key)")
+    for warning in warnings:
+        yield Result(
+            "config", Status.WARN, f"{warning.key}: {warning.problem}" if warning.key else warning.problem
+        )
     if settings is None:
         return
     if not problems.get("config"):
@@ -101,27 +108,23 @@ async def diagnose(path: Path, environ: Mapping[str, str] | None = None) -> Asyn
         yield result
     for result in await _llm(settings):
         yield result
-    yield Result("transcription", Status.SKIP, "not configured")
+    yield _transcription(settings)
     yield await _database(settings, problems.get("database", []))
     yield _workdir(settings, problems.get("workdir", []))
 
 
 def _config(
     path: Path, environ: Mapping[str, str] | None
-) -> tuple[BotSettings | None, dict[str, list[ConfigError]]]:
-    """The parsed settings (``None`` when the file does not parse) and check_config's problems by line."""
-    try:
-        return check_config(path, environ), {}
-    except ConfigInvalid as invalid:
-        problems = invalid.problems
-    try:
-        settings = parse_config(path, environ, model=BotSettings)[0]
-    except ConfigInvalid:
-        return None, {"config": list(problems)}
+) -> tuple[BotSettings | None, dict[str, list[ConfigError]], list[ConfigWarning]]:
+    """The settings (``None`` unless every value parsed and ``telegram`` is there), the one
+    validation's problems by the line that shows them, and its warnings."""
+    found = inspect(path, environ)
     by_line: dict[str, list[ConfigError]] = {}
-    for problem in problems:
-        by_line.setdefault(OWN_LINES.get(problem.key, "config"), []).append(problem)
-    return settings, by_line
+    usable = found.usable if found.usable is not None and found.usable.telegram is not None else None
+    for problem in found.problems:
+        line = OWN_LINES.get(problem.key, "config") if usable is not None else "config"
+        by_line.setdefault(line, []).append(problem)
+    return (with_telegram(usable) if usable is not None else None), by_line, found.warnings
 
 
 async def _telegram(settings: BotSettings) -> list[Result]:
@@ -170,6 +173,18 @@ async def _llm(settings: BotSettings) -> list[Result]:
     except ProbeFailed as problem:
         return [models, failed("llm completion", problem)]
     return [models, passed("llm completion", f"{model} streamed an answer with a tool defined")]
+
+
+def _transcription(settings: BotSettings) -> Result:
+    """Not tried (it needs audio), but said where it goes: by default the LLM endpoint."""
+    section = settings.transcription
+    if not section.enabled:
+        return Result("transcription", Status.SKIP, "off (transcription.enabled is false)")
+    if section.base_url is None:
+        where = f"uses the LLM endpoint ({settings.llm.base_url})"
+    else:
+        where = f"uses {section.base_url}"
+    return Result("transcription", Status.SKIP, f"{where} with {section.model}; not tried (it needs audio)")
 
 
 async def _database(settings: BotSettings, problems: list[ConfigError]) -> Result:

@@ -15,7 +15,8 @@ What it decides, and why:
   the first private message the bot gets (the user sends one), which is then
   confirmed to Telegram so ``run`` does not answer it.
 * **The written file passes** :func:`bot.config_check.check_config`: it is
-  written to a temporary file, checked, and only then moved into place.
+  written to a temporary file beside it, checked, and only then moved into
+  place (a relative workdir is relative to the file's folder, as it will be read).
 
 Interactive questions read ``stdin`` line by line (a terminal hides the
 secrets as they are typed), so tests feed answers as text. Exit codes: 0
@@ -206,7 +207,8 @@ async def _check(answers: Answers) -> None:
         if unlisted is not None:
             raise unlisted
     except ProbeFailed as failed:
-        raise InitStopped(f"✗ {failed.problem} — fix: {failed.fix}; nothing was written") from None
+        fix = f" — fix: {failed.fix}" if failed.fix else ""
+        raise InitStopped(f"✗ {failed.problem}{fix}; nothing was written") from None
 
 
 # --- the questions ----------------------------------------------------------------------
@@ -222,15 +224,19 @@ async def _interview(args: argparse.Namespace, console: Console, detect_wait: fl
         answers.user_ids = list(args.user_ids)
     else:
         answers.user_ids = [await _ask_user_id(console, answers, bot_name, detect_wait)]
-    answers.workdir = _ask_workdir(args.workdir, console)
+    answers.workdir = _ask_workdir(args.workdir, console, args.output)
     return answers
 
 
-def _ask_workdir(given: str | None, console: Console) -> str:
+def _ask_workdir(given: str | None, console: Console, output: Path) -> str:
+    """A workdir this user can write; a relative one is relative to the config's folder, as the
+    config reads it."""
     while True:
         workdir = given or console.ask("Workdir, where the agent's files and commands live", DEFAULT_WORKDIR)
         given = None
-        problem = writable_dir_problem(Path(workdir).expanduser().resolve())
+        problem = writable_dir_problem(
+            (output.expanduser().resolve().parent / Path(workdir).expanduser()).resolve()
+        )
         if problem is None:
             return workdir
         console.say(f"  ✗ {problem}")

@@ -23,7 +23,7 @@ from telegram.constants import ChatType
 from telegram.error import InvalidToken, TelegramError
 
 from agentgram.runtime.infra.config import LLMSettings
-from agentgram.runtime.infra.errors import LLMError
+from agentgram.runtime.infra.errors import FailureKind, LLMError
 from agentgram.runtime.infra.llm.openai_client import OpenAIClient
 from agentgram.runtime.infra.llm.types import StreamEvent, ToolSpec, UserMessage
 from agentgram.runtime.infra.log import redact, register_secret
@@ -40,6 +40,8 @@ PING_PROMPT = "This is a connection test. Reply with the single word: ok"
 
 
 class ProbeFailed(Exception):
+    """What failed, and the fix (``""`` when the words already say it)."""
+
     def __init__(self, problem: str, fix: str) -> None:
         super().__init__(problem)
         self.problem = problem
@@ -94,8 +96,8 @@ async def listed_models(base_url: str, api_key: str) -> list[str]:
     )
     try:
         page = await client.models.list()
-    except openai.AuthenticationError:
-        raise ProbeFailed(f"{base_url} rejected the API key (401)", "check llm.api_key") from None
+    except openai.AuthenticationError as error:
+        raise refused_key(base_url, error.status_code) from None
     except openai.APIStatusError as error:
         raise ProbeFailed(f"{base_url}/models answered HTTP {error.status_code}", FIX_BASE_URL) from None
     except openai.APIConnectionError:  # timeouts included
@@ -103,6 +105,12 @@ async def listed_models(base_url: str, api_key: str) -> list[str]:
     finally:
         await client.close()
     return [model.id for model in page.data]
+
+
+def refused_key(base_url: str, status: int | None) -> ProbeFailed:
+    """The endpoint refused the key: said as the chat says it (``llm-auth-failed``), the fix in
+    the words themselves."""
+    return ProbeFailed(f"{base_url} refused the API key (HTTP {status or 401}) — check llm.api_key", "")
 
 
 def unlisted(model: str, listed: list[str]) -> ProbeFailed | None:
@@ -133,6 +141,8 @@ async def completion_with_tool(settings: LLMSettings) -> str:
     try:
         answered = await client.stream_round([UserMessage(PING_PROMPT)], [PING_TOOL], ignore)
     except LLMError as error:
+        if error.kind is FailureKind.AUTH_FAILED:
+            raise refused_key(settings.base_url, error.status) from None
         raise ProbeFailed(
             f"{settings.model}: {error}",
             "check llm.model, and that the endpoint streams chat completions with tools (function calling)",

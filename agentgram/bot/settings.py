@@ -1,8 +1,20 @@
-"""The Telegram adapter's settings: the core's sections plus ``telegram``.
+"""The one root model of ``config.yml``, and the adapters' sections in it.
 
-The core (:mod:`runtime.config`) knows no chat platform; this model extends it
-with the one section only the adapter reads, so ``config.yml`` keeps one
-format and is validated once, here, with every error naming its key.
+The split, and why:
+
+* :class:`runtime.infra.config.Settings` holds the core's sections (``llm``,
+  ``storage``, ``agent``, …); the runtime knows no chat platform and never
+  imports ``agentgram.bot`` (an import contract).
+* :class:`AgentgramSettings`, here, is *the* root: the core's sections plus the
+  adapters' — ``telegram`` (optional: ``agentgram chat`` runs without it),
+  ``web`` and ``terminal``. The file is validated against it once, by
+  :func:`bot.config_check.inspect` (the one entry point ``check-config``,
+  ``run``, ``chat`` and ``doctor`` call); tuning knobs nobody should need are
+  written under ``advanced:`` (:func:`runtime.infra.config.relocate_advanced`).
+* :class:`BotSettings` is not a second model of the file: it is the root with
+  ``telegram`` known to be there, which is what the Telegram adapter is typed
+  against. :func:`with_telegram` narrows a validated root to it without
+  validating anything again.
 """
 
 from __future__ import annotations
@@ -10,14 +22,28 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import BeforeValidator, Field, SecretStr, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from agentgram.bot.terminal.settings import TerminalSettings
 from agentgram.bot.web.settings import WebSettings
-from agentgram.runtime.infra.config import HttpUrl, Section, Settings, load_config, settings_from_mapping
+from agentgram.runtime.infra.config import (
+    ADVANCED,
+    ConfigInvalid,
+    HttpUrl,
+    Parsed,
+    Section,
+    Settings,
+    advanced,
+    advanced_keys,
+    parse_mapping,
+    read_config,
+    sort_problems,
+)
+from agentgram.runtime.infra.errors import ConfigError
 
 PUBLIC_API_HOST = "api.telegram.org"
 PUBLIC_DOWNLOAD_MB = 20
@@ -30,21 +56,54 @@ LOCAL_UPLOAD_MB = 2000
 """The most a bot may send through the public Bot API, and through a local Bot API server."""
 
 
+USERNAME = re.compile(r"@?[A-Za-z][A-Za-z0-9_]{4,31}")
+"""A Telegram @username (5-32 characters), with or without its ``@``."""
+
+
+def _not_a_username(value: object) -> object:
+    """A @username where a user id belongs gets the hint; a number written as a string
+    (``"123"``) is read as that number, as pydantic reads any quoted integer."""
+    if isinstance(value, str) and (value.strip().startswith("@") or USERNAME.fullmatch(value.strip())):
+        shown = repr(value).replace("{", "{{").replace("}", "}}")
+        raise PydanticCustomError(
+            "user_id_username",
+            f"{shown} is a username; a user id is a number, not a @username: the bot tells a stranger their id",
+        )
+    return value
+
+
+UserId = Annotated[int, BeforeValidator(_not_a_username)]
+"""A Telegram user id: a number (``"123"`` in quotes is read as 123); a @username is refused with
+the way to find the id."""
+
+
 class TelegramSettings(Section):
     token: SecretStr
+    """The bot token from @BotFather."""
     library: Literal["ptb", "aiogram"] = "ptb"
     """The driver that speaks the Bot API (``bot/telegram/drivers``): python-telegram-bot or aiogram 3."""
     api_base_url: HttpUrl = f"https://{PUBLIC_API_HOST}"
-    allowed_user_ids: list[int] = Field(min_length=1)
-    stream_edit_interval: float = Field(default=1.0, ge=0.05)
-    stream_first_delay: float = Field(default=0.5, ge=0, le=10)
+    """The Bot API root; calls go to ``{root}/bot{token}/{method}`` (a local Bot API server works too)."""
+    allowed_user_ids: list[UserId] = Field(min_length=1)
+    """Telegram user ids (numbers, not @usernames) allowed to talk to the agent and press its buttons."""
+    stream_edit_interval: float = advanced(1.0, ge=0.05)
+    """Where drafts are off or refused: seconds between edits of a streaming reply."""
+    stream_first_delay: float = advanced(0.5, ge=0, le=10)
+    """...and such a reply's first text waits this long; a reply complete by then is one message."""
     drafts: bool = True
-    draft_interval: float = Field(default=0.3, ge=0.05, le=10)
-    poll_timeout: int = Field(default=30, ge=0, le=50)
-    max_retries: int = Field(default=3, ge=0, le=10)
-    messages_per_second: float = Field(default=30.0, gt=0)
+    """Private chats stream replies as drafts (sendMessageDraft): first words at once, one message at the end."""
+    draft_interval: float = advanced(0.3, ge=0.05, le=10)
+    """Seconds between drafts of a streaming reply, per chat."""
+    poll_timeout: int = advanced(30, ge=0, le=50)
+    """Long-polling timeout for getUpdates, seconds."""
+    max_retries: int = advanced(3, ge=0, le=10)
+    """Not read any more: each chat's send queue retries every call itself, honouring a 429's
+    retry_after (the drivers only pace). Kept so that older files still load."""
+    messages_per_second: float = advanced(30.0, gt=0)
+    """The overall send/edit budget (Telegram's guidance); typing actions are not counted."""
     pairing: bool = False
-    job_status_interval: float = Field(default=5.0, ge=2)
+    """``true``: a stranger gets a code and the first allowed user gets Approve/Deny buttons."""
+    job_status_interval: float = advanced(5.0, ge=2)
     """Seconds between edits of a detached command's live status line (its elapsed time)."""
     max_download_mb: int = Field(default=PUBLIC_DOWNLOAD_MB, ge=1, le=2000)
     """Attachments bigger than this are not fetched (the user is told); over 20 only with a local
@@ -86,13 +145,14 @@ def _is_public(api_base_url: str) -> bool:
 
 
 class _TelegramSection(Section):
-    telegram: TelegramSettings
+    telegram: TelegramSettings | None = None
+    """The Telegram bot; ``agentgram run`` needs it, ``agentgram chat`` runs without it."""
 
 
-class BotSettings(Settings, _TelegramSection):
-    """The whole ``config.yml``. ``telegram`` comes in through a base listed after
-    :class:`Settings`, so pydantic sees it first: it keeps its place at the top of
-    ``check-config``'s output and of the error list, as in the file."""
+class AgentgramSettings(Settings, _TelegramSection):
+    """The whole ``config.yml``: the one root model (module docstring). ``telegram`` comes in
+    through a base listed after :class:`Settings`, so pydantic sees it first: it keeps its place
+    at the top of ``check-config``'s output and of the error list, as in the file."""
 
     web: WebSettings = WebSettings()
     """The web view (:mod:`bot.web`); its token rules are checked with the section."""
@@ -100,10 +160,73 @@ class BotSettings(Settings, _TelegramSection):
     """The terminal chat (``agentgram chat``, :mod:`bot.terminal`)."""
 
 
+class BotSettings(AgentgramSettings):
+    """The root with ``telegram`` there: what the Telegram adapter is typed against."""
+
+    telegram: TelegramSettings
+
+
+def with_telegram(settings: AgentgramSettings) -> BotSettings:
+    """``settings`` as :class:`BotSettings` (its ``telegram`` must be set): the same values,
+    nothing validated again."""
+    if isinstance(settings, BotSettings):
+        return settings
+    assert settings.telegram is not None, "with_telegram needs a telegram section"
+    narrowed = BotSettings.model_construct(
+        _fields_set=settings.model_fields_set,
+        **{name: getattr(settings, name) for name in type(settings).model_fields},
+    )
+    narrowed._config_file = settings.config_file
+    return narrowed
+
+
+def current_layout(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` with every tuning knob written at its old place moved under ``advanced:`` (what
+    ``config.example.yml`` shows); the values are the same."""
+    data = {**raw}
+    block: dict[str, Any] = {**(data.get(ADVANCED) or {})}
+    for section, keys in advanced_keys(AgentgramSettings).items():
+        values = data.get(section)
+        if not isinstance(values, dict) or not any(key in values for key in keys):
+            continue
+        kept = {key: value for key, value in values.items() if key not in keys}
+        moved = {key: values[key] for key in keys if key in values}
+        data[section] = kept
+        block[section] = {**(block.get(section) or {}), **moved}
+    if block:
+        data[ADVANCED] = block
+    return data
+
+
+class TelegramPresence:
+    """A :data:`~runtime.infra.config.Prepare` step that notes whether the data hold a
+    ``telegram`` section (``run`` needs one; the root model does not)."""
+
+    def __init__(self) -> None:
+        self.present: bool | None = None  # None: the file was not read that far
+
+    def __call__(self, data: dict[str, Any]) -> dict[str, Any]:
+        self.present = data.get("telegram") is not None
+        return data
+
+    def problems(self) -> list[ConfigError]:
+        return [ConfigError("telegram", "is required")] if self.present is False else []
+
+
 def load_bot_config(path: Path, environ: Mapping[str, str] | None = None) -> BotSettings:
-    """``config.yml`` as the Telegram adapter reads it (see :func:`runtime.config.load_config`)."""
-    return load_config(path, environ, model=BotSettings)
+    """``config.yml`` as the Telegram adapter reads it (see :func:`runtime.config.load_config`);
+    no semantic checks (``bot.config_check.check_config`` adds them)."""
+    presence = TelegramPresence()
+    return _bot(read_config(path, environ, model=AgentgramSettings, prepare=presence), presence)
 
 
 def bot_settings_from_mapping(raw: dict[str, Any], env: Mapping[str, str]) -> BotSettings:
-    return settings_from_mapping(raw, env, model=BotSettings)
+    presence = TelegramPresence()
+    return _bot(parse_mapping(raw, env, model=AgentgramSettings, prepare=presence), presence)
+
+
+def _bot(parsed: Parsed[AgentgramSettings], presence: TelegramPresence) -> BotSettings:
+    problems = [*parsed.problems, *presence.problems()]
+    if problems or parsed.settings is None:
+        raise ConfigInvalid(sort_problems(problems, AgentgramSettings), parsed.warnings)
+    return with_telegram(parsed.settings)

@@ -2,8 +2,8 @@
 
 A rule a second adapter would otherwise copy lives here once: the mark of a tool
 call's phase, which events of a tic or cron run reach a chat, how a message that
-does not start a turn is acknowledged, the locale key of an approval's decision,
-and the state a cron job is shown in. It knows no chat
+does not start a turn is acknowledged, how an approval of a read is worded, the
+locale key of an approval's decision, and the state a cron job is shown in. It knows no chat
 platform (an import-linter contract keeps it so).
 """
 
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import enum
 
-from agentgram.runtime.app import ApprovalStatus, PostResult
+from agentgram.runtime.app import ApprovalStatus, PostResult, is_headless
 from agentgram.runtime.infra.events import (
+    ApprovalDetails,
     ApprovalRequested,
     ApprovalResolved,
     FileOutput,
@@ -33,16 +34,15 @@ PHASE_MARK = {
 }
 """A tool call's status line ends with the mark of its phase."""
 
-HEADLESS = frozenset({"tic", "cron"})
-"""The sources of the runs nobody chats with (``SessionSource.TIC``, ``SessionSource.CRON``)."""
 _HEADLESS_SPEAKS = (ApprovalRequested, ApprovalResolved, Report, FileOutput)
 
 
 def reaches_chat(event: RuntimeEvent) -> bool:
     """Whether a chat shows ``event``: a tic or cron run shows only its approvals, its report and
-    the files it sends, never its streamed text or tool lines."""
+    the files it sends, never its streamed text or tool lines (which runs are headless is the
+    runtime's one rule, :func:`~runtime.app.is_headless`)."""
     to = getattr(event, "to", None)
-    return to is None or to.source not in HEADLESS or isinstance(event, _HEADLESS_SPEAKS)
+    return to is None or not is_headless(to.source) or isinstance(event, _HEADLESS_SPEAKS)
 
 
 _ACKS = {
@@ -57,6 +57,24 @@ def ack_key(result: PostResult) -> str | None:
     """The locale key a message is acknowledged with when it does not start a turn at once
     (``None``: it starts one, the reply says enough)."""
     return _ACKS.get(result)
+
+
+_READ_KEYS = {
+    "read_file": "approval-read-file",
+    "list_dir": "approval-list-dir",
+    "send_file": "approval-send-file",
+}
+
+
+def read_wording(details: ApprovalDetails) -> tuple[str, dict[str, str]] | None:
+    """The header of an approval for a read (:attr:`ApprovalDetails.read_path`) as a locale key and
+    its parameters, unescaped (``path``, ``tool``, and ``outside``: ``yes`` or ``no``); ``None`` for
+    any other call. A reading tool without words of its own gets the generic ``approval-read``."""
+    if details.read_path is None:
+        return None
+    key = _READ_KEYS.get(details.tool_name, "approval-read")
+    outside = "yes" if details.outside else "no"
+    return key, {"path": details.read_path, "tool": details.tool_name, "outside": outside}
 
 
 _DECISION_KEYS = {

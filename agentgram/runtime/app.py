@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Protocol, Self
+from typing import Any, Protocol, Self
 from zoneinfo import ZoneInfo
 
 from agentgram.runtime.capabilities.agents import AGENTS_DIR, AgentSpec, load_agents, unknown_models
@@ -32,19 +32,19 @@ from agentgram.runtime.capabilities.agents.skills import Skill, load_skills, ski
 from agentgram.runtime.capabilities.attachments.images import ImageCache
 from agentgram.runtime.capabilities.attachments.inbox import FileSource, Inbox
 from agentgram.runtime.capabilities.attachments.transcribe import OpenAITranscriber
-from agentgram.runtime.capabilities.mcp.activate import ACTIVATE_TOOLS, ActivateTools
+from agentgram.runtime.capabilities.mcp.activate import ActivateTools
 from agentgram.runtime.capabilities.mcp.catalog import McpCatalog, McpServerStatus
 from agentgram.runtime.capabilities.mcp.servers import McpServers
 from agentgram.runtime.capabilities.mcp.tools import PREFIX as MCP_PREFIX
 from agentgram.runtime.capabilities.mcp.tools import server_rules
 from agentgram.runtime.capabilities.questions import AskUserClarification, QuestionManager
-from agentgram.runtime.capabilities.tools.base import ToolRegistry
+from agentgram.runtime.capabilities.tools.base import Tool, ToolRegistry
 from agentgram.runtime.capabilities.tools.builtin import default_registry
 from agentgram.runtime.capabilities.tools.calls import call_tools
 from agentgram.runtime.capabilities.tools.files import secret_paths
 from agentgram.runtime.capabilities.tools.history_search import SearchHistory
 from agentgram.runtime.capabilities.tools.memory import MEMORY_DIR, memory_tools
-from agentgram.runtime.capabilities.tools.notes import NoteStore, UpdateScratchpad, WriteTodos, note_tools
+from agentgram.runtime.capabilities.tools.notes import NoteStore, UpdateScratchpad, WriteTodos
 from agentgram.runtime.capabilities.tools.processes import SqlProcessLedger
 from agentgram.runtime.capabilities.tools.send_file import SendFile
 from agentgram.runtime.capabilities.tools.skills import LOAD_SKILL, LoadSkill
@@ -69,7 +69,7 @@ from agentgram.runtime.core.mailbox import (
 )
 from agentgram.runtime.core.mailbox.envelope import Attachment, QuestionAnswerBody
 from agentgram.runtime.core.prompt import MemoryPrompt, build_static_prompt
-from agentgram.runtime.core.sessions.hub import HubOptions, SessionHub, address_of
+from agentgram.runtime.core.sessions.hub import HubOptions, SessionHub
 from agentgram.runtime.core.turn.background import BackgroundCalls, RunningCall
 from agentgram.runtime.core.turn.compaction import (
     CompactionOutcome,
@@ -78,9 +78,11 @@ from agentgram.runtime.core.turn.compaction import (
     ContextUsage,
 )
 from agentgram.runtime.core.turn.context import ContextSettings
-from agentgram.runtime.core.turn.loop import TurnServices, call_summary
-from agentgram.runtime.core.turn.subagents import EXECUTE_TASK, AgentBook, ExecuteTask
+from agentgram.runtime.core.turn.deps import ChosenModels, TurnDeps
+from agentgram.runtime.core.turn.loop import call_summary
+from agentgram.runtime.core.turn.subagents import AgentBook, ExecuteTask
 from agentgram.runtime.debug_view import DebugView
+from agentgram.runtime.infra.backoff import Backoff
 from agentgram.runtime.infra.config import DEFAULT_MODEL_NAME, Settings
 from agentgram.runtime.infra.errors import ConfigError, MailboxFull, ToolError
 from agentgram.runtime.infra.events import (
@@ -115,6 +117,7 @@ from agentgram.runtime.infra.storage.models import (
     ToolCallRow,
     ToolCallStatus,
     TurnStatus,
+    is_headless,
     utcnow,
 )
 from agentgram.runtime.infra.storage.outbox import OutboxStore
@@ -127,7 +130,7 @@ from agentgram.runtime.infra.tasks import cancel_and_wait
 from agentgram.runtime.metrics_bus import watch as watch_metrics
 from agentgram.runtime.scheduler.ports import SchedulerPorts
 from agentgram.runtime.scheduler.service import SchedulerService
-from agentgram.runtime.scheduler.tools import DeleteJob, ListJobs, ScheduleJob, UpdateJob, schedule_tools
+from agentgram.runtime.scheduler.tools import DeleteJob, ListJobs, ScheduleJob, UpdateJob
 
 log = get_logger("runtime")
 
@@ -319,49 +322,55 @@ def local_zone(settings: Settings) -> tuple[ZoneInfo, str]:
 
 
 DEFAULT_UPLOAD_BYTES = 50 * 1024 * 1024
-"""The largest file ``send_file`` sends unless the adapter says otherwise (Telegram bots: 50 MB)."""
+"""The largest file ``send_file`` sends unless the adapter says otherwise (a chat bot's usual 50 MB)."""
 
 
-def _address(session: SessionRef) -> Address:
-    assert session.id is not None
-    return Address(
-        session_id=session.id,
-        source=session.source,
-        chat_id=session.chat_id,
-        language=session.language_code,
-    )
+ToolMaker = Callable[["Runtime"], Tool[Any]]
+"""How a :class:`Runtime` builds one of its tools (from its own parts)."""
+
+
+def _ready(tool: Tool[Any]) -> ToolMaker:
+    """The maker of a tool that needs no part of the runtime (built already)."""
+    return lambda _: tool
+
+
+def runtime_tools(settings: Settings) -> list[tuple[type[Tool[Any]], ToolMaker]]:
+    """The one list of the tools a runtime built from ``settings`` adds to the built-in ones
+    (:func:`default_registry`), in the order it registers them: each tool's class (whose ``name``
+    is the tool's name) and how the runtime builds it. :class:`Runtime` registers what the makers
+    build; :func:`runtime_tool_names` reads the classes' names without building anything."""
+    tools: list[tuple[type[Tool[Any]], ToolMaker]] = [
+        (SearchHistory, lambda rt: SearchHistory(rt.search, rt.timezone)),
+        (ScheduleJob, lambda rt: ScheduleJob(rt.scheduler)),
+        (ListJobs, lambda rt: ListJobs(rt.scheduler)),
+        (UpdateJob, lambda rt: UpdateJob(rt.scheduler)),
+        (DeleteJob, lambda rt: DeleteJob(rt.scheduler)),
+        (AskUserClarification, lambda rt: AskUserClarification(rt.questions, rt.bus)),
+        (UpdateScratchpad, lambda rt: UpdateScratchpad(rt.notes)),
+        (WriteTodos, lambda rt: WriteTodos(rt.notes, rt.bus)),
+        *((type(tool), _ready(tool)) for tool in memory_tools(settings.agent)),
+        (ExecuteTask, lambda rt: ExecuteTask(rt.agents)),
+        *((type(tool), _ready(tool)) for tool in call_tools()),
+        (SendFile, lambda rt: SendFile(rt)),
+        (LoadSkill, lambda rt: LoadSkill(rt.skill_catalog)),
+    ]
+    if any(server.enabled and server.lazy for server in settings.mcp.servers.values()):
+        tools.append((ActivateTools, lambda rt: ActivateTools(rt.mcp_catalog)))  # McpCatalog.lazy()
+    return tools
 
 
 def runtime_tool_names(settings: Settings) -> frozenset[str]:
-    """Every tool a runtime built from ``settings`` registers, by class (nothing is built): what a
-    wrapper hook's ``tool`` may name (any registered tool, offered to the model or not)."""
-    return frozenset(
-        [
-            *default_registry().names(),
-            SearchHistory.name,
-            *(tool.name for tool in (ScheduleJob, ListJobs, UpdateJob, DeleteJob)),
-            AskUserClarification.name,
-            UpdateScratchpad.name,
-            WriteTodos.name,
-            *(tool.name for tool in memory_tools(settings.agent)),
-            EXECUTE_TASK,
-            *(tool.name for tool in call_tools()),
-            SendFile.name,
-            LoadSkill.name,
-            *([ACTIVATE_TOOLS] if any(s.enabled and s.lazy for s in settings.mcp.servers.values()) else []),
-        ]
-    )
+    """Every tool a runtime built from ``settings`` registers, by class (nothing but the built-in
+    registry is built): what a wrapper hook's ``tool`` may name (any registered tool, offered to
+    the model or not)."""
+    return frozenset([*default_registry().names(), *(cls.name for cls, _ in runtime_tools(settings))])
 
 
 def unknown_hook_tools(settings: Settings) -> list[ConfigError]:
     """``tools.wrappers`` hooks naming a tool no runtime registers (``check-config`` and ``run``
     report them alike)."""
     known = runtime_tool_names(settings)
-    return [
-        ConfigError(key, f"no tool named {name!r} (hooks may name any registered tool)")
-        for key, name in Wrappers(settings.tools.wrappers, lambda _: None).unknown_hook_tools()
-        if name not in known
-    ]
+    return Wrappers(settings.tools.wrappers, lambda _: None).hook_problems(known.__contains__)
 
 
 class Runtime:
@@ -378,7 +387,7 @@ class Runtime:
         self.settings = settings
         register_secret(settings.llm.api_key.get_secret_value())  # whatever its length
         register_secrets(settings)  # every SecretStr (LLM keys, MCP env and headers), before anything logs
-        self.db = Database(settings.storage.url)
+        self.db = Database(settings.storage.url, pool_size=settings.storage.pool_size)
         self.bus = EventBus()
         self.sessions = SessionStore(self.db)
         self.values: KeyValueStore = self.sessions
@@ -421,15 +430,31 @@ class Runtime:
         self.restart_hooks: list[RestartHook] = []
         """Run on start before anything resumes: an adapter tidies what the previous process left
         in the chats (e.g. status lines it never finished), knowing nothing of this one runs yet."""
-        self.services = TurnServices(
+        self.background_store = BackgroundStore(self.db)
+        self.background = BackgroundCalls(
+            self.background_store, self.history, self.mailbox, self.bus, settings.tools
+        )
+        self.inbox = Inbox(
+            workdir=self.workdir,
+            store=PreparedStore(self.db),
+            bus=self.bus,
+            notify=self.notice,
+            transcription=settings.transcription,
+            transcriber=OpenAITranscriber(settings.transcription, settings.llm)
+            if settings.transcription.enabled
+            else None,
+        )
+        self.compactor = Compactor(settings.llm.compaction, self.history, self.summaries)
+        self.deps = TurnDeps(
             db=self.db,
             sessions=self.sessions,
             history=self.history,
             mailbox=self.mailbox,
-            llm=self.llm,
-            tools=self.tools,
+            models=ChosenModels(SessionModels(self.models, self.usage)),
+            tools=self.tools,  # filled below; the main agent's allowlist is AgentBook.main_tools
             approvals=self.approvals,
             bus=self.bus,
+            notice=self.notice,
             context=ContextSettings(
                 static_system=build_static_prompt(
                     settings.agent.system_prompt_file,
@@ -448,6 +473,7 @@ class Runtime:
                 images=ImageCache(settings.llm.max_image_px) if settings.llm.vision else None,
             ),
             max_rounds=settings.llm.max_tool_rounds,
+            clock=utcnow,
             agents=AgentBook(
                 self.agents,
                 prompt=lambda spec: build_static_prompt(
@@ -455,36 +481,21 @@ class Runtime:
                 ),
             ),
             max_parallel_subagents=settings.llm.max_parallel_subagents,
-            clock=utcnow,
-            notice=self.notice,
-            processes=self.processes,
             protected=secret_paths(settings.config_file, self.db.file),
-            compaction=Compactor(settings.llm.compaction, self.history, self.summaries),
+            wrappers=Wrappers(settings.tools.wrappers, self.tools.get),
+            processes=self.processes,
             notes=self.notes,
             questions=self.questions,
-            models=SessionModels(self.models, self.usage),
+            compaction=self.compactor,
             memory=MemoryPrompt(
                 self.workdir / MEMORY_DIR, settings.agent.inject_memory, settings.agent.memory_max_chars
             ),
+            calls=self.background,
+            files=self.inbox,
+            mcp=self.mcp_catalog,
         )
-        self.background_store = BackgroundStore(self.db)
-        self.background = BackgroundCalls(
-            self.background_store, self.history, self.mailbox, self.bus, settings.tools
-        )
-        self.services.background = self.background
-        self.inbox = Inbox(
-            workdir=self.workdir,
-            store=PreparedStore(self.db),
-            bus=self.bus,
-            notify=self.notice,
-            transcription=settings.transcription,
-            transcriber=OpenAITranscriber(settings.transcription, settings.llm)
-            if settings.transcription.enabled
-            else None,
-        )
-        self.services.inbox = self.inbox
         self.max_upload_bytes = DEFAULT_UPLOAD_BYTES
-        self.hub = SessionHub(self.services, HubOptions(resume_on_message=settings.mailbox.resume_on_message))
+        self.hub = SessionHub(self.deps, HubOptions(resume_on_message=settings.mailbox.resume_on_message))
         self.scheduler = SchedulerService(
             SchedulerPorts(
                 db=self.db,
@@ -504,30 +515,13 @@ class Runtime:
                 home_chat_id=home_chat_id,
             )
         )
-        if self.tools.get(SearchHistory.name) is None:
-            self.tools.register(SearchHistory(self.search, self.timezone))
-        for tool in schedule_tools(self.scheduler):
-            if self.tools.get(tool.name) is None:
+        for cls, make in runtime_tools(settings):
+            if self.tools.get(cls.name) is None:  # a tool the caller registered already stays
+                tool = make(self)
+                assert isinstance(tool, cls), (cls, tool)
                 self.tools.register(tool)
-        for tool in [AskUserClarification(self.questions, self.bus), *note_tools(self.notes, self.bus)]:
-            if self.tools.get(tool.name) is None:
-                self.tools.register(tool)
-        for tool in memory_tools(settings.agent):
-            if self.tools.get(tool.name) is None:
-                self.tools.register(tool)
-        if self.tools.get(EXECUTE_TASK) is None:
-            self.tools.register(ExecuteTask(self.agents))
-        for tool in [*call_tools(), SendFile(self), LoadSkill(self.skill_catalog)]:
-            if self.tools.get(tool.name) is None:
-                self.tools.register(tool)
-        if self.mcp_catalog.lazy() and self.tools.get(ACTIVATE_TOOLS) is None:
-            self.tools.register(ActivateTools(self.mcp_catalog))
-        self.services.mcp = self.mcp_catalog
-        self.services.wrappers = Wrappers(settings.tools.wrappers, self.tools.get)
-        for key, name in self.services.wrappers.unknown_hook_tools():
-            raise ConfigError(key, f"no tool named {name!r} (hooks may name any registered tool)")
-        if self.agents.main.tools is not None:  # the main agent's allowlist (agents/main)
-            self.services.tools = self.tools.only(self.agents.main.tools)
+        for problem in self.deps.wrappers.hook_problems():
+            raise problem
 
     def _knows_tool(self, name: str) -> bool:
         """A registered tool, or a tool of a configured MCP server (listed or not yet)."""
@@ -563,7 +557,7 @@ class Runtime:
     async def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         log.info("SQLite %s; database %s", Database.sqlite_version(), self.db.engine.url.render_as_string())
-        await migrate(self.db)
+        await migrate(self.db, self.settings.storage.migrate)
         await self.approvals.load_rules()
         await self.processes.reap_orphans()  # before any interrupted command is re-run or MCP server starts
         await self.mcp_catalog.list_eager()  # the lazy: false servers' tools, offered from the first turn
@@ -596,7 +590,7 @@ class Runtime:
 
     async def _resend_undelivered(self) -> None:
         """Final answers, notices and reports stored but never shown (killed in between, or
-        Telegram down until the end) go out now, once."""
+        the chat platform down until the end) go out now, once."""
         for event in await self.outbox.unshown(since=utcnow() - UNDELIVERED_WINDOW):
             log.info("sending the stored %s %s, which the chat never showed", event.kind, event.outbox_id)
             self.bus.emit(event)
@@ -609,7 +603,7 @@ class Runtime:
             )
             self.bus.emit(
                 RoundEnded(
-                    to=address_of(session),
+                    to=Address.of(session),
                     turn_id=row.turn_id,
                     text=row.content,
                     has_tool_calls=False,
@@ -627,15 +621,17 @@ class Runtime:
         checked again with backoff, :data:`LLM_CHECK_FIRST` doubling to :data:`LLM_CHECK_CAP`,
         until it answers; a refused key or an unlisted model is a configuration mistake, logged
         once."""
-        delay = LLM_CHECK_FIRST
+        delays = Backoff(LLM_CHECK_FIRST, LLM_CHECK_CAP).delays()
+        waited = False
         while (warning := await self.llm.probe()) is not None:
             if not warning.retry:
                 log.warning("LLM endpoint: %s", warning.text)
                 return
+            delay = next(delays)
             log.warning("LLM endpoint: %s; checking again in %.0fs", warning.text, delay)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, LLM_CHECK_CAP)
-        if delay > LLM_CHECK_FIRST:
+            waited = True
+        if waited:
             log.info("LLM endpoint answers now")
 
     async def close(self) -> None:
@@ -654,7 +650,7 @@ class Runtime:
             await self.hub.shutdown()
             await self.background.close()
             await self.inbox.close()  # a fetch cut short is done again by the next start
-            await self.services.requests.close()  # prefetched requests no turn adopted
+            await self.deps.requests.close()  # prefetched requests no turn adopted
             for hook in self.close_hooks:
                 await hook()
         finally:
@@ -869,7 +865,7 @@ class Runtime:
         except MailboxFull:
             return Posted(PostResult.FULL, checkpoint_stored=False)
         if attachments and not receipt.duplicate:
-            self.inbox.start(envelope, _address(session))
+            self.inbox.start(envelope, Address.of(session))
         return Posted(await self._post_result(session, receipt, busy), receipt.checkpoint_stored)
 
     async def send_file(self, session_id: int, path: Path, caption: str | None, *, as_photo: bool) -> None:
@@ -878,7 +874,7 @@ class Runtime:
         session = await self.sessions.get(session_id)
         if session is None:
             raise ToolError("this session is gone")
-        output = FileOutput(to=address_of(session), path=str(path), caption=caption, as_photo=as_photo)
+        output = FileOutput(to=Address.of(session), path=str(path), caption=caption, as_photo=as_photo)
         await self.publish(output)
 
     def set_file_source(self, source: FileSource, *, max_upload_bytes: int | None = None) -> None:
@@ -893,7 +889,7 @@ class Runtime:
         if receipt.duplicate:
             return PostResult.DUPLICATE
         if busy:
-            return PostResult.WAITING_APPROVAL if self.approvals.awaited(session.id) else PostResult.QUEUED
+            return PostResult.WAITING_APPROVAL if self.hub.awaited(session.id) else PostResult.QUEUED
         paused = await self.hub.paused_turn(session.id) is not None
         if paused and not self.settings.mailbox.resume_on_message:
             return PostResult.PAUSED
@@ -1027,18 +1023,17 @@ class Runtime:
     async def compact(self, session: SessionRef) -> CompactionReport:
         """``/compact``: summarise the session's older history now (not while a turn runs: it
         compacts by itself when it must)."""
-        compactor = self.services.compaction
-        if compactor is None or not compactor.settings.enabled:
+        compactor = self.compactor
+        if not compactor.settings.enabled:
             return CompactionReport(CompactionOutcome.OFF)
         if self.hub.is_busy(session.id):
             return CompactionReport(CompactionOutcome.BUSY)
-        return await compactor.compact(session.id, await self.services.llm_for(session.id))
+        return await compactor.compact(session.id, await self.deps.models.client_for(session.id))
 
     async def context_usage(self, session: SessionRef) -> ContextUsage:
         """``/context``: how big the next request is, the threshold, what the summary covers."""
-        compactor = self.services.compaction
-        assert compactor is not None
-        static = len(self.services.context_for(session.id).static_system)
+        compactor = self.compactor
+        static = len(self.deps.context_for(session.id).static_system)
         return compactor.usage(await compactor.view(session.id), static)
 
     async def search_history(self, chat_id: int, query: str, limit: int = 10) -> list[SearchHit]:
@@ -1100,7 +1095,7 @@ class Runtime:
 
     async def awaited_approval(self, session: SessionRef) -> AwaitedApproval | None:
         """What the session's turn is blocked on (``PostResult.WAITING_APPROVAL``), if still so."""
-        request_id = self.approvals.awaited(session.id)
+        request_id = self.hub.awaited(session.id)
         found = await self._request_call(request_id) if request_id is not None else None
         if found is None or found[0].status != ApprovalStatus.PENDING:
             return None
@@ -1110,7 +1105,7 @@ class Runtime:
     def waits_for_decision(self, session_id: int) -> bool:
         """The session's turn is blocked on a decision (also on a prompt a previous process sent,
         which a resumed turn waits on without a new ``ApprovalRequested``)."""
-        return self.approvals.awaited(session_id) is not None or self.questions.awaited(session_id)
+        return self.hub.awaited(session_id) is not None or self.questions.awaited(session_id)
 
     async def approval_for_message(self, chat_id: int, message_id: int) -> PromptedApproval | None:
         """The request whose prompt is this chat message, once its send returned."""
@@ -1229,5 +1224,6 @@ __all__ = [
     "ToolCallStatus",
     "TrustOverview",
     "fingerprint",
+    "is_headless",
     "migrate_database",
 ]

@@ -12,10 +12,13 @@ fail on the same problems, before the bot is built, with one line each:
   can be created (``run`` creates both with their parents);
 * ``storage.url`` names an async driver that is installed (the ``[postgres]``
   extra for asyncpg);
-* each ``agent.skills_dirs`` entry is an existing folder.
+* each ``agent.skills_dirs`` entry is an existing folder;
+* an API key written empty is a warning (a local server needs none; api.openai.com refuses);
+* a SQLite database that does not exist yet, while agentgram databases exist elsewhere under
+  the config's folder, is a warning naming them (the history the user expects is there).
 
 A check is a function from :class:`Settings` to the :class:`CheckProblem`\\ s it
-finds. None of these knows a chat platform: adapters add their own checks on
+finds (a problem, or a warning when ``warning`` is set). None of these knows a chat platform: adapters add their own checks on
 their own settings model (``bot/config_check.py``) and call
 :func:`validate_config` with the union and that model. Writability is proven
 by creating and removing an empty temporary folder, because ``os.access``
@@ -24,20 +27,32 @@ says yes to root on ``/proc`` and other places where nothing can be created.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, TypeAlias, TypeVar, overload
+from typing import Any, Generic, TypeAlias, TypeVar, overload
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, InvalidRequestError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from agentgram.runtime.infra.config import ConfigInvalid, Settings, parse_config
+from agentgram.runtime.infra.config import (
+    ConfigInvalid,
+    ConfigWarning,
+    Prepare,
+    Settings,
+    is_openai,
+    key_loc,
+    read_config,
+    sort_problems,
+    sqlite_path,
+)
 from agentgram.runtime.infra.errors import ConfigError
 
 
@@ -45,10 +60,60 @@ from agentgram.runtime.infra.errors import ConfigError
 class CheckProblem:
     key: str
     problem: str
+    warning: bool = False
 
 
 SettingsT = TypeVar("SettingsT", bound=Settings)
 Check: TypeAlias = Callable[[SettingsT], Iterable[CheckProblem]]
+
+
+@dataclass(slots=True)
+class Inspection(Generic[SettingsT]):
+    """Everything one pass over a config found: the settings (``None`` when anything is wrong),
+    every problem in the file's key order, and the warnings."""
+
+    settings: SettingsT | None
+    problems: list[ConfigError]
+    warnings: list[ConfigWarning]
+    parsed: bool
+    """Every value was valid (the problems, if any, are the semantic checks')."""
+    usable: SettingsT | None = None
+    """The settings even when a check failed (``None`` unless every value parsed)."""
+
+
+def inspect_config(
+    path: Path,
+    checks: Iterable[Check[Any]],
+    environ: Mapping[str, str] | None = None,
+    *,
+    model: type[SettingsT],
+    prepare: Prepare | None = None,
+) -> Inspection[SettingsT]:
+    """Parse against ``model`` and run every check, in one pass: missing variables, type errors
+    and the checks' problems come together. The checks run on the values that are valid (an
+    invalid one is left at its default for them); a check's problem on a key already reported is
+    dropped. Never raises."""
+    parsed = read_config(path, environ, model=model, prepare=prepare)
+    problems = list(parsed.problems)
+    warnings = list(parsed.warnings)
+    if parsed.usable is not None:
+        reported = [key_loc(problem.key) for problem in problems]
+        for check in checks:
+            for found in check(parsed.usable):
+                line = parsed.origins.problem(found.key, found.problem)
+                if found.warning:
+                    if all(warning.key != line.key for warning in warnings):  # one line per key
+                        warnings.append(ConfigWarning(line.key, line.problem))
+                elif not any(_related(key_loc(line.key), loc) for loc in reported):
+                    problems.append(line)
+    problems = sort_problems(problems, model)
+    settings = parsed.settings if not problems else None
+    return Inspection(settings, problems, warnings, parsed.settings is not None, parsed.settings)
+
+
+def _related(one: tuple[str, ...], other: tuple[str, ...]) -> bool:
+    shorter = min(len(one), len(other))
+    return one[:shorter] == other[:shorter]
 
 
 @overload
@@ -70,17 +135,11 @@ def validate_config(
     *,
     model: type[Settings] = Settings,
 ) -> Settings:
-    """The one validation ``check-config`` and ``run`` share: parse (against ``model``, the
-    adapter's extension of :class:`Settings`), then every check.
-
-    Raises :class:`ConfigInvalid` listing every problem; the checks run only
-    on a config that parsed.
-    """
-    settings, origins = parse_config(path, environ, model=model)
-    problems = [origins.problem(found.key, found.problem) for check in checks for found in check(settings)]
-    if problems:
-        raise ConfigInvalid(problems)
-    return settings
+    """:func:`inspect_config`, raising :class:`ConfigInvalid` listing every problem."""
+    found = inspect_config(path, checks, environ, model=model)
+    if found.settings is None:
+        raise ConfigInvalid(found.problems, found.warnings)
+    return found.settings
 
 
 # --- the runtime's checks ------------------------------------------------------------
@@ -239,6 +298,69 @@ def check_skills_dirs(settings: Settings) -> Iterator[CheckProblem]:
             yield CheckProblem(f"agent.skills_dirs.{index}", f"{folder} {what}")
 
 
+def check_api_keys(settings: Settings) -> Iterator[CheckProblem]:
+    """An API key written empty is a warning: a local server needs none, api.openai.com refuses
+    every request (left out, it is not judged; an unset variable is judged as it is read)."""
+    llm = settings.llm
+    keyed = [("llm.api_key", llm.base_url, llm.api_key, "api_key" in llm.model_fields_set)]
+    for index, entry in enumerate(llm.models):
+        if entry.api_key is not None:
+            keyed.append((f"llm.models.{index}.api_key", entry.base_url or llm.base_url, entry.api_key, True))
+    for key, base_url, secret, given in keyed:
+        if given and not secret.get_secret_value().strip():
+            if is_openai(base_url):
+                yield CheckProblem(
+                    key, f"is empty: {base_url} refuses requests without an API key", warning=True
+                )
+            else:
+                yield CheckProblem(key, f"is empty: no API key is sent to {base_url}", warning=True)
+
+
+AGENTGRAM_TABLES = frozenset({"sessions", "session_mail"})
+"""Tables that make a SQLite file one of agentgram's databases."""
+STRAY_SEARCH_DEPTH = 3
+"""Folders below the config's that are searched for other databases."""
+DATABASE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+def check_stray_databases(settings: Settings) -> Iterator[CheckProblem]:
+    """A warning when the database would be created while other agentgram databases lie under
+    the config's folder: a changed path (or, before, another working directory) looks like lost
+    history to the user."""
+    database = sqlite_path(settings.storage.url)
+    if database is None or settings.config_file is None or database.exists():
+        return
+    base = settings.config_file.parent
+    found = [path for path in _database_files(base) if _is_agentgram_database(path)]
+    if found:
+        names = ", ".join(str(path.relative_to(base)) for path in found[:5])
+        more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+        yield CheckProblem(
+            "storage.url",
+            f"{database} does not exist yet (it will be created), but {base} holds agentgram"
+            f" databases: {names}{more}; point storage.url at one to keep its history",
+            warning=True,
+        )
+
+
+def _database_files(base: Path) -> Iterator[Path]:
+    for folder, subfolders, files in os.walk(base):
+        depth = len(Path(folder).relative_to(base).parts)
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and depth < STRAY_SEARCH_DEPTH)
+        for name in sorted(files):
+            if name.endswith(DATABASE_SUFFIXES):
+                yield Path(folder) / name
+
+
+def _is_agentgram_database(path: Path) -> bool:
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error:
+        return False
+    return AGENTGRAM_TABLES <= tables
+
+
 RUNTIME_CHECKS: tuple[Check[Settings], ...] = (
     check_tic_cron,
     check_locale,
@@ -247,4 +369,6 @@ RUNTIME_CHECKS: tuple[Check[Settings], ...] = (
     check_storage_url,
     check_agents,
     check_skills_dirs,
+    check_api_keys,
+    check_stray_databases,
 )

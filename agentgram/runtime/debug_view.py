@@ -1,12 +1,12 @@
 """The read side of the web view: what the agent did, as typed values an adapter can serve.
 
-:class:`DebugView` answers the queries of the session-handler spec's debug
-view ("Session list API", "Session detail debug view", the TIC Sessions page)
-and the scheduler's and approvals' tables, over :mod:`runtime.storage`. ORM
+:class:`DebugView` answers the web view's queries (the session list, a session's
+whole tree, the tic and cron runs: docs/architecture/debug-view.md) and reads
+the scheduler's and approvals' tables, over :mod:`runtime.storage`. ORM
 rows stay in here: what leaves is the frozen pydantic models below, so a web
 adapter can hand them to FastAPI as response models unchanged.
 
-Design choices where the spec is silent:
+Design choices (docs/architecture/debug-view.md):
 
 * Every string that leaves passes :func:`~runtime.log.redact` (the secrets
   registered with the log), once, where the value is built: a secret the
@@ -15,11 +15,11 @@ Design choices where the spec is silent:
   follows the ``execute_task`` call that opened it, between an ``agent`` and
   an ``agent_end`` entry, its own rows (and frames) in between. An assistant
   row that asked for tool calls is ``thinking``, the one that answered is
-  ``assistant`` (the spec's two kinds), each followed by its ``tool`` entries.
+  ``assistant``, each followed by its ``tool`` entries.
 * Tool arguments are the parsed JSON when they parse, else the raw text.
 * The ``subagent`` source filter lists the sessions a sub-agent worked in (a
   frame deeper than the root): sub-agents are frames inside a session, not
-  sessions of their own. ``telegram`` (the spec's name) filters as ``chat``.
+  sessions of their own.
 * Health is three states; the LLM endpoint is probed at most once per
   :data:`LLM_PROBE_EVERY` (a liveness probe every few seconds must not turn
   into as many requests to a paid API). The whole is down when the chat
@@ -31,16 +31,17 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Annotated, Literal
 
 import sqlalchemy as sa
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
+from agentgram.runtime.capabilities.tools.base import json_object
+from agentgram.runtime.infra.errors import ToolError
 from agentgram.runtime.infra.llm.types import LLMClient
 from agentgram.runtime.infra.log import get_logger, redact
 from agentgram.runtime.infra.storage.db import Database
@@ -212,14 +213,6 @@ class State(enum.StrEnum):
     STARTING = "starting"
 
 
-def _source_alias(value: object) -> object:
-    return SessionSource.CHAT if value == "telegram" else value
-
-
-SourceFilter = Annotated[SessionSource, BeforeValidator(_source_alias)]
-"""A session source as a query names it: the spec's ``telegram`` reads as ``chat``."""
-
-
 class Health(_Value):
     status: State
     polling: State
@@ -232,12 +225,13 @@ def _text(value: str | None) -> str | None:
 
 
 def _arguments(raw: str) -> object:
+    """The call's arguments as the tools read them (:func:`~runtime.capabilities.tools.base.json_object`),
+    else the raw text."""
     text = redact(raw)
     try:
-        parsed: object = json.loads(text)
-    except json.JSONDecodeError:
+        return json_object(text)
+    except ToolError:
         return text
-    return parsed
 
 
 def _info(row: ChatSession) -> SessionInfo:
@@ -534,7 +528,6 @@ __all__ = [
     "SessionPage",
     "SessionSource",
     "SessionSummary",
-    "SourceFilter",
     "State",
     "TicRunInfo",
     "ToolEntry",

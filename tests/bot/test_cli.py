@@ -290,9 +290,10 @@ def test_an_env_override_that_breaks_the_config_names_the_variable(
     monkeypatch.setenv("AGENTGRAM_AGENT__WORKDIR", "/proc/nope")  # a semantic check's error too
     code, err, _ = _main(capsys, "check-config", "--config", str(_config(tmp_path)))
     assert code == 2
-    assert err == [
+    assert err[0] == (  # and, in the same pass (issue 25), the workdir's problem
         "config error: llm.base_url: 'ftp://llm' is not an http:// or https:// URL (set by AGENTGRAM_LLM__BASE_URL)"
-    ]
+    )
+    assert len(err) == 2 and err[1].startswith("config error: agent.workdir: cannot create /proc/nope: ")
     monkeypatch.delenv("AGENTGRAM_LLM__BASE_URL")
     code, err, _ = _main(capsys, "run", "--config", str(_config(tmp_path)))
     assert code == 2 and len(err) == 1
@@ -344,13 +345,13 @@ def test_every_semantic_problem_is_reported_by_run_without_a_traceback(tmp_path:
     result = _agentgram("run", "--config", str(config), timeout=30)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and result.stdout == ""
-    assert [line.split(": ", 2)[1] for line in result.stderr.splitlines()] == [
-        "tic.cron",
-        "locale.default",
-        "agent.system_prompt_file",
-        "agent.workdir",
-        "storage.url",
+    assert [line.split(": ", 2)[1] for line in result.stderr.splitlines()] == [  # the file's key order
         "telegram.allowed_user_ids",
+        "storage.url",
+        "agent.workdir",
+        "agent.system_prompt_file",
+        "locale.default",
+        "tic.cron",
     ]
 
 

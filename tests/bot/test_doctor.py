@@ -71,7 +71,7 @@ async def test_a_healthy_setup_passes_every_check_and_exits_0(
         "✓ webhook: none set (agentgram polls for updates)",
         f"✓ llm models: {llm.base_url} lists main-model",
         "✓ llm completion: main-model streamed an answer with a tool defined",
-        "– transcription: not configured",
+        f"– transcription: uses the LLM endpoint ({llm.base_url}) with whisper-1; not tried (it needs audio)",
         f"✓ database: sqlite+aiosqlite:///{tmp_path / 'agentgram.db'} opens, schema version {SCHEMA_VERSION} (created)",
         f"✓ workdir: {tmp_path / 'workspace'} is writable (created on start)",
         "all checks passed",
@@ -180,3 +180,47 @@ def test_a_config_that_does_not_parse_stops_after_the_config_line(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("✗ config: telegram.allowed_user_ids: ")
     assert lines[1:] == ["some checks failed"]
+
+
+async def test_a_refused_api_key_says_so_as_the_chat_does(tmp_path: Path, tg: FakeTelegram) -> None:
+    """Issue 25: a 401 names llm.api_key (as the chat's "refused the API key (HTTP 401) — check
+    llm.api_key"), not llm.model and function calling."""
+    async with FakeOpenAI(models=("main-model",), api_key="the-right-key") as guarded:
+        found = await results(write_config(tmp_path, guarded.base_url, tg.root))
+    assert failures(found) == ["llm models", "llm completion"]
+    for name in ("llm models", "llm completion"):
+        assert found[name].line == (
+            f"✗ {name}: {guarded.base_url} refused the API key (HTTP 401) — check llm.api_key"
+        ), found[name].line
+        assert "llm.model" not in found[name].line and "sk-test-secret" not in found[name].line
+
+
+async def test_transcription_says_which_endpoint_it_uses(
+    tmp_path: Path, tg: FakeTelegram, llm: FakeOpenAI
+) -> None:
+    """Issue 25: never "not configured" — by default it uses the LLM endpoint."""
+    own = {"base_url": "http://127.0.0.1:9/v1", "model": "whisper-large"}
+    found = await results(write_config(tmp_path, llm.base_url, tg.root, transcription=own))
+    assert found["transcription"].line == (
+        "– transcription: uses http://127.0.0.1:9/v1 with whisper-large; not tried (it needs audio)"
+    )
+    off = await results(write_config(tmp_path, llm.base_url, tg.root, transcription={"enabled": False}))
+    assert off["transcription"].line == "– transcription: off (transcription.enabled is false)"
+
+
+async def test_config_warnings_are_shown_and_fail_nothing(
+    tmp_path: Path, tg: FakeTelegram, llm: FakeOpenAI
+) -> None:
+    path = write_config(tmp_path, llm.base_url, tg.root)
+    raw = yaml.safe_load(path.read_text())
+    raw["telegram"]["messages_per_second"] = 20  # at its old place
+    raw["advanced"]["telegram"]["poll_timeout"] = 2
+    raw["telegram"]["poll_timeout"] = 5  # at both: the new place wins
+    path.write_text(yaml.safe_dump(raw))
+    found = [result async for result in diagnose(path, {})]
+    assert [r.line for r in found if r.status == Status.WARN] == [
+        "⚠ config: telegram.poll_timeout: ignored: advanced.telegram.poll_timeout is set",
+        "⚠ config: telegram.messages_per_second: moved to advanced.telegram.messages_per_second;"
+        " it still works here",
+    ]
+    assert not [r for r in found if r.status == Status.FAIL]

@@ -49,7 +49,9 @@ async def test_a_read_outside_the_workdir_asks_first(tmp_path: Path) -> None:
         assert tool_results(rig.llm.requests[1]) == ["inside notes"]
         rig.say("second")
         prompt = await wait_prompt(rig)
-        assert "read_file" in prompt.visible_text and "../notes.txt" in prompt.visible_text
+        # In words, not as raw arguments (issue 25): what is read, and where it really is.
+        assert f"Read a file outside the workdir: {(tmp_path / 'notes.txt').resolve()}" in prompt.visible_text
+        assert "{" not in prompt.visible_text
         assert labels(prompt)[-2:] == ["⏱ 15 min", "🔁 Always"]
         tap(rig, prompt, "✅ Approve")
         await rig.wait_turns(2)

@@ -1,6 +1,7 @@
-"""The README says what the product does: its command table, /start, and the answers it quotes
-for buttons and prompts. Each claim that once drifted is checked against the running bot or the
-locale the bot speaks from, so a change to either side fails here until the other follows."""
+"""The docs say what the product does: the README and the pages under docs/ — the command table
+(docs/guide/commands.md), /start, and the answers they quote for buttons and prompts. Each claim that
+once drifted is checked against the running bot or the locale the bot speaks from, so a change to
+either side fails here until the other follows."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from tests.e2e.test_approvals import shell, toast, wait_decided, wait_prompt
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
-PROSE = " ".join(README.split())  # quotes may wrap across lines
+COMMANDS_PAGE = (ROOT / "docs" / "guide" / "commands.md").read_text()
+DOCS = [README, *(page.read_text() for page in sorted((ROOT / "docs").rglob("*.md")))]
+PROSE = " ".join(" ".join(DOCS).split())  # quotes may wrap across lines
 
 
 def readme_commands() -> set[str]:
-    """The commands the README's Commands table lists."""
-    table = README.split("## Commands", 1)[1].split("\n## ", 1)[0]
+    """The commands the docs' Commands table lists (docs/guide/commands.md)."""
+    table = COMMANDS_PAGE.split("## Commands", 1)[1].split("\n## ", 1)[0]
     return {m for row in table.splitlines() if row.startswith("| `/") for m in re.findall(r"`/(\w+)", row)}
 
 
@@ -30,13 +33,15 @@ def test_readme_quotes_the_answers_the_bot_gives() -> None:
         "not-allowed": "This is a private bot. Your Telegram user id is",
     }
     for key, claim in quoted.items():
-        assert claim in PROSE, f"README no longer quotes {key}"
-        assert claim in en.t("en", key, id=1), f"{key} no longer says what the README quotes"
+        assert claim in PROSE, f"the docs no longer quote {key}"
+        assert claim in en.t("en", key, id=1), f"{key} no longer says what the docs quote"
     assert "Approval timed out." in PROSE
 
 
 async def test_start_and_help_list_every_command_the_readme_lists(tmp_path: Path) -> None:
-    async with running_bot(tmp_path) as rig:
+    # the web view on: /trace is listed only then (the table says so: "when web.public_url is set")
+    web = {"enabled": True, "token": "t" * 32, "public_url": "https://agent.example.org"}
+    async with running_bot(tmp_path, web=web) as rig:
         rig.say("/start")
         start = await rig.wait_text("agentgram")
         rig.say("/help")

@@ -48,9 +48,9 @@ async def records(rig: Rig) -> dict[str, str]:
 
 async def waiting_for_user(rig: Rig) -> None:
     """Until the turn's gate waits for the decision (the user's move from then on)."""
-    approvals = rig.bot.runtime.approvals
+    approvals, hub = rig.bot.runtime.approvals, rig.bot.runtime.hub
     await eventually(
-        approvals.pending, lambda pending: bool(pending) and bool(approvals.awaited(pending[0].session_id))
+        approvals.pending, lambda pending: bool(pending) and bool(hub.awaited(pending[0].session_id))
     )
 
 

@@ -228,22 +228,25 @@ def test_semantic_checks_list_every_problem(tmp_path: Path) -> None:
     }
     with pytest.raises(ConfigInvalid) as info:
         validate_config(_file(tmp_path, raw), RUNTIME_CHECKS, {}, model=BotSettings)
-    assert [line.split(": ", 2)[1] for line in _lines(info)] == [
-        "tic.cron",
-        "locale.default",
-        "agent.system_prompt_file",
-        "agent.workdir",
+    assert [line.split(": ", 2)[1] for line in _lines(info)] == [  # the file's key order (issue 25)
         "storage.url",
+        "agent.workdir",
+        "agent.system_prompt_file",
+        "locale.default",
+        "tic.cron",
     ]
     assert f"agent.workdir: {not_a_dir} is not a directory" in str(info.value)
     assert f"agent.system_prompt_file: {tmp_path} is a directory, not a file" in str(info.value)
 
 
-def test_semantic_checks_run_only_on_a_config_that_parsed(tmp_path: Path) -> None:
+def test_semantic_checks_run_beside_the_type_errors_in_one_pass(tmp_path: Path) -> None:
+    """Issue 25: the checks run on the values that are valid, in the same pass as the type errors
+    (before, they waited for a config that parsed)."""
     raw = {**BASE, "llm": {"model": "m", "base_url": "nope"}, "locale": {"default": "de"}}
     with pytest.raises(ConfigInvalid) as info:
         validate_config(_file(tmp_path, raw), RUNTIME_CHECKS, {}, model=BotSettings)
-    assert _lines(info) == ["config error: llm.base_url: 'nope' is not an http:// or https:// URL"]
+    assert _lines(info)[0] == "config error: llm.base_url: 'nope' is not an http:// or https:// URL"
+    assert [line.split(": ", 2)[1] for line in _lines(info)] == ["llm.base_url", "locale.default"]
 
 
 def test_a_check_problem_on_an_overridden_key_names_the_variable(tmp_path: Path) -> None:

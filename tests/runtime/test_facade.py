@@ -53,6 +53,7 @@ async def test_the_runtime_runs_on_its_core_settings_alone(tmp_path: Path, fake_
     fake_llm.script(Text("hi"))
     raw = config_mapping(tmp_path, fake_llm.base_url)
     del raw["telegram"]
+    del raw["advanced"]["telegram"]  # its tuning knobs too (the config's current layout)
     runtime, rec = await started_runtime(settings_from_mapping(raw, {}))
     try:
         session = await runtime.chat_session(7, user_id=7, language=None)

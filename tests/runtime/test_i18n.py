@@ -48,7 +48,7 @@ SAMPLE_PARAMS: dict[str, str | int] = {
     "enabled": "on", "interval": "30 min", "last": "never", "title": "Weather", "id": "7",
     "until": "18:30", "status": 500, "model": "gpt-main",
     "when": "2026-03-27 13:00", "result": "reported", "state": "⏰", "schedule": "<code>every 2h</code>",
-    "user": "@ann", "code": "K7Q2XP",
+    "user": "@ann", "code": "K7Q2XP", "web": "on", "outside": "yes",
     "scope": "shell commands", "file": "report.pdf", "spec": "every 10s", "names": "@daily, @hourly",
     "value": "blue moon", "shortest": "1 min", "time": "2026-03-29 02:30", "zone": "Europe/Berlin",
     "now": "2026-03-27 13:00 (Europe/Berlin)", "expr": "0 9 * * 1-5", "span": "45 min",

@@ -56,7 +56,9 @@ def restore_logging() -> Iterator[None]:
     """configure() rewires the root logger; put it back for the tests that follow."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
-    libraries = {name: logging.getLogger(name).level for name in (*LIBRARIES, "telegram.ext.ExtBot")}
+    libraries = {
+        name: logging.getLogger(name).level for name in (*LIBRARIES, "telegram.ext.ExtBot", "agentgram")
+    }
     yield
     root.handlers[:], root.level = handlers, level
     for name, saved in libraries.items():

@@ -100,3 +100,27 @@ async def test_a_restart_shows_the_last_exchange_and_keeps_the_session(tmp_path:
         assert [s["source"] for s in sessions] == ["terminal"]
         rig.type("/exit")
         assert await rig.exited() == 0
+
+
+async def test_a_multi_line_answer_shows_as_lines_and_a_read_is_asked_in_words(tmp_path: Path) -> None:
+    """Regressions (issue 25): the terminal joined a two-line answer on one line, where Telegram
+    shows two; a read outside the workdir was asked as ``{ "path": … }``."""
+    async with terminal_rig(tmp_path) as rig:
+        rig.llm.script(
+            ToolCalls([Call("read_file", {"path": "/etc/hostname"})]),
+            Text("The result:\nalpha = 1\nbeta = 2"),
+        )
+        rig.start()
+        await rig.wait_for("type a message")
+        rig.type("read it")
+        await rig.wait_for("Read a file outside the workdir: /etc/hostname")
+        await rig.wait_for("approve?")
+        rig.type("n not now")
+        await rig.wait_for("beta = 2")
+        await rig.wait_for("approve?", times=1)
+        shown = [line.strip() for line in rig.seen.splitlines()]
+        assert "alpha = 1" in shown and "beta = 2" in shown
+        assert "The result: alpha = 1 beta = 2" not in rig.seen
+        assert '"path"' not in rig.seen
+        rig.type("/exit")
+        assert await rig.exited() == 0

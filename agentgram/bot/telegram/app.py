@@ -26,12 +26,12 @@ from functools import partial
 
 from agentgram.bot.settings import BotSettings
 from agentgram.bot.telegram import handlers
+from agentgram.bot.telegram.core.chat_queue import Retry, with_retry
 from agentgram.bot.telegram.core.context import BotContext
 from agentgram.bot.telegram.core.files import MB, TelegramFiles
 from agentgram.bot.telegram.core.ingest import Ingest
 from agentgram.bot.telegram.core.metrics import watch
 from agentgram.bot.telegram.core.router import Dispatcher, JoinedRouter
-from agentgram.bot.telegram.core.sender import Retry, with_retry
 from agentgram.bot.telegram.drivers import Driver, make_driver
 from agentgram.bot.telegram.handlers.commands import menu
 from agentgram.bot.telegram.views.delivery import Delivery

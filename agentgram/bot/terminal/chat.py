@@ -45,7 +45,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console, RenderableType
 from rich.text import Text
 
-from agentgram.bot.shown import HEADLESS, ack_key, decision_key, reaches_chat
+from agentgram.bot.shown import ack_key, decision_key, reaches_chat
 from agentgram.bot.terminal import view
 from agentgram.bot.terminal.answers import (
     Command,
@@ -57,7 +57,7 @@ from agentgram.bot.terminal.answers import (
     parse_approval,
     parse_command,
 )
-from agentgram.runtime.app import Runtime, SessionRef, SessionSource
+from agentgram.runtime.app import Runtime, SessionRef, SessionSource, is_headless
 from agentgram.runtime.infra.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -156,7 +156,7 @@ class TerminalChat:
     def __call__(self, event: RuntimeEvent) -> None:
         if event.to.chat_id != self.user_id:
             return
-        headless = event.to.source in HEADLESS and self.alone and reaches_chat(event)
+        headless = is_headless(event.to.source) and self.alone and reaches_chat(event)
         if event.to.source == SessionSource.TERMINAL or headless:
             self.events.put_nowait(event)
 

@@ -26,7 +26,7 @@ from rich.padding import Padding
 from rich.syntax import Syntax
 from rich.text import Text
 
-from agentgram.bot.shown import PHASE_MARK, job_state
+from agentgram.bot.shown import PHASE_MARK, job_state, read_wording
 from agentgram.runtime.infra.events import ApprovalDetails, QuestionAsked, ToolPhase
 from agentgram.runtime.infra.i18n import Translator
 from agentgram.runtime.scheduler.values import Job
@@ -84,8 +84,25 @@ def worded(t: Translator, key: str, **params: str | int) -> Text:
     return html_text(t.t(None, key, **escaped))
 
 
+class _LinesKept(Markdown):
+    """Rich's Markdown with every line break of the text kept, as the Telegram adapter shows it.
+
+    CommonMark joins the lines of a paragraph (a soft break renders as a space), which showed a
+    two-line result the model quoted, or a multi-line answer, on one line in the terminal only.
+    """
+
+    def __init__(self, markup: str) -> None:
+        super().__init__(markup)
+        for token in self.parsed:
+            for child in token.children or ():
+                if child.type == "softbreak":
+                    child.type = "hardbreak"
+
+
 def answer(markdown: str) -> Markdown:
-    return Markdown(clean(markdown))
+    """The model's Markdown as the terminal shows it: rendered, control characters gone, each
+    line on its own line (:class:`_LinesKept`)."""
+    return _LinesKept(clean(markdown))
 
 
 def tool_line(name: str, summary: str, phase: ToolPhase, runs_command: bool) -> Text:
@@ -106,6 +123,9 @@ def approval_prompt(t: Translator, details: ApprovalDetails, minutes: int) -> Re
         parts.append(worded(t, "terminal-approval-file", path=details.path))
         if details.diff:
             parts.append(Padding(Syntax(clean(details.diff), "diff", word_wrap=True), (0, 2)))
+    elif (read := read_wording(details)) is not None:
+        key, params = read
+        parts.append(worded(t, key, **params))
     else:
         arguments = json.dumps(details.arguments, ensure_ascii=False, indent=2)
         parts.append(Padding(Syntax(clean(arguments), "json", word_wrap=True), (0, 2)))

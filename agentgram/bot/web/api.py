@@ -1,4 +1,4 @@
-"""The JSON API: the session-handler spec's shapes, as :mod:`runtime.debug_view` builds them.
+"""The JSON API: the shapes of docs/architecture/debug-view.md, as :mod:`runtime.debug_view` builds them.
 
 The response models are the debug view's own frozen values, so ``/docs``
 shows exactly what a handler returns. ``POST /api/jobs/{id}/kill`` answers
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, BeforeValidator
 
 from agentgram.bot.web.state import WebState
 from agentgram.runtime.debug_view import (
@@ -21,9 +21,18 @@ from agentgram.runtime.debug_view import (
     JobRunInfo,
     SessionDetail,
     SessionPage,
-    SourceFilter,
+    SessionSource,
     TicRunInfo,
 )
+
+
+def _source_alias(value: object) -> object:
+    return SessionSource.CHAT if value == "telegram" else value
+
+
+SourceFilter = Annotated[SessionSource, BeforeValidator(_source_alias)]
+"""A session source as a query names it (the API and the pages): ``telegram``, the name the config's
+rules accept too (docs/architecture/debug-view.md), reads as ``chat``. The runtime names no chat platform."""
 
 router = APIRouter(prefix="/api", tags=["api"])
 

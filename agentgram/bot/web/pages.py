@@ -17,9 +17,9 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
-from agentgram.bot.web.api import kill_job
+from agentgram.bot.web.api import SourceFilter, kill_job
 from agentgram.bot.web.state import WebState
-from agentgram.runtime.debug_view import MAX_PER_PAGE, SessionSource, SourceFilter
+from agentgram.runtime.debug_view import MAX_PER_PAGE, SessionSource
 
 TEMPLATES = Path(__file__).parent / "templates"
 FOLD_CHARS = 800

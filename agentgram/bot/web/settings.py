@@ -41,6 +41,7 @@ def is_loopback(host: str) -> bool:
 
 class WebSettings(Section):
     enabled: bool = False
+    """``true``: served in the bot's own process, started and stopped with it."""
     listen: str = DEFAULT_LISTEN
     """``host:port`` the web view binds; anything but loopback needs ``token``."""
     public_url: HttpUrl | None = None

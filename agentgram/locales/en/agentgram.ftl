@@ -11,6 +11,7 @@ start-greeting =
     👋 Hi! I'm <b>agentgram</b>, your personal AI agent.
 
     Just write to me as you would to a person. I can read and write files and run commands in my working folder — anything that changes something waits for your approval first.
+# $web: "on" lists /trace (the web view is enabled), "off" leaves it out.
 help-text =
     <b>Commands</b>
     /start — about me
@@ -31,8 +32,11 @@ help-text =
     /mcp — tool servers and their state
     /search — find something we talked about
     /context — how full my memory of this chat is
-    /compact — summarise older messages now
-    /trace — this conversation in the web view
+    /compact — summarise older messages now{ $web ->
+        [on] {""}
+            /trace — this conversation in the web view
+       *[off] {""}
+    }
 
     <b>Besides text</b>
     📷 photos — I look at them
@@ -113,6 +117,23 @@ approval-diff-cut = … (cut short — the full text is attached)
 approval-no-change = (no change: the file already has exactly this content)
 approval-empty-file = (an empty file)
 approval-args = Call <code>{ $tool }</code> with:
+# A call that only reads a path, in words; $outside is "yes" beyond the workdir, else "no".
+approval-read-file = { $outside ->
+    [yes] Read a file outside the workdir: <code>{ $path }</code>
+   *[no] Read a file: <code>{ $path }</code>
+}
+approval-list-dir = { $outside ->
+    [yes] List a folder outside the workdir: <code>{ $path }</code>
+   *[no] List a folder: <code>{ $path }</code>
+}
+approval-send-file = { $outside ->
+    [yes] Send you a file from outside the workdir: <code>{ $path }</code>
+   *[no] Send you a file: <code>{ $path }</code>
+}
+approval-read = { $outside ->
+    [yes] Read outside the workdir with <code>{ $tool }</code>: <code>{ $path }</code>
+   *[no] Read with <code>{ $tool }</code>: <code>{ $path }</code>
+}
 btn-approve = ✅ Approve
 btn-reject = ❌ Reject
 btn-deny = ❌ Deny

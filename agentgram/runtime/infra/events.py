@@ -1,9 +1,9 @@
 """Typed events the runtime publishes for chat adapters.
 
 The runtime never calls an adapter; it emits these through an
-:class:`EventBus`. Subscribers must not block: they enqueue and return (the
-Telegram adapter puts them on a per-chat delivery queue), which keeps the turn
-loop's speed independent of Telegram's.
+:class:`EventBus`. Subscribers must not block: they enqueue and return (a chat
+adapter puts them on a per-chat delivery queue), which keeps the turn loop's
+speed independent of the chat platform's.
 """
 
 from __future__ import annotations
@@ -23,14 +23,46 @@ from agentgram.runtime.infra.log import get_logger
 log = get_logger("events")
 
 
+class SessionLike(Protocol):
+    """What an :class:`Address` is made of: a stored session, or an adapter's reference to one."""
+
+    @property
+    def id(self) -> int | None: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def chat_id(self) -> int | None: ...
+
+    @property
+    def language_code(self) -> str | None: ...
+
+
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Address:
-    """Where a session's output goes: a source and, for chats, the chat id."""
+    """Where a session's output goes: a source and, for chats, the chat id.
+
+    :meth:`of` is the one rule from a session to its address; the other constructions read an
+    address back from where it was stored (the outbox) or address what has no session of its own
+    (a cron digest, ``session_id`` 0).
+    """
 
     session_id: int
     source: str
     chat_id: int | None
     language: str | None = None
+
+    @classmethod
+    def of(cls, session: SessionLike) -> Address:
+        """The address of a saved ``session`` (its id is set)."""
+        assert session.id is not None
+        return cls(
+            session_id=session.id,
+            source=session.source,
+            chat_id=session.chat_id,
+            language=session.language_code,
+        )
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
@@ -144,6 +176,10 @@ class ApprovalDetails:
     can_always: bool = True  # a saved rule can express this call: "🔁 Always" is offered
     mcp_server: str | None = None  # an MCP tool's server (``tool_name`` is ``mcp__<server>__<tool>``)
     mcp_tool: str | None = None  # an MCP tool's own name on its server
+    read_path: str | None = None
+    """What a call that only reads names (``read_file``, ``list_dir``, ``send_file``): shown in words
+    ("Read a file outside the workdir: /etc/hostname"), not as raw arguments."""
+    outside: bool = False  # ``read_path`` lies beyond the workdir (``@fs_read_outside``)
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)

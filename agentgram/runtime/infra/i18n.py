@@ -88,7 +88,7 @@ class Translator:
         return set(self._keys.get(self.resolve(lang), set()))
 
     def resolve(self, language_code: str | None) -> str:
-        """Map a Telegram ``language_code`` (IETF tag, e.g. ``ru-RU``) to a loaded locale."""
+        """Map a chat client's ``language_code`` (IETF tag, e.g. ``ru-RU``) to a loaded locale."""
         if not language_code:
             return self.default
         code = language_code.strip().replace("_", "-").lower()

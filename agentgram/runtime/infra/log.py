@@ -3,15 +3,18 @@
 Every module asks :func:`get_logger` for ``agentgram.<area>``. Log records
 pass through :class:`RedactingFilter`, which masks registered secrets
 (tokens, API keys) wherever they appear, including inside exception text and
-URLs (python-telegram-bot and httpx log request URLs that contain the bot
+URLs (HTTP clients log request URLs, and a chat platform's may hold its bot
 token). Message and tool payloads are logged only as sizes unless
 ``logging.redact_payloads`` is off; call :func:`payload` for them.
 
 Operator lines (one per turn, approval decision, scheduled run, LLM error)
 carry their facts twice: readable in the message, and as ``extra`` fields
 that :class:`JsonFormatter` (``logging.format: json``) emits as keys.
-Libraries (aiosqlite, httpx, telegram, …) stay at WARNING unless
-``logging.level: DEBUG`` and ``logging.libraries: true``.
+Libraries stay at WARNING unless ``logging.level: DEBUG`` and
+``logging.libraries: true``: the level applies to agentgram's own loggers, and
+every other logger — aiosqlite, httpx, a chat adapter's library, any — follows
+the root's, which is WARNING then. No library needs naming here (the runtime
+knows no chat platform); :data:`LIBRARIES` are also set, in case one sets its own.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ _secrets: set[str] = set()
 _redact_payloads = True
 _TOKEN_IN_URL = re.compile(r"/bot\d+:[A-Za-z0-9_-]+")
 _CREDENTIAL_PARAM = re.compile(r"token|key|secret|passw|auth|sig", re.IGNORECASE)
-LIBRARIES = ("aiosqlite", "httpx", "httpx2", "httpcore", "telegram", "apscheduler", "openai")
-"""Third-party loggers kept at WARNING unless DEBUG with ``logging.libraries`` on."""
+LIBRARIES = ("aiosqlite", "httpx", "httpx2", "httpcore", "apscheduler", "openai")
+"""Third-party loggers set to WARNING (or DEBUG) explicitly; all others follow the root logger."""
 _RECORD_KEYS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 
@@ -133,8 +136,9 @@ def configure(
     handler.addFilter(RedactingFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
     verbose = libraries and level == "DEBUG"
+    own = logging.getLevelNamesMapping()[level.upper()]
+    root.setLevel(own if verbose else max(own, logging.WARNING))
+    logging.getLogger(ROOT).setLevel(own)
     for name in LIBRARIES:
         logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
-    logging.getLogger("telegram.ext.ExtBot").setLevel(logging.NOTSET)  # follows "telegram"

@@ -11,8 +11,8 @@ mailbox's accept listener (mail accepted). Where no event carries the figure, th
 place it happens counts it: an approval decision in
 :func:`runtime.approvals.manager.log_decision` (rule-made decisions included, which
 no event reports), a granted trust in the approval manager, LLM latency and tokens
-in the OpenAI client's attempt (:func:`observe_llm_round`). The Telegram adapter's
-metrics (API calls, outbox, polling lag) are its own, in ``bot.telegram.metrics``,
+in the OpenAI client's attempt (:func:`observe_llm_round`). A chat adapter's
+metrics (API calls, outbox, polling lag) are its own, in the adapter's package,
 registered here too.
 
 Labels are bounded sets: outcomes, statuses and kinds are enums; tool and model

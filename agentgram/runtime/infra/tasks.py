@@ -5,7 +5,7 @@ owner's tasks here live from its start to its close and must not take each
 other down (one chat's failed outbox is not another's), so the owner keeps
 them in a set instead: finished tasks leave it at once (nothing only grows),
 and :meth:`TaskSet.close` cancels and awaits the rest. The owners: the
-Telegram delivery (outboxes, typing), the scheduler's engine (runs), the
+chat adapter's delivery (outboxes, typing), the scheduler's engine (runs), the
 turn services (prefetched requests), the session hub (workers and turns,
 kept with their worker), the runtime (the LLM check), the bot (ingest).
 """

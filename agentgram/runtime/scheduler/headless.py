@@ -13,11 +13,9 @@ from collections.abc import Awaitable, Callable
 
 from agentgram.runtime.core.mailbox import Envelope, ScheduledTurnBody, Sender, SenderKind
 from agentgram.runtime.core.turn.outcome import Failed, TurnOutcome
-from agentgram.runtime.infra.storage.models import ChatSession, SessionSource, ToolCallStatus, TurnStatus
+from agentgram.runtime.infra.storage.models import ChatSession, ToolCallStatus, TurnStatus, is_headless
 from agentgram.runtime.scheduler.jobs import INTERRUPTED
 from agentgram.runtime.scheduler.ports import SchedulerPorts
-
-HEADLESS = (SessionSource.TIC.value, SessionSource.CRON.value)
 
 
 class HeadlessTurns:
@@ -66,14 +64,14 @@ async def settle_headless_leftovers(rt: SchedulerPorts) -> None:
     """Tic and cron turns a crash cut short end as failed; their unread mail is dropped."""
     for turn in await rt.sessions.open_turns():
         session = await rt.sessions.get(turn.session_id)
-        if session is None or session.source not in HEADLESS:
+        if session is None or not is_headless(session.source):
             continue
         await rt.history.close_open_calls(turn.session_id, ToolCallStatus.FAILED, INTERRUPTED)
         await rt.approvals.cancel_session(turn.session_id)
         await rt.sessions.finish_turn(turn.id or 0, TurnStatus.FAILED, INTERRUPTED)
     for session_id in await rt.sessions.sessions_with_mail():
         session = await rt.sessions.get(session_id)
-        if session is None or session.source not in HEADLESS:
+        if session is None or not is_headless(session.source):
             continue
         unread = await rt.mailbox.unread(session_id)
         if unread:

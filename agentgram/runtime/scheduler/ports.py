@@ -88,5 +88,5 @@ class SchedulerPorts:
     tic: TicSettings
     quiet_hours: QuietHoursSettings
     home_chat_id: int | None = None
-    """Where tics report when ``tic.chat_id`` is not set; the adapter names it (Telegram: the
-    first allowed user). With neither, there is no home chat and a tic is a configuration error."""
+    """Where tics report when ``tic.chat_id`` is not set; the adapter names it (a chat bot's:
+    the first allowed user). With neither, there is no home chat and a tic is a configuration error."""

@@ -143,8 +143,8 @@ class TicRunner(Part):
     async def home_session(self) -> HomeChat:
         """The chat tics report to: ``tic.chat_id``, else the adapter's home chat.
 
-        The adapter's home chat is a user's own chat (Telegram: the first
-        allowed user), so its session is opened for that user.
+        The adapter's home chat is a user's own chat (a chat bot's: the
+        first allowed user), so its session is opened for that user.
         """
         home = self.ports.home_chat_id
         chat_id = self.ports.tic.chat_id or home

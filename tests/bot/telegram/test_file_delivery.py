@@ -96,5 +96,5 @@ async def test_fetching_and_transcribing_show_their_chat_actions_until_idle(rig:
     rig.feed(AttachmentActivity(to=rig.to, action=AttachmentAction.IDLE))
     await rig.delivered()
     box = rig.delivery.outboxes[CHAT]
-    assert box.action is None
+    assert box.actions.action is None
     assert [a for a in actions(rig) if a != "typing"] == ["upload_document", "record_voice"]

@@ -139,3 +139,37 @@ def test_the_menu_is_registered_per_language(t: Translator) -> None:
     assert menus[None][0].description == "Start a fresh conversation"
     assert menus["ru"][0].description == "Начать разговор заново"
     assert all(1 <= len(c.description) <= 256 for commands in menus.values() for c in commands)
+
+
+def _read_prompt(t: Translator, lang: str, tool: str, path: str, *, outside: bool = True) -> str:
+    details = ApprovalDetails(tool_name=tool, arguments={"path": path}, read_path=path, outside=outside)
+    return approval_prompt(t, lang, "r1", details).body
+
+
+def test_a_read_outside_the_workdir_is_asked_in_words(t: Translator) -> None:
+    """Regression (issue 25): ``Call read_file with: { "path": "/etc/hostname" }``."""
+    body = _read_prompt(t, "en", "read_file", "/etc/hostname")
+    assert body.splitlines()[1:] == ["Read a file outside the workdir: <code>/etc/hostname</code>"]
+    assert _read_prompt(t, "en", "list_dir", "/etc").endswith(
+        "List a folder outside the workdir: <code>/etc</code>"
+    )
+    assert _read_prompt(t, "en", "send_file", "/tmp/r.pdf").endswith(
+        "Send you a file from outside the workdir: <code>/tmp/r.pdf</code>"
+    )
+    assert _read_prompt(t, "en", "read_file", "notes.md", outside=False).endswith(
+        "Read a file: <code>notes.md</code>"
+    )
+    generic = _read_prompt(t, "en", "peek", "/etc/x&y")
+    assert generic.endswith("Read outside the workdir with <code>peek</code>: <code>/etc/x&amp;y</code>")
+    assert _read_prompt(t, "ru", "read_file", "/etc/hostname").endswith(
+        "Прочитать файл вне рабочей папки: <code>/etc/hostname</code>"
+    )
+
+
+@pytest.mark.parametrize("lang", Translator().languages())
+@pytest.mark.parametrize("tool", ["read_file", "list_dir", "send_file", "peek"])
+def test_every_locale_words_a_read(t: Translator, lang: str, tool: str) -> None:
+    outside, inside = (_read_prompt(t, lang, tool, "/etc/hostname", outside=o) for o in (True, False))
+    for body in (outside, inside):
+        assert "<code>/etc/hostname</code>" in body and "{" not in body and "<pre>" not in body
+    assert outside != inside

@@ -47,7 +47,7 @@ redelivered on the next start and deduplicated as above.
 
 **Recovery.** Failed polls (5xx, invalid JSON, network errors, timeouts, 409
 Conflict when another poller holds the token) are retried with capped
-backoff, first after :data:`FIRST_RETRY`, at most :data:`MAX_RETRY` apart. A
+backoff (:class:`~agentgram.runtime.infra.backoff.Backoff`), first after :data:`FIRST_RETRY`, at most :data:`MAX_RETRY` apart. A
 long poll that has not answered by its timeout plus :data:`WATCHDOG_GRACE` is
 cancelled and started again (a half-dead connection never answers at all).
 Only a 401 — the token was revoked — ends the loop, by raising
@@ -64,6 +64,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agentgram.bot.telegram.core.chat_queue import retry_after_seconds
 from agentgram.bot.telegram.core.incoming import Update
 from agentgram.bot.telegram.core.port import (
     ALLOWED_UPDATES,
@@ -73,8 +74,8 @@ from agentgram.bot.telegram.core.port import (
     RetryAfter,
     TelegramError,
 )
-from agentgram.bot.telegram.core.sender import retry_after_seconds
 from agentgram.runtime.app import Checkpoint, KeyValueStore
+from agentgram.runtime.infra.backoff import Backoff
 from agentgram.runtime.infra.log import get_logger
 
 log = get_logger("telegram.ingest")
@@ -209,7 +210,7 @@ class Ingest:
             seconds = retry_after_seconds(error)
             log.warning("getUpdates: Telegram asks to wait %.0fs (429)", seconds)
             return seconds
-        backoff = min(FIRST_RETRY * 2 ** (failures - 1), MAX_RETRY)
+        backoff = Backoff(FIRST_RETRY, MAX_RETRY).next_delay(failures)
         if isinstance(error, Conflict):
             log.warning(
                 "getUpdates: 409 Conflict — another program is polling with this bot token "

@@ -7,14 +7,12 @@ overall, one per second per chat, 20 per minute per group). PTB's limiter
 meters every request that names a chat, so typing actions, reactions and
 callback answers eat the message budget: with three such calls per turn a
 busy bot stalls well below Telegram's real limit. These endpoints skip the
-budget here but keep PTB's 429 handling (``retry_after`` honoured, retried up
-to ``telegram.max_retries`` times) — except a button's answer, which is only
-useful within seconds: it skips the limiter, and
-:func:`bot.telegram.handlers.buttons.answer` retries it on its own terms —
-and a draft (``sendMessageDraft``), a preview that posts no message and that
-:func:`bot.telegram.sender.send_draft` tries once: a 429 on it must not pause
-every other request while PTB retries it.
-"""
+budget here. A button's answer, only useful within seconds, and a draft
+(``sendMessageDraft``), a preview that posts no message and is tried once,
+skip the limiter altogether.
+
+The limiters only pace: neither retries a 429. The chat queue
+(:mod:`.chat_queue`) does, and pauses the chat (or every chat) for its ``retry_after``."""
 
 from __future__ import annotations
 

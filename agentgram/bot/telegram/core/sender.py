@@ -4,25 +4,13 @@ It applies Telegram's rules so nobody else has to: HTML parse mode with a
 plain-text retry when Telegram still rejects the entities, "message is not
 modified" treated as success, and a message group that keeps a long text
 split into ≤ 4096-character pieces (streaming, final text, notices and
-reports all use the same path). Order per chat is kept by the caller's
-per-chat queue.
+reports all use the same path).
 
-**Retries.** Every call names a :class:`Retry` policy. A transient failure
-(429 after its ``retry_after``, a 5xx, a timeout, a dropped connection, an
-answer that is not JSON) is retried with capped, jittered backoff; a
-permanent one is not: a 400 (after the plain-text fallback for entity
-errors), a 403 (the user blocked the bot: logged, the send is dropped), a
-401 (the token was revoked: polling ends the process).
-
-- :data:`ONCE` — best effort: streaming edits, typing, clean-ups. The next
-  edit or the final text makes up for a lost one.
-- :data:`BRIEF` — a handler's direct reply (an acknowledgement, a command's
-  answer). Handlers run inside the update loop, so they must not wait out a
-  long outage: a few tries within ~10 s.
-- :data:`PERSISTENT` — what must reach the user (final answers, approval
-  prompts, notices, reports), sent from the chat's outbox task: retried until
-  delivered or refused, however long Telegram is down. A later message to the
-  chat waits behind it, so it is never overtaken.
+**Order and retries** are the chat queue's (:mod:`.chat_queue`): each function
+here holds its chat's turn for as long as it runs, pieces and retries included,
+so nothing sent to the chat later overtakes it, and retries each call as its
+:class:`~.chat_queue.Retry` policy says (:data:`ONCE`, :data:`BRIEF`,
+:data:`PERSISTENT`, re-exported here).
 
 **Drafts** (:func:`send_draft`, ``sendMessageDraft``) are previews: tried once,
 a transient failure skipped, a refusal reported so the caller streams by edits.
@@ -35,14 +23,18 @@ it again: a message may then appear twice, but it is never lost
 
 from __future__ import annotations
 
-import asyncio
 import enum
-import random
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
 
-from agentgram.bot.telegram.core.metrics import SEND_RETRIES
+from agentgram.bot.telegram.core.chat_queue import (
+    BRIEF,
+    ONCE,
+    PERSISTENT,
+    Retry,
+    chat_turn,
+    retry_after_seconds,
+    with_retry,
+)
 from agentgram.bot.telegram.core.port import (
     HTML,
     BadRequest,
@@ -62,64 +54,6 @@ from agentgram.bot.telegram.views.split import split_html
 from agentgram.runtime.infra.log import get_logger
 
 log = get_logger("telegram.send")
-
-T = TypeVar("T")
-
-
-@dataclass(slots=True, frozen=True)
-class Retry:
-    """How hard a call tries on transient failures; ``attempts=None`` tries until it is delivered."""
-
-    attempts: int | None
-    first_delay: float = 0.5
-    max_delay: float = 30.0
-    max_wait: float | None = None
-    """The longest 429 ``retry_after`` worth waiting for; a longer one raises (``None``: any)."""
-
-    def another(self, attempt: int) -> bool:
-        return self.attempts is None or attempt < self.attempts
-
-    def delay(self, attempt: int) -> float:
-        base = min(self.first_delay * 2 ** (attempt - 1), self.max_delay)
-        return base * random.uniform(0.8, 1.2)  # jitter: chats retrying together spread out
-
-
-ONCE = Retry(attempts=1)
-BRIEF = Retry(attempts=4, max_delay=4.0)
-PERSISTENT = Retry(attempts=None, max_delay=30.0)
-
-_PERMANENT = (BadRequest, Forbidden, InvalidToken, ChatMigrated, Conflict)
-"""Refusals a retry cannot change; every other :class:`~.port.TelegramError` is transient."""
-
-
-def retry_after_seconds(error: RetryAfter) -> float:
-    """A 429's ``retry_after`` in seconds."""
-    return error.retry_after
-
-
-async def with_retry(call: Callable[[], Awaitable[T]], retry: Retry, what: str) -> T:
-    """Run ``call``, retrying transient Telegram failures as ``retry`` allows; permanent ones raise."""
-    attempt = 1
-    while True:
-        try:
-            return await call()
-        except _PERMANENT:
-            raise
-        except RetryAfter as error:
-            wait = retry_after_seconds(error) + 0.1
-            if not retry.another(attempt) or (retry.max_wait is not None and wait > retry.max_wait):
-                raise
-            log.info("%s: Telegram asks to wait %.1fs (429)", what, wait)
-        except TelegramError as error:  # 5xx, timeouts, network, invalid JSON
-            if not retry.another(attempt):
-                raise
-            wait = retry.delay(attempt)
-            log.warning(
-                "%s failed (%s: %s); retry %d in %.1fs", what, type(error).__name__, error, attempt, wait
-            )
-        SEND_RETRIES.inc()
-        await asyncio.sleep(wait)
-        attempt += 1
 
 
 def _is_not_modified(error: BadRequest) -> bool:
@@ -174,19 +108,20 @@ async def send_html(
     """
     parts = split_html(html) if html.strip() else [html]
     sent: Sent | None = None
-    for index, part in enumerate(parts):
-        last = index == len(parts) - 1
-        sent = await _send_one(
-            bot,
-            chat_id,
-            part,
-            reply_markup=reply_markup if last else None,
-            silent=silent,
-            reply_to=reply_to if index == 0 else None,
-            retry=retry,
-        )
-        if sent is None:
-            return None
+    async with chat_turn(bot, chat_id):  # no other sender's message between the pieces
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            sent = await _send_one(
+                bot,
+                chat_id,
+                part,
+                reply_markup=reply_markup if last else None,
+                silent=silent,
+                reply_to=reply_to if index == 0 else None,
+                retry=retry,
+            )
+            if sent is None:
+                return None
     return sent
 
 
@@ -254,12 +189,13 @@ async def edit_html(
         return Edit.DONE
 
     try:
-        try:
-            return await edit(html, HTML)
-        except BadRequest as error:
-            if not is_entity_error(error):
-                raise
-        return await edit(html_to_text(html) or "…", None)
+        async with chat_turn(bot, chat_id):
+            try:
+                return await edit(html, HTML)
+            except BadRequest as error:
+                if not is_entity_error(error):
+                    raise
+            return await edit(html_to_text(html) or "…", None)
     except BadRequest as error:
         if _is_not_modified(error):
             return Edit.DONE
@@ -342,7 +278,12 @@ class MessageGroup:
         A piece remembers only text the chat really shows, so after a failed
         edit the next ``show`` tries again. A piece Telegram will not edit any
         more is sent anew. ``False`` if some piece does not show its text.
+        The chat's turn is held throughout, so no other message lands between the pieces.
         """
+        async with chat_turn(bot, self.chat_id):
+            return await self._show(bot, html, retry)
+
+    async def _show(self, bot: BotApi, html: str, retry: Retry) -> bool:
         parts = split_html(html) if html.strip() else []
         shown = True
         for index, part in enumerate(parts):
@@ -375,3 +316,21 @@ class MessageGroup:
             return False
         piece.html = part
         return True
+
+
+__all__ = [
+    "BRIEF",
+    "ONCE",
+    "PERSISTENT",
+    "Draft",
+    "DraftSent",
+    "Edit",
+    "MessageGroup",
+    "Retry",
+    "edit_html",
+    "is_entity_error",
+    "retry_after_seconds",
+    "send_draft",
+    "send_html",
+    "with_retry",
+]

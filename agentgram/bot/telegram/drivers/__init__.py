@@ -4,6 +4,11 @@
 ``aiogram`` (aiogram 3). A :class:`Driver` is its :class:`~..port.BotApi` and
 its parser of one raw update; everything else in ``bot/telegram/`` is the same
 for both. The driver's library is imported only when it is chosen.
+
+The driver's client only paces; the :class:`Driver` hands it out wrapped in the chat
+queues (:class:`~..core.chat_queue.QueuedBot`), and every update it parses carries that
+same wrapped client, so whatever the adapter shows in a chat — a handler's reply or the
+runtime's output — takes that chat's one queue and its one retry layer.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgram.bot.settings import TelegramSettings
+from agentgram.bot.telegram.core.chat_queue import QueuedBot
 from agentgram.bot.telegram.core.incoming import Update
 from agentgram.bot.telegram.core.metrics import count_call
 from agentgram.bot.telegram.core.port import BotApi
@@ -20,7 +26,7 @@ from agentgram.bot.telegram.core.port import BotApi
 
 @dataclass(slots=True, frozen=True)
 class Driver:
-    api: BotApi
+    api: QueuedBot
     parse: Callable[[dict[str, Any]], Update]
     """One raw update as a neutral :class:`~..incoming.Update`; raises for one it cannot read."""
 
@@ -30,18 +36,15 @@ def make_driver(tg: TelegramSettings) -> Driver:
     if tg.library == "aiogram":
         from agentgram.bot.telegram.drivers import aiogram
 
-        api: BotApi = aiogram.AiogramApi(
-            token,
-            str(tg.api_base_url),
-            messages_per_second=tg.messages_per_second,
-            max_retries=tg.max_retries,
-            count=count_call,
+        client: BotApi = aiogram.AiogramApi(
+            token, str(tg.api_base_url), messages_per_second=tg.messages_per_second, count=count_call
         )
+        api = QueuedBot(client)
         parse_aiogram = aiogram.parse_update
         return Driver(api, lambda raw: parse_aiogram(raw, api))
     from agentgram.bot.telegram.drivers import ptb
 
-    ptb_api = ptb.PtbApi(
-        token, tg.bot_base_url, tg.file_base_url, per_second=tg.messages_per_second, retries=tg.max_retries
+    queued = QueuedBot(
+        ptb.PtbApi(token, tg.bot_base_url, tg.file_base_url, per_second=tg.messages_per_second)
     )
-    return Driver(ptb_api, lambda raw: ptb.parse_update(raw, ptb_api))
+    return Driver(queued, lambda raw: ptb.parse_update(raw, queued))

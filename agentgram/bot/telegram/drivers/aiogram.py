@@ -6,16 +6,15 @@ rate limit, the metrics hook, and :func:`parse_update`.
 
 Choices made where the issue is silent:
 
-* **Rate limit and 429 in one session middleware** (:class:`RateLimit`), as
+* **The rate limit is one session middleware** (:class:`RateLimit`), as
   aiogram has no built-in limiter. It follows python-telegram-bot's
   ``AIORateLimiter`` as :mod:`..ratelimit` tunes it: ``messages_per_second``
   overall and 20 a minute per group (negative ids, ``@channel`` names); a
   private chat has only the overall budget, as with PTB. The calls in ``UNMETERED`` skip the budget
   and those in ``UNLIMITED`` the whole limiter (both sets come from
-  :mod:`..ratelimit`, so the two drivers cannot drift). A 429 is waited out
-  and retried up to ``max_retries`` times, and while it is waited out every
-  other limited request waits too; the pause ends when the last overlapping
-  429 has been waited out (PTB's ends with the first).
+  :mod:`..ratelimit`, so the two drivers cannot drift). It only paces: a 429 is
+  raised at once, as PTB's limiter with ``max_retries=0`` raises it, to the one
+  retry layer (:mod:`..core.chat_queue`), which pauses the chat's queue.
 * **The metrics hook is the innermost middleware** (:class:`Counted`): it sees
   each HTTP request once, retries included, and labels it as
   :class:`~.ptb.MeteredRequest` does. aiogram decodes the body before it
@@ -41,7 +40,6 @@ Choices made where the issue is silent:
 from __future__ import annotations
 
 import asyncio
-import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -143,11 +141,10 @@ class AiogramApi:
         api_base_url: str,
         *,
         messages_per_second: float,
-        max_retries: int,
         count: Count | None = None,
     ) -> None:
         session = AiohttpSession(api=TelegramAPIServer.from_base(str(api_base_url)), timeout=CALL_TIMEOUT)
-        session.middleware(RateLimit(messages_per_second, max_retries))  # outermost: retries pass the rest
+        session.middleware(RateLimit(messages_per_second))  # outermost: paced before it is counted
         if count is not None:
             session.middleware(Counted(count))
         try:
@@ -317,15 +314,11 @@ class _RawUpdates(TelegramMethod[list[Any]]):
 
 
 class RateLimit(BaseRequestMiddleware):
-    """The message budget and 429 handling (see the module docstring)."""
+    """The message budget, and nothing else: a 429 passes as it came (module docstring)."""
 
-    def __init__(self, messages_per_second: float, max_retries: int) -> None:
+    def __init__(self, messages_per_second: float) -> None:
         self._overall = AsyncLimiter(messages_per_second, 1.0)
         self._chats: dict[int | str, AsyncLimiter] = {}
-        self._max_retries = max_retries
-        self._open = asyncio.Event()  # cleared while a 429 is waited out
-        self._open.set()
-        self._pausing = 0  # 429s being waited out
 
     async def __call__(
         self,
@@ -333,41 +326,13 @@ class RateLimit(BaseRequestMiddleware):
         bot: Bot,
         method: TelegramMethod[TelegramType],
     ) -> Response[TelegramType]:
-        if method.__api_method__ in UNLIMITED:
-            return await make_request(bot, method)
-        for attempt in itertools.count():
-            try:
-                return await self._once(make_request, bot, method)
-            except TelegramRetryAfter as error:
-                if attempt >= self._max_retries:
-                    raise
-                await self._pause(error.retry_after)
-        raise AssertionError("unreachable")  # itertools.count() does not end
-
-    async def _once(
-        self,
-        make_request: NextRequestMiddlewareType[TelegramType],
-        bot: Bot,
-        method: TelegramMethod[TelegramType],
-    ) -> Response[TelegramType]:
         chat_id = getattr(method, "chat_id", None)
-        if isinstance(chat_id, int | str) and method.__api_method__ not in UNMETERED:
+        metered = method.__api_method__ not in UNLIMITED | UNMETERED
+        if isinstance(chat_id, int | str) and metered:
             if isinstance(chat_id, str) or chat_id < 0:  # a group or channel
                 await self._group(chat_id).acquire()
             await self._overall.acquire()
-        await self._open.wait()
         return await make_request(bot, method)
-
-    async def _pause(self, seconds: float) -> None:
-        """Wait out a 429, holding every other limited request until no 429 is waited out."""
-        self._pausing += 1
-        self._open.clear()
-        try:
-            await asyncio.sleep(seconds)
-        finally:
-            self._pausing -= 1
-            if not self._pausing:
-                self._open.set()
 
     def _group(self, chat_id: int | str) -> AsyncLimiter:
         limiter = self._chats.get(chat_id)

@@ -2,8 +2,10 @@
 
 Its transport is PTB's ``ExtBot``: its HTTP layer (:class:`MeteredRequest`,
 ``HTTPXRequest`` counting every request) and its ``AIORateLimiter``
-(:class:`MessageRateLimiter`: flood limits and 429s, minus the calls that send
-no message, :mod:`..ratelimit`). :class:`PtbApi` is the :class:`~..port.BotApi`
+(:class:`MessageRateLimiter`: the flood limits, minus the calls that send
+no message, :mod:`..ratelimit`). The limiter only paces: ``max_retries=0``, so a
+429 is raised at once, to the one retry layer (:mod:`..core.chat_queue`), which
+pauses the chat's queue. :class:`PtbApi` is the :class:`~..port.BotApi`
 over it; every call maps PTB's exceptions onto the port's (:func:`_mapped`).
 Raw updates are parsed with PTB's ``Update.de_json`` (:func:`parse_update`).
 """
@@ -11,6 +13,7 @@ Raw updates are parsed with PTB's ``Update.de_json`` (:func:`parse_update`).
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -29,8 +32,22 @@ from agentgram.bot.telegram.core.metrics import count_call, result_of
 from agentgram.bot.telegram.core.ratelimit import UNLIMITED, UNMETERED
 
 
+def _not_a_retry_budget(record: logging.LogRecord) -> bool:
+    """PTB logs every 429 its limiter does not retry as an error with a traceback ("Rate limit
+    hit after maximum of 0 retries"); with ``max_retries=0`` that is every 429, which the chat
+    queue waits out and logs itself."""
+    return not str(record.msg).startswith("Rate limit hit after maximum of")
+
+
+logging.getLogger("telegram.ext.AIORateLimiter").addFilter(_not_a_retry_budget)
+
+
 class MessageRateLimiter(AIORateLimiter):
-    """PTB's limiter, minus the calls that send no message (see :mod:`..ratelimit`)."""
+    """PTB's limiter, minus the calls that send no message (see :mod:`..ratelimit`); it paces and
+    never retries (``max_retries=0``: the chat queue owns retries)."""
+
+    def __init__(self, overall_max_rate: float) -> None:
+        super().__init__(overall_max_rate=overall_max_rate, max_retries=0)
 
     async def process_request(
         self,
@@ -125,16 +142,14 @@ def _sent(message: telegram.Message) -> port.Sent:
 class PtbApi:
     """:class:`~..port.BotApi` over python-telegram-bot's ``ExtBot``."""
 
-    def __init__(
-        self, token: str, base_url: str, file_base_url: str, *, per_second: float, retries: int
-    ) -> None:
+    def __init__(self, token: str, base_url: str, file_base_url: str, *, per_second: float) -> None:
         self.bot: ExtBot[int] = ExtBot(
             token,
             base_url=base_url,
             base_file_url=file_base_url,
             request=MeteredRequest(connection_pool_size=256),  # PTB's own sizes
             get_updates_request=MeteredRequest(connection_pool_size=1),
-            rate_limiter=MessageRateLimiter(overall_max_rate=per_second, max_retries=retries),
+            rate_limiter=MessageRateLimiter(per_second),
         )
         self._started = False
 

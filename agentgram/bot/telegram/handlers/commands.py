@@ -8,7 +8,7 @@ Unknown commands get the help text and never reach the model.
 
 from __future__ import annotations
 
-from agentgram.bot.telegram.core.context import bot_context, envelope_id
+from agentgram.bot.telegram.core.context import BotContext, bot_context, envelope_id
 from agentgram.bot.telegram.core.incoming import Update
 from agentgram.bot.telegram.core.port import BotCommand
 from agentgram.bot.telegram.core.router import Command, HandlerContext, OnMessage, Router, is_command
@@ -43,6 +43,11 @@ def menu(translator: Translator) -> dict[str | None, list[BotCommand]]:
     return menus
 
 
+def help_text(ctx: BotContext, update: Update) -> str:
+    """The command list; ``/trace`` is in it only while the web view is enabled (there is nothing to link to else)."""
+    return ctx.text(update, "help-text", web="on" if ctx.settings.web.enabled else "off")
+
+
 async def _reply(update: Update, context: HandlerContext, key: str, **params: str | int) -> None:
     chat = update.effective_chat
     assert chat is not None
@@ -54,12 +59,14 @@ async def start(update: Update, context: HandlerContext) -> None:
     chat = update.effective_chat
     assert chat is not None
     ctx = bot_context(context)
-    text = ctx.text(update, "start-greeting") + "\n\n" + ctx.text(update, "help-text")
+    text = ctx.text(update, "start-greeting") + "\n\n" + help_text(ctx, update)
     await send_html(context.bot, chat.id, text)
 
 
 async def help_(update: Update, context: HandlerContext) -> None:
-    await _reply(update, context, "help-text")
+    chat = update.effective_chat
+    assert chat is not None
+    await send_html(context.bot, chat.id, help_text(bot_context(context), update))
 
 
 async def new(update: Update, context: HandlerContext) -> None:
@@ -93,7 +100,7 @@ async def unknown(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
-    text = ctx.text(update, "unknown-command") + "\n\n" + ctx.text(update, "help-text")
+    text = ctx.text(update, "unknown-command") + "\n\n" + help_text(ctx, update)
     await send_html(context.bot, chat.id, text)
 
 

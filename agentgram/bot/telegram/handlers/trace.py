@@ -2,8 +2,9 @@
 
 The link is ``web.public_url`` + ``/sessions/<id>``; it carries no token (a
 link in a chat is easily forwarded): a browser that opened the web view with
-``?token=`` once has its cookie. Without ``web.public_url`` (or with the web
-view off) the reply says so.
+``?token=`` once has its cookie. With the web view off the reply says so; with
+it on but without ``web.public_url`` the reply says that it runs but has no
+public address, and names the key to set.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ async def trace(update: Update, context: HandlerContext) -> None:
     assert chat is not None
     web = ctx.settings.web
     if not web.enabled or web.public_url is None:
-        await send_html(context.bot, chat.id, ctx.text(update, "trace-off"))
+        key = "trace-no-url" if web.enabled else "trace-off"
+        await send_html(context.bot, chat.id, ctx.text(update, key))
         return
     session = await ctx.session(update)
     url = escape(session_url(web.public_url, session.id))

@@ -9,6 +9,7 @@ resumed child announces itself again), as tool status lines are not.
 
 from __future__ import annotations
 
+from agentgram.bot.telegram.core.port import BotApi
 from agentgram.bot.telegram.core.sender import BRIEF, send_html
 from agentgram.bot.telegram.views.render import escape
 from agentgram.runtime.infra.events import SubAgentFinished, SubAgentStarted
@@ -23,7 +24,7 @@ def agent_html(t: Translator, lang: str | None, event: SubAgentStarted | SubAgen
     return f"{line}\n<i>{escape(event.preview)}</i>" if event.preview else line
 
 
-async def show(  # type: ignore[no-untyped-def]
-    bot, chat_id: int, t: Translator, lang: str | None, event: SubAgentStarted | SubAgentFinished
+async def show(
+    bot: BotApi, chat_id: int, t: Translator, lang: str | None, event: SubAgentStarted | SubAgentFinished
 ) -> None:
     await send_html(bot, chat_id, agent_html(t, lang, event), silent=True, retry=BRIEF)

@@ -24,7 +24,7 @@ API 10.0. Past 4096 characters the draft shows the piece being written.
 A chat that refuses drafts — a group or channel (never tried: their ids are
 negative), a server or chat without them (a 400, or the 404 of an older Bot API
 server) — streams by editing a message instead
-(:class:`~bot.telegram.delivery.Delivery`), from the refused draft on; the
+(:class:`~.stream.StreamView`), from the refused draft on; the
 refusal is remembered per chat in memory (:class:`DraftChats`, the newest
 :data:`REFUSALS_KEPT`), so later turns go straight to edits until a restart
 tries drafts again.
@@ -37,6 +37,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from agentgram.bot.telegram.core.port import BotApi
 from agentgram.bot.telegram.core.sender import Draft, send_draft
 from agentgram.bot.telegram.views.split import split_html
 
@@ -57,7 +58,7 @@ class DraftStream:
     def due(self) -> bool:
         return time.monotonic() >= self.next_at
 
-    async def show(self, bot, html: str, interval: float) -> Draft:  # type: ignore[no-untyped-def]
+    async def show(self, bot: BotApi, html: str, interval: float) -> Draft:
         """Make the draft show ``html`` (its last piece past 4096 characters), or say why not."""
         parts = split_html(html) if html.strip() else []
         if not parts or parts[-1] == self.shown:

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, encode
-from agentgram.bot.telegram.core.port import Keyboard, KeyButton
+from agentgram.bot.telegram.core.port import BotApi, Keyboard, KeyButton
 from agentgram.bot.telegram.core.sender import BRIEF, ONCE, Edit, edit_html, send_html
 from agentgram.bot.telegram.views.render import escape
 from agentgram.bot.telegram.views.wording import span_text
@@ -116,7 +116,7 @@ class ChatJobs:
 class JobLines:
     """Every chat's live job lines; owns the tickers (closed with delivery)."""
 
-    def __init__(self, bot, runtime: JobsRuntime, translator: Translator, interval: float) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, bot: BotApi, runtime: JobsRuntime, translator: Translator, interval: float) -> None:
         self.bot = bot
         self.runtime = runtime
         self.t = translator

@@ -5,7 +5,8 @@ inline (a long diff, command or argument list) is cut at a line break with a
 note, and its full text is attached as a document. Arguments are pretty JSON
 with each long string value cut on its own (:data:`VALUE_SHOWN`), so one long
 value does not push the other keys out of sight; an MCP tool's prompt names its
-server and the tool's own name there rather than ``mcp__<server>__<tool>``.
+server and the tool's own name there rather than ``mcp__<server>__<tool>``. A
+call that only reads a path is one line in words (:func:`~bot.shown.read_wording`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from agentgram.bot.shown import decision_key
+from agentgram.bot.shown import decision_key, read_wording
 from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, encode
 from agentgram.bot.telegram.core.port import Keyboard, KeyButton
 from agentgram.bot.telegram.views.render import escape
@@ -58,7 +59,8 @@ def decided_prompt(body: str, decision: str) -> str:
 
 
 def _body(t: Translator, lang: str | None, details: ApprovalDetails) -> tuple[list[str], Attachment | None]:
-    """What will happen: the command and its directory, the file's diff, or the raw arguments."""
+    """What will happen: the command and its directory, the file's diff, the path read, or the raw
+    arguments."""
     if details.command is not None:
         header = t.t(lang, "approval-command", workdir=escape(details.workdir or "."))
         return _shown(t, lang, header, details.command, None, "command.sh")
@@ -70,6 +72,10 @@ def _body(t: Translator, lang: str | None, details: ApprovalDetails) -> tuple[li
             key = "approval-empty-file" if details.new_file else "approval-no-change"
             return [header, f"<i>{t.t(lang, key)}</i>"], None
         return _shown(t, lang, header, details.diff, "diff", "change.diff")
+    read = read_wording(details)
+    if read is not None:
+        key, params = read
+        return [t.t(lang, key, **{name: escape(value) for name, value in params.items()})], None
     whole = _pretty(details.arguments)
     header = _arguments_header(t, lang, details)
     return _shown(t, lang, header, _pretty(_shortened(details.arguments)), "json", "arguments.json", whole)

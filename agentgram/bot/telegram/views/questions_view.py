@@ -13,10 +13,10 @@ that did not send it can still edit it.
 from __future__ import annotations
 
 from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, encode
-from agentgram.bot.telegram.core.port import Keyboard, KeyButton
+from agentgram.bot.telegram.core.port import BotApi, Keyboard, KeyButton
 from agentgram.bot.telegram.core.sender import PERSISTENT, edit_html, send_html
 from agentgram.bot.telegram.views.render import escape
-from agentgram.runtime.app import QuestionStatus
+from agentgram.runtime.app import QuestionStatus, Runtime
 from agentgram.runtime.infra.events import QuestionAsked, QuestionResolved
 from agentgram.runtime.infra.i18n import Translator
 
@@ -58,8 +58,8 @@ def parse_button(arg: str) -> tuple[str, int] | None:
 
 
 async def show(
-    bot, runtime, t: Translator, lang: str | None, event: QuestionAsked | QuestionResolved
-) -> None:  # type: ignore[no-untyped-def]
+    bot: BotApi, runtime: Runtime, t: Translator, lang: str | None, event: QuestionAsked | QuestionResolved
+) -> None:
     chat_id = event.to.chat_id
     assert chat_id is not None
     if isinstance(event, QuestionAsked):

@@ -15,9 +15,10 @@ import json
 from dataclasses import dataclass
 from typing import Protocol
 
+from agentgram.bot.telegram.core.port import BotApi
 from agentgram.bot.telegram.core.sender import PERSISTENT, Edit, edit_html, send_html
 from agentgram.bot.telegram.views.render import escape
-from agentgram.runtime.app import TodoItem, TodoStatus
+from agentgram.runtime.app import Runtime, TodoItem, TodoStatus
 from agentgram.runtime.infra.events import TodosChanged
 from agentgram.runtime.infra.i18n import Translator
 
@@ -62,14 +63,14 @@ async def remember(store: KeyValues, chat_id: int, session_id: int, message_id: 
     await store.set_value(f"{TODOS}{chat_id}", json.dumps({"session": session_id, "message": message_id}))
 
 
-async def send(bot, store: KeyValues, chat_id: int, session_id: int, html: str) -> None:  # type: ignore[no-untyped-def]
+async def send(bot: BotApi, store: KeyValues, chat_id: int, session_id: int, html: str) -> None:
     """Send the list as a new message and make it the one later changes edit."""
     sent = await send_html(bot, chat_id, html, silent=True, retry=PERSISTENT)
     if sent is not None:
         await remember(store, chat_id, session_id, sent.message_id)
 
 
-async def show(bot, runtime, t: Translator, lang: str | None, event: TodosChanged) -> None:  # type: ignore[no-untyped-def]
+async def show(bot: BotApi, runtime: Runtime, t: Translator, lang: str | None, event: TodosChanged) -> None:
     """The changed list: its message edited, or a new one when there is none to edit."""
     chat_id = event.to.chat_id
     assert chat_id is not None

@@ -10,7 +10,7 @@ message path: the next message is not held up — through the adapter's
 :class:`FileSource` into ``<path>.part``, renamed when complete.
 
 The turn that folds the mail in (its first step, or a round's receive point
-for a message sent mid-turn) awaits :meth:`Inbox.prepare`: the files' states
+— docs/architecture/mailbox.md — for a message sent mid-turn) awaits :meth:`Inbox.prepare`: the files' states
 (``ready`` / ``failed`` / ``skipped``, why, a transcript) go into the user
 row's ``meta``, a voice note's transcript becomes the user's text
 (``(voice) …``), and the chat is told what was heard. The result is stored

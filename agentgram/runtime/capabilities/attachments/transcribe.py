@@ -88,7 +88,7 @@ class OpenAITranscriber:
 
 
 def upload_name(path: PurePath, mime_type: str | None) -> str:
-    """The file name to upload: the endpoint tells formats by extension, and a Telegram voice note
+    """The file name to upload: the endpoint tells formats by extension, and a chat's voice note
     may be saved as ``.oga`` or an audio file as ``.opus``, so an unknown extension is replaced by
     the one the MIME type implies (kept when there is none: the service then says it is refused)."""
     extension = path.suffix.lstrip(".").lower()

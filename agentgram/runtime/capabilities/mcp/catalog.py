@@ -1,5 +1,5 @@
-"""Which MCP tools an agent is offered, round by round (the session-handler spec's
-``all_tool_defs()``, dynamic group resolution).
+"""Which MCP tools an agent is offered, round by round (docs/architecture/context.md,
+"Which tools are offered").
 
 - A server with ``lazy: false`` is listed at start; its tools are offered to
   every agent from the first round.

@@ -49,6 +49,7 @@ from mcp.shared.exceptions import MCPError
 
 from agentgram.runtime.capabilities.tools.base import ProcessLedger
 from agentgram.runtime.capabilities.tools.processes import child_with_env, kill_group
+from agentgram.runtime.infra.backoff import Backoff
 from agentgram.runtime.infra.config import McpServerSettings, McpSettings
 from agentgram.runtime.infra.errors import ToolError
 from agentgram.runtime.infra.log import get_logger
@@ -316,7 +317,8 @@ class McpServer:
     def _failed(self, what: str, exc: BaseException, again: str | None = None) -> ToolError:
         self.reason = _reason(exc)
         self._failures += 1
-        delay = 0.0 if self._failures < 2 else min(BACKOFF_FIRST * 2 ** (self._failures - 2), BACKOFF_CAP)
+        restart = Backoff(BACKOFF_FIRST, BACKOFF_CAP)
+        delay = 0.0 if self._failures < 2 else restart.next_delay(self._failures - 1)
         self._retry_at = self._clock() + delay
         log.warning("MCP server %s %s: %s", self.name, what, self.reason)
         again = again or (

@@ -58,7 +58,7 @@ class AskUserClarification(Tool[AskArgs]):
     async def execute(self, args: AskArgs, ctx: ToolContext) -> str:
         if ctx.source in ("tic", "cron") or ctx.chat_id is None or ctx.tool_call_id is None:
             raise ToolError("nobody can answer a question in this session; decide on your own")
-        address = Address(session_id=ctx.session_id, source=ctx.source, chat_id=ctx.chat_id)
+        address = ctx.address
         options = [" ".join(option.split()) for option in args.options if option.strip()]
         asked = await self.questions.ask(
             ctx.session_id, ctx.tool_call_id, ctx.chat_id, args.question, options

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentgram.runtime.infra.errors import ToolError
+from agentgram.runtime.infra.events import Address
 from agentgram.runtime.infra.llm.types import ToolSpec
 
 
@@ -164,6 +165,11 @@ class ToolContext:
             candidate = self.workdir / candidate
         return candidate.resolve()
 
+    @property
+    def address(self) -> Address:
+        """Where the calling session's output goes (an event a tool emits is addressed here)."""
+        return Address(session_id=self.session_id, source=self.source, chat_id=self.chat_id)
+
     def inside_workdir(self, path: Path) -> bool:
         """Whether the resolved ``path`` is the workdir or lies under it."""
         return path.is_relative_to(self.workdir.resolve())
@@ -243,6 +249,11 @@ class Tool(ABC, Generic[ArgsT]):
         the arguments)."""
         return self.group
 
+    def reads(self, args: ArgsT, ctx: ToolContext) -> Path | None:
+        """The resolved path a call that only reads names (``None``: it reads no one path, or it
+        changes something). An approval names it in words instead of showing the raw arguments."""
+        return None
+
     def guard(self, args: ArgsT, ctx: ToolContext) -> None:
         """Refuse a call no rule or approval may allow, with a :class:`ToolError` the model reads.
 
@@ -253,6 +264,14 @@ class Tool(ABC, Generic[ArgsT]):
     @abstractmethod
     async def execute(self, args: ArgsT, ctx: ToolContext) -> str:
         """Do the work and return the text the model reads."""
+
+
+def read_target(tool: Tool[Any], raw: str | dict[str, Any], ctx: ToolContext) -> Path | None:
+    """:meth:`Tool.reads` for the model's raw arguments; ``None`` when they do not parse either."""
+    try:
+        return tool.reads(tool.parse(raw), ctx)
+    except ToolError:
+        return None
 
 
 class ToolRegistry:

@@ -1,5 +1,5 @@
 """The model's tools over its own tracked calls: ``wait``, ``get_tool_call_status``,
-``cancel_tool_call``, ``list_running_tool_calls`` (session-mailbox spec §3).
+``cancel_tool_call``, ``list_running_tool_calls`` (docs/architecture/tools.md).
 
 They only observe or stop calls of the session they run in, so the seeded
 approval rules allow them (``runtime.approvals.rules``). Each returns JSON.

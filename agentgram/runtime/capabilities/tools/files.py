@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import tempfile
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -151,6 +151,9 @@ class _ReadTool(_PathTool[PathArgsT]):
     def call_group(self, args: PathArgsT, ctx: ToolContext) -> ToolGroup:
         inside = ctx.inside_workdir(ctx.resolve(args.path))
         return ToolGroup.FS_READ if inside else ToolGroup.FS_READ_OUTSIDE
+
+    def reads(self, args: PathArgsT, ctx: ToolContext) -> Path:
+        return ctx.resolve(args.path)
 
 
 class ReadFileArgs(_PathArgs):
@@ -313,11 +316,14 @@ def _write(path: Path, content: str) -> str:
 def atomic_write(path: Path, data: bytes) -> None:
     """Write via a temporary file and a rename: a crash leaves the old file or the new, never half.
 
-    The file's permission bits are kept when it is replaced.
+    The file's permission bits are kept when it is replaced; a new file gets what the process's
+    umask gives it (``0644`` under the usual ``022``), as any program's would — a script the agent
+    writes for the user is the user's file. (``tempfile.mkstemp`` would make it ``0600``.) Only
+    agentgram's own files (the database, the config ``init`` writes) are private.
     """
     try:
         mode = path.stat().st_mode & 0o7777 if path.exists() else None
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, temp = _temp_beside(path)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -332,6 +338,18 @@ def atomic_write(path: Path, data: bytes) -> None:
             raise
     except OSError as exc:
         raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _temp_beside(path: Path) -> tuple[int, Path]:
+    """A new hidden file next to ``path``, opened for writing with mode ``0666`` less the umask
+    (the kernel applies the umask: no process-wide ``os.umask`` round trip, which would race)."""
+    for _ in range(100):
+        temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), temp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
 
 
 class WriteFile(_PathTool[WriteFileArgs]):

@@ -34,7 +34,7 @@ from sqlmodel import col, select
 
 from agentgram.runtime.capabilities.tools.base import Tool, ToolArgs, ToolContext, ToolScope
 from agentgram.runtime.infra.errors import ToolError
-from agentgram.runtime.infra.events import Address, EventBus, TodoItem, TodosChanged, TodoStatus
+from agentgram.runtime.infra.events import EventBus, TodoItem, TodosChanged, TodoStatus
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.models import utcnow
 from agentgram.runtime.infra.storage.notes_rows import ScratchpadRow, TodoListRow
@@ -211,8 +211,7 @@ class WriteTodos(Tool[WriteTodosArgs]):
     async def execute(self, args: WriteTodosArgs, ctx: ToolContext) -> str:
         items = tuple(TodoItem(text=" ".join(item.text.split()), status=item.status) for item in args.items)
         if await self.store.set_todos(ctx.session_id, items):
-            address = Address(session_id=ctx.session_id, source=ctx.source, chat_id=ctx.chat_id)
-            self.bus.emit(TodosChanged(to=address, items=items))
+            self.bus.emit(TodosChanged(to=ctx.address, items=items))
         done = sum(1 for item in items if item.status is TodoStatus.DONE)
         return f"todo list saved: {len(items)} item(s), {done} done"
 

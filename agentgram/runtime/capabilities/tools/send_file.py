@@ -59,6 +59,9 @@ class SendFile(Tool[SendFileArgs]):
         inside = ctx.inside_workdir(ctx.resolve(args.path))
         return ToolGroup.FS_READ if inside else ToolGroup.FS_READ_OUTSIDE
 
+    def reads(self, args: SendFileArgs, ctx: ToolContext) -> Path:
+        return ctx.resolve(args.path)
+
     def guard(self, args: SendFileArgs, ctx: ToolContext) -> None:
         ctx.protected.check(ctx.resolve(args.path))
 

@@ -5,7 +5,7 @@ model reads, or raises :class:`~runtime.errors.ToolError`. Each decorator is
 a layer that takes the inner :data:`Exec` and runs around it; the
 :class:`Chain` for a tool stacks the layers of every ``tools.wrappers`` entry
 whose glob matches the tool's name, in file order, first listed outermost
-(``Decorate [d1, d2] base == d1(d2(base))``, spec §6). The chain's
+(``[d1, d2]`` around ``run`` is ``d1(d2(run))``: docs/architecture/tools.md). The chain's
 :attr:`Chain.labels` are what the loop records with each call.
 
 * ``timeout`` cancels the inner call (which is how ``execute_cmd`` kills its
@@ -44,8 +44,9 @@ from agentgram.runtime.capabilities.tools.hooks import (
     call_tool,
     make_hook,
 )
+from agentgram.runtime.infra.backoff import Backoff, retrying
 from agentgram.runtime.infra.config import DecoratorSettings, HookSettings, WrapperSettings
-from agentgram.runtime.infra.errors import ToolError
+from agentgram.runtime.infra.errors import ConfigError, ToolError
 from agentgram.runtime.infra.log import get_logger
 
 log = get_logger("tools.wrappers")
@@ -139,6 +140,15 @@ class Wrappers:
                     unknown.append((f"tools.wrappers.{i}.decorators.{j}.{decorator.name}.tool", hook.tool))
         return unknown
 
+    def hook_problems(self, known: Callable[[str], bool] = lambda _: False) -> list[ConfigError]:
+        """The one check of the hooks' tools, worded once for ``check-config`` and ``run``: each
+        hook tool the registry does not know, and ``known`` does not either, as one config error."""
+        return [
+            ConfigError(key, f"no tool named {name!r} (hooks may name any registered tool)")
+            for key, name in self.unknown_hook_tools()
+            if not known(name)
+        ]
+
     def _build(self, tool: Tool[Any]) -> Chain:
         labels: list[str] = []
         layers: list[Layer] = []
@@ -205,25 +215,25 @@ class RetriesLayer:
         return f"retries({self.count}, backoff {self.backoff_ms} ms)"
 
     async def run(self, inner: Exec, site: CallSite) -> str:
-        delay = self.backoff_ms / 1000
-        for attempt in range(1, self.count + 1):
-            try:
-                return await inner(site)
-            except HookDenied:
-                raise
-            except Exception as exc:  # never CancelledError: /stop and timeouts stop a call for good
-                log.info(
-                    "%s failed (attempt %d of %d), retrying in %g s: %s",
-                    site.tool.name,
-                    attempt,
-                    self.count + 1,
-                    delay,
-                    exc,
-                    extra={"session": site.ctx.session_id, "tool": site.tool.name, "attempt": attempt},
-                )
-            await asyncio.sleep(delay)
-            delay *= 2
-        return await inner(site)
+        def failed(attempt: int, exc: BaseException, delay: float) -> None:
+            log.info(
+                "%s failed (attempt %d of %d), retrying in %g s: %s",
+                site.tool.name,
+                attempt,
+                self.count + 1,
+                delay,
+                exc,
+                extra={"session": site.ctx.session_id, "tool": site.tool.name, "attempt": attempt},
+            )
+
+        # every Exception but a hook's denial; never CancelledError: /stop and timeouts stop a call for good
+        return await retrying(
+            partial(inner, site),
+            Backoff(self.backoff_ms / 1000),
+            attempts=self.count + 1,
+            retry_if=lambda exc: not isinstance(exc, HookDenied),
+            on_retry=failed,
+        )
 
 
 @dataclass(slots=True, frozen=True)

@@ -5,10 +5,9 @@ is what the chat adapter puts in button data, so buttons keep working across
 restarts. A decision applies once (``pending`` → decided in one transaction);
 a second tap finds the row decided and is reported stale. Waiters are
 in-memory futures woken by the decision; after a restart the resumed gate
-reads the stored decision instead. While a gate waits, the manager also knows
-in memory which session it blocks (:meth:`ApprovalManager.awaited`), so a
-message arriving meanwhile can be answered without a database read; that
-entry goes when the request is decided or its wait ends.
+reads the stored decision instead. Which request a session's turn waits on
+right now is its session worker's to say (``SessionHub.awaited``), not this
+manager's.
 """
 
 from __future__ import annotations
@@ -70,7 +69,6 @@ class ApprovalManager:
         self._settings = settings
         self._rules: list[Rule] = []
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
-        self._session_of: dict[str, int] = {}  # pending request id → session id, while a gate holds it
         self.bypasses = BypassTable()
 
     # --- rules ---------------------------------------------------------------
@@ -148,8 +146,6 @@ class ApprovalManager:
                 ApprovalStatus.APPROVED,
                 ApprovalStatus.REJECTED,
             ):
-                if existing.status == ApprovalStatus.PENDING:
-                    self._session_of[existing.id] = session_id
                 return existing, False
             expires = utcnow() + timedelta(seconds=self._settings.timeout) if self._settings.timeout else None
             row = ApprovalRequestRow(
@@ -160,7 +156,6 @@ class ApprovalManager:
                 expires_at=expires,
             )
             tx.add(row)
-        self._session_of[row.id] = session_id
         return row, True
 
     async def get(self, request_id: str) -> ApprovalRequestRow | None:
@@ -210,7 +205,6 @@ class ApprovalManager:
             tx.add(row)
             call = await tx.get(ToolCallRow, row.tool_call_id)
         log_decision(request_id, call.name if call is not None else "?", status, how, row.session_id)
-        self._session_of.pop(request_id, None)
         self._wake(request_id)
         return DecisionResult(applied=True, status=status, request=row)
 
@@ -242,35 +236,21 @@ class ApprovalManager:
         The wake-up is registered *before* the row is read, so a decision that
         lands while the read is in flight is never missed.
         """
-        try:
-            while True:
-                woken = asyncio.get_running_loop().create_future()
-                self._waiters.setdefault(request_id, set()).add(woken)
+        while True:
+            woken = asyncio.get_running_loop().create_future()
+            self._waiters.setdefault(request_id, set()).add(woken)
+            try:
+                row = await self.get(request_id)
+                if row is None:
+                    raise LookupError(request_id)
+                if row.status != ApprovalStatus.PENDING:
+                    return row
                 try:
-                    row = await self.get(request_id)
-                    if row is None:
-                        raise LookupError(request_id)
-                    if row.status != ApprovalStatus.PENDING:
-                        return row
-                    try:
-                        await asyncio.wait_for(woken, _seconds_until(row.expires_at))
-                    except TimeoutError:
-                        await self.expire(request_id)
-                finally:
-                    self._forget(request_id, woken)
-        finally:
-            if request_id not in self._waiters:  # no other gate still waits on it
-                self._session_of.pop(request_id, None)
-
-    def awaited(self, session_id: int) -> str | None:
-        """The request a turn of this session is blocked on right now, if any (in memory).
-
-        True from the moment the gate waits, which is before its prompt is even
-        sent: the waiter is registered before :meth:`wait` first yields.
-        """
-        return next(
-            (rid for rid, sid in self._session_of.items() if sid == session_id and rid in self._waiters), None
-        )
+                    await asyncio.wait_for(woken, _seconds_until(row.expires_at))
+                except TimeoutError:
+                    await self.expire(request_id)
+            finally:
+                self._forget(request_id, woken)
 
     def _wake(self, request_id: str) -> None:
         for woken in self._waiters.pop(request_id, set()):

@@ -7,7 +7,7 @@ the workdir is ``@fs_read_outside``), optionally a path glob (matched
 against the call's resolved path, relative to the workdir when the glob is
 relative; for ``execute_cmd`` it is matched against the command, so
 ``git status*`` trusts a command prefix), optionally a session source
-(``telegram`` and ``chat`` name the same one, :func:`~runtime.config.rule_source`; a terminal
+(config.yml's names for an interactive chat all mean ``chat``, :func:`~runtime.config.rule_source`; a terminal
 chat is a chat to the rules, :func:`session_rule_source`). Rules
 are sorted by priority then id; the first match wins; **no match means
 require** — safe by default for tools added later. The seeded defaults have

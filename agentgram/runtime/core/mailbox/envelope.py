@@ -1,7 +1,7 @@
-"""Envelopes: what a piece of mail is (session-mailbox spec §1).
+"""Envelopes: what a piece of mail is (docs/architecture/mailbox.md).
 
-An envelope's ``id`` is its idempotency key (the Telegram adapter derives it
-from ``update_id``), ``seq`` is assigned on accept and orders a session's mail
+An envelope's ``id`` is its idempotency key (a chat adapter derives it from
+its platform's update id), ``seq`` is assigned on accept and orders a session's mail
 totally. Bodies are a pydantic discriminated union on ``kind`` so mail is
 stored as JSON and parsed back into types at the edge.
 """
@@ -166,8 +166,8 @@ class Receipt(BaseModel):
 class Checkpoint:
     """A source's own read position, committed in the same transaction as the mail it delivered.
 
-    The Telegram adapter's update offset, for one: stored with the message, so
-    storing a message and confirming its update to Telegram cannot come apart,
+    A chat adapter's update offset, for one: stored with the message, so
+    storing a message and confirming its update to the platform cannot come apart,
     and the message costs one transaction, not two. The :class:`Receipt` tells
     the source whether the mailbox wrote it (an in-memory mailbox does not; the
     source then stores it itself).

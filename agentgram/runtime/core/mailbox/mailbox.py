@@ -1,6 +1,6 @@
 """Mailbox implementations: durable (SQL) and in memory, one interface.
 
-Transactional means three things (session-mailbox spec §1):
+Transactional means three things (docs/architecture/mailbox.md):
 
 1. **Accept is atomic and idempotent.** One insert assigns ``seq``; re-sending an
    envelope id returns the first receipt marked ``duplicate``.

@@ -3,7 +3,7 @@
 Every session with mail gets a :class:`SessionWorker`, a single task that
 consumes the session's mailbox in order. Mail to an idle session starts a
 turn; mail that arrives during a turn is folded in by the turn itself at its
-next round boundary (R1). ``stop`` does not queue behind anything: its mail
+next round boundary (the round-boundary receive point). ``stop`` does not queue behind anything: its mail
 is stored, then the running turn is cancelled directly; the worker consumes
 the stop afterwards (before any queued message, which it drops and counts).
 A stop the turn meets at a boundary first ends it the same way. A paused
@@ -37,15 +37,32 @@ from typing import Any
 
 from agentgram.runtime.capabilities.attachments.inbox import PreparationStopped
 from agentgram.runtime.core.mailbox import ControlAction, ControlBody, Envelope, UserMessageBody
-from agentgram.runtime.core.sessions.state import BUSY, RESTING, WorkerState, may_enter
+from agentgram.runtime.core.sessions.state import (
+    BUSY,
+    IDLE,
+    NEW,
+    PAUSED,
+    RESTING,
+    LiveTurn,
+    Opening,
+    Running,
+    Status,
+    Stopping,
+    WaitingApproval,
+    WorkerState,
+    allowed,
+    live_turn,
+    may_enter,
+)
 from agentgram.runtime.core.turn import steps
+from agentgram.runtime.core.turn.deps import TurnDeps
 from agentgram.runtime.core.turn.inject import Prepared, control_action, mail_text, take_until_pause, wakes
-from agentgram.runtime.core.turn.loop import TurnRunner, TurnServices, settle_cancelled
+from agentgram.runtime.core.turn.loop import TurnRunner, settle_cancelled
 from agentgram.runtime.core.turn.outcome import Cancelled, Failed, TurnOutcome
 from agentgram.runtime.core.turn.prefetch import Prefetch
 from agentgram.runtime.infra.events import Address, OutcomeKind, TurnStarted
 from agentgram.runtime.infra.log import get_logger
-from agentgram.runtime.infra.storage.models import ChatSession, SessionSource, Turn, TurnStatus, utcnow
+from agentgram.runtime.infra.storage.models import ChatSession, Turn, TurnStatus, is_headless, utcnow
 
 log = get_logger("hub")
 
@@ -57,9 +74,6 @@ CHAT_IDLE_TIMEOUT = 300.0
 
 A headless session's worker goes as soon as its turn is over: its session gets no more mail.
 """
-
-_HEADLESS = (SessionSource.TIC, SessionSource.CRON)
-
 
 ALBUM_WINDOW = 1.0
 """Seconds after an album's latest item the worker waits for more before it reads the album."""
@@ -78,21 +92,6 @@ def album_pending(mail: list[Envelope]) -> float:
     return max(0.0, ALBUM_WINDOW - (utcnow() - latest).total_seconds())
 
 
-def address_of(session: ChatSession) -> Address:
-    assert session.id is not None
-    return Address(
-        session_id=session.id, source=session.source, chat_id=session.chat_id, language=session.language_code
-    )
-
-
-@dataclass(slots=True, frozen=True)
-class LiveTurn:
-    """A turn a worker runs: its runner (the cancel token) and its task."""
-
-    runner: TurnRunner
-    task: asyncio.Task[TurnOutcome]
-
-
 @dataclass(slots=True)
 class HubOptions:
     resume_on_message: bool = False
@@ -100,33 +99,53 @@ class HubOptions:
 
 
 class SessionWorker:
-    """The one consumer of a session's mailbox (the spec's ChatHub consumer).
+    """The one consumer of a session's mailbox (docs/architecture/mailbox.md, "The session worker").
 
-    What it is doing is :attr:`state`, changed only by :meth:`_enter` (the moves are listed in
-    :mod:`runtime.sessions.state`). The rest is data: the turn it runs, the request of the turn
-    it opens, a turn to continue after a restart, and whether its last stop stopped anything.
+    What it is doing is :attr:`status` (its kind: :attr:`state`), changed only by :meth:`_enter`
+    (the moves are listed in :mod:`runtime.sessions.state`); the turn it runs, the request of the
+    turn it opens and the approval it waits on are data of that status. Besides: a turn to continue
+    after a restart, and whether its last stop stopped anything.
     """
 
     def __init__(self, hub: SessionHub, session_id: int) -> None:
         self.hub = hub
         self.session_id = session_id
-        self.state = WorkerState.NEW
+        self.status: Status = NEW
         self.wake = asyncio.Event()
-        self.turn: LiveTurn | None = None  # the turn it runs (running, waiting, stopping)
-        self.prefetch: Prefetch | None = None  # the first request of the turn it opens
         self.resume_turn_id: int | None = None  # a turn a previous process left running
         self.stopped_turn = False  # a /stop ended a turn here: the stop's report says "stopped"
         self.session: ChatSession | None = None
         self.task = asyncio.create_task(self._loop(), name=f"session-{session_id}")
 
-    def _enter(self, target: WorkerState) -> bool:
-        """Move to ``target`` if :mod:`runtime.sessions.state` lists the move; ``False`` if not."""
-        if not may_enter(self.state, target):
-            log.debug("session %s: %s -> %s refused", self.session_id, self.state, target)
+    def _enter(self, target: Status | WorkerState) -> bool:
+        """Move to ``target`` if :mod:`runtime.sessions.state` lists the move; ``False`` (nothing
+        changes) if not. A bare :class:`WorkerState` can only be refused: a status carries its data."""
+        kind = target if isinstance(target, WorkerState) else target.kind
+        if isinstance(target, WorkerState) or not allowed(self.status, target):
+            if may_enter(self.state, kind):
+                raise TypeError(f"{kind} needs its data")
+            log.debug("session %s: %s -> %s refused", self.session_id, self.state, kind)
             return False
-        log.debug("session %s: %s -> %s", self.session_id, self.state, target)
-        self.state = target
+        log.debug("session %s: %s -> %s", self.session_id, self.state, kind)
+        self.status = target
         return True
+
+    def _may_enter(self, target: WorkerState) -> bool:
+        return may_enter(self.state, target)
+
+    @property
+    def state(self) -> WorkerState:
+        return self.status.kind
+
+    @property
+    def turn(self) -> LiveTurn | None:
+        """The turn it runs (running, waiting, stopping)."""
+        return live_turn(self.status)
+
+    @property
+    def awaited(self) -> str | None:
+        """The approval request its turn waits on, if it does."""
+        return self.status.request_id if isinstance(self.status, WaitingApproval) else None
 
     @property
     def busy(self) -> bool:
@@ -140,7 +159,8 @@ class SessionWorker:
 
     def learned_no_turns(self) -> None:
         """The session was created just now: it has no turn, paused or otherwise."""
-        self._enter(WorkerState.IDLE)
+        if self._may_enter(WorkerState.IDLE):
+            self._enter(IDLE)
 
     def cancel_turn(self) -> bool:
         """Cancel the turn being opened or run, at once (sticky token + task cancel), once.
@@ -150,24 +170,29 @@ class SessionWorker:
         """
         if self.state is WorkerState.STOPPING:
             return True
-        if not self._enter(WorkerState.STOPPING):
+        prefetch = self.status.prefetch if isinstance(self.status, Opening) else None
+        turn = self.turn
+        if not self._enter(Stopping(turn, prefetch)):
             return False
         self.stopped_turn = True
-        if self.prefetch is not None:
-            self.prefetch.cancel()
-        if self.turn is not None and not self.turn.runner.token.cancelled:
-            self.turn.runner.token.cancel()
-            self.turn.task.cancel()
+        if prefetch is not None:
+            prefetch.cancel()
+        if turn is not None and not turn.runner.token.cancelled:
+            turn.runner.token.cancel()
+            turn.task.cancel()
         return True
 
     @contextmanager
-    def _awaiting_approval(self) -> Iterator[None]:
-        """Around the wait of the turn's approval gate (``TurnRunner.awaiting_approval``)."""
-        self._enter(WorkerState.WAITING_APPROVAL)
+    def _awaiting_approval(self, request_id: str) -> Iterator[None]:
+        """Around the wait of the turn's approval gate (``TurnRunner.waiting``)."""
+        turn = self.turn
+        if turn is not None:
+            self._enter(WaitingApproval(turn, request_id))  # refused when the turn was stopped
         try:
             yield
         finally:
-            self._enter(WorkerState.RUNNING)  # refused when the turn was stopped meanwhile
+            if (turn := self.turn) is not None:
+                self._enter(Running(turn))  # refused when the turn was stopped meanwhile
 
     @property
     def idle(self) -> bool:
@@ -196,14 +221,14 @@ class SessionWorker:
 
     def _start_over(self) -> None:
         """After a failure the worker holds no live turn; it reads again what it knows."""
-        if self.prefetch is not None:
-            self.prefetch.cancel()
-        self.prefetch = self.turn = None
-        self._enter(WorkerState.NEW)
+        prefetch = self.status.prefetch if isinstance(self.status, Opening | Stopping) else None
+        if prefetch is not None:
+            prefetch.cancel()
+        self._enter(NEW)
 
     def _idle_timeout(self) -> float:
         """How long to wait for mail once idle; a session not read yet counts as a chat."""
-        headless = self.session is not None and self.session.source in _HEADLESS
+        headless = self.session is not None and is_headless(self.session.source)
         return 0.0 if headless else self.hub.options.idle_timeout
 
     async def _mail_within(self, timeout: float) -> bool:
@@ -217,7 +242,7 @@ class SessionWorker:
 
     async def _drain(self) -> None:
         while True:
-            unread = await self.hub.services.mailbox.unread(self.session_id)
+            unread = await self.hub.deps.mailbox.unread(self.session_id)
             stops = [e for e in unread if control_action(e) == ControlAction.STOP]
             if stops:  # a double-tapped /stop settles as one
                 await self._consume_stop(unread, stops)
@@ -235,7 +260,7 @@ class SessionWorker:
         """Act on the oldest unread mail; ``False`` means wait for more mail.
 
         The turn consumes the mail that starts or resumes it (at its first
-        R1), so the user row and the cursor move commit together.
+        the round-boundary receive point), so the user row and the cursor move commit together.
         """
         paused = await self._paused_turn()
         if paused is not None:
@@ -250,7 +275,8 @@ class SessionWorker:
         if (wait := album_pending(taken)) > 0:  # an album's items arrive one by one: read them as one
             asyncio.get_running_loop().call_later(wait, self.wake.set)
             return False
-        await self._start_turn(taken[:-1] if pause else taken, pause_queued=pause)  # R1 meets the pause
+        # the round-boundary receive point meets the pause
+        await self._start_turn(taken[:-1] if pause else taken, pause_queued=pause)
         return True
 
     async def _start_turn(self, mail: list[Envelope], *, pause_queued: bool) -> None:
@@ -259,25 +285,25 @@ class SessionWorker:
         The worker is busy (``opening``) from the first step: a message meanwhile is "noted",
         and a /stop closes the request and starts the turn cancelled.
         """
-        s = self.hub.services
-        self._enter(WorkerState.OPENING)
+        s = self.hub.deps
+        self._enter(Opening())
+        prefetch: Prefetch | None = None
         try:
             prepared = await self._prepare(mail)
             if prepared is None:  # a /stop cancelled the fetch: the stop settles the mail
-                self._enter(WorkerState.IDLE)
+                self._enter(IDLE)
                 return
             if not pause_queued and not prepared:  # nothing first: a turn that pauses, a file to show
-                source = (await self._session()).source  # read once; the turn's run needs it too
-                self.prefetch = await steps.prefetch(s, self.session_id, mail, source=source)
-                await self.prefetch.under_way(steps.PREFETCH_PATIENCE)
+                prefetch = await steps.prefetch(s, await self._session(), mail)
+                if isinstance(self.status, Opening):  # a stop meanwhile: the turn starts cancelled
+                    self._enter(Opening(prefetch))
+                await prefetch.under_way(steps.PREFETCH_PATIENCE)
             turn_id = await steps.open_turn(s, self.session_id, mail, prepared)
         except BaseException:
-            if self.prefetch is not None:
-                self.prefetch.cancel()
-            self.prefetch = None
-            self._enter(WorkerState.IDLE)  # a stop meanwhile: its mail still settles it
+            if prefetch is not None:
+                prefetch.cancel()
+            self._enter(IDLE)  # a stop meanwhile: its mail still settles it
             raise
-        prefetch, self.prefetch = self.prefetch, None
         # the turn's first receive point has nothing new to read unless a /pause is queued
         await self._run_turn(
             turn_id, restarted=False, first_mail=None if pause_queued else [], prefetch=prefetch
@@ -286,11 +312,8 @@ class SessionWorker:
     async def _prepare(self, mail: list[Envelope]) -> Prepared | None:
         """The files of the mail that starts a turn, fetched (``runtime.attachments``); ``None``
         when a /stop cancelled that."""
-        inbox = self.hub.services.inbox
-        if inbox is None:
-            return {}
         try:
-            return await inbox.prepare(mail, address_of(await self._session()))
+            return await self.hub.deps.files.prepare(mail, Address.of(await self._session()))
         except PreparationStopped:
             return None
 
@@ -310,14 +333,14 @@ class SessionWorker:
     async def _session(self) -> ChatSession:
         """The session row, read once; the runtime hands in changes (language) via the hub."""
         if self.session is None:
-            self.session = await self.hub.services.sessions.get(self.session_id)
+            self.session = await self.hub.deps.sessions.get(self.session_id)
         assert self.session is not None
         return self.session
 
     async def _paused_turn(self) -> Turn | None:
         paused = await self.hub.paused_turn(self.session_id)
         if self.state is WorkerState.NEW:
-            self._enter(WorkerState.IDLE if paused is None else WorkerState.PAUSED)
+            self._enter(IDLE if paused is None else PAUSED)
         return paused
 
     async def _run_turn(
@@ -330,12 +353,12 @@ class SessionWorker:
         prefetch: Prefetch | None = None,
     ) -> None:
         """Steps run and finish: the turn's task, then its end."""
-        s = self.hub.services
+        s = self.hub.deps
         session = await self._session()
         if restarted or resumed:
             await s.sessions.set_turn_status(turn_id, TurnStatus.RUNNING)
-        address = address_of(session)
-        runner = TurnRunner(
+        address = Address.of(session)
+        runner = TurnRunner.root(
             s,
             session,
             turn_id,
@@ -343,21 +366,22 @@ class SessionWorker:
             resumed=restarted or resumed,
             first_mail=first_mail,
             prefetch=prefetch,
-            awaiting_approval=self._awaiting_approval,
+            waiting=self._awaiting_approval,
         )
         if restarted and await runner.stored_answer() is None:  # else nothing is left to continue
             # the notice points at the prompt the resumed turn waits on
             shown = [r.message_id for r in await s.approvals.pending(self.session_id) if r.message_id]
             await s.notice(address, "restarted-continuing", {}, refers_to_message=next(iter(shown), None))
-        if self.state is WorkerState.STOPPING:  # stopped while it was opened: it starts cancelled
+        live = LiveTurn(runner, asyncio.create_task(runner.run(), name=f"turn-{turn_id}"))
+        if isinstance(self.status, Stopping):  # stopped while it was opened: it starts cancelled
             runner.token.cancel()
+            self._enter(Stopping(live))
         else:
-            self._enter(WorkerState.RUNNING)
+            self._enter(Running(live))
         s.bus.emit(TurnStarted(to=address, turn_id=turn_id, resumed=restarted))
-        self.turn = LiveTurn(runner, asyncio.create_task(runner.run(), name=f"turn-{turn_id}"))
-        outcome = await self._await_turn(self.turn)
-        self.turn = None  # done and awaited: an idle worker holds no turn
-        self._enter(WorkerState.PAUSED if outcome.kind == OutcomeKind.PAUSED else WorkerState.IDLE)
+        outcome = await self._await_turn(live)
+        # done and awaited: an idle worker holds no turn
+        self._enter(PAUSED if outcome.kind == OutcomeKind.PAUSED else IDLE)
         await self._finish(runner, outcome)
 
     async def _await_turn(self, turn: LiveTurn) -> TurnOutcome:
@@ -384,15 +408,15 @@ class SessionWorker:
             listener(self.session_id, runner.turn_id, outcome)
 
     async def _consume(self, mail: list[Envelope]) -> None:
-        await self.hub.services.mailbox.consume(self.session_id, max(e.seq for e in mail))
+        await self.hub.deps.mailbox.consume(self.session_id, max(e.seq for e in mail))
 
     async def _consume_stop(self, unread: list[Envelope], stops: list[Envelope]) -> None:
         """Drop queued mail up to the last stop, settle a paused/interrupted turn, report."""
-        s = self.hub.services
+        s = self.hub.deps
         upto = [e for e in unread if e.seq <= stops[-1].seq]
         dropped = sum(1 for e in upto if mail_text(e) is not None)
         session = await self._session()
-        address = address_of(session)
+        address = Address.of(session)
         settled = await self._settle_unfinished_turn(address) or await self._ended_by(stops[0])
         await self._consume(upto)
         s.approvals.bypasses.clear(self.session_id)
@@ -405,13 +429,13 @@ class SessionWorker:
     async def _ended_by(self, stop: Envelope) -> bool:
         """The latest turn was cancelled after this stop was sent (e.g. by a process that
         died before it consumed the stop): the stop did stop something."""
-        latest = await self.hub.services.sessions.latest_turn(self.session_id)
+        latest = await self.hub.deps.sessions.latest_turn(self.session_id)
         if latest is None or latest.status != TurnStatus.CANCELLED or latest.ended_at is None:
             return False
         return latest.ended_at >= stop.sent_at
 
     async def _report_stop(self, address: Address, *, stopped: bool, dropped: int) -> None:
-        notice = self.hub.services.notice
+        notice = self.hub.deps.notice
         if dropped:
             await notice(address, "stopped-dropped", {"count": dropped})
         elif stopped:
@@ -421,25 +445,25 @@ class SessionWorker:
 
     async def _settle_unfinished_turn(self, address: Address) -> bool:
         """A paused turn, or one a crash left running, ends as cancelled on /stop."""
-        s = self.hub.services
+        s = self.hub.deps
         latest = await s.sessions.latest_turn(self.session_id)
         if latest is None or latest.status not in (TurnStatus.PAUSED, TurnStatus.RUNNING) or self.busy:
             return False
         self.resume_turn_id = None
         await settle_cancelled(s, address, latest.id or 0)
-        self._enter(WorkerState.IDLE)
+        self._enter(IDLE)
         return True
 
 
 class SessionHub:
-    def __init__(self, services: TurnServices, options: HubOptions | None = None) -> None:
-        self.services = services
+    def __init__(self, deps: TurnDeps, options: HubOptions | None = None) -> None:
+        self.deps = deps
         self.options = options or HubOptions()
         self.workers: dict[int, SessionWorker] = {}
         self.finish_listeners: list[FinishListener] = []
         self.evict_listeners: list[EvictListener] = []
         """Told the session id after its worker was evicted (the session is idle)."""
-        services.mailbox.subscribe(self._on_mail)
+        deps.mailbox.subscribe(self._on_mail)
 
     def _worker(self, session_id: int) -> SessionWorker:
         worker = self.workers.get(session_id)
@@ -461,8 +485,8 @@ class SessionHub:
         session_id = worker.session_id
         if self.workers.get(session_id) is worker:
             del self.workers[session_id]
-        self.services.mailbox.forget(session_id)
-        self.services.history.forget(session_id)
+        self.deps.mailbox.forget(session_id)
+        self.deps.history.forget(session_id)
         for listener in list(self.evict_listeners):
             try:
                 listener(session_id)
@@ -490,8 +514,8 @@ class SessionHub:
         """
         assert session.id is not None
         if created:
-            self.services.mailbox.known_empty(session.id)
-            self.services.history.known_empty(session.id)
+            self.deps.mailbox.known_empty(session.id)
+            self.deps.history.known_empty(session.id)
             self._worker(session.id).learned_no_turns()
         worker = self.workers.get(session.id)
         if worker is not None:
@@ -505,13 +529,19 @@ class SessionHub:
         worker = self.workers.get(session_id)
         if worker is not None and worker.knows_not_paused:
             return None
-        latest = await self.services.sessions.latest_turn(session_id)
+        latest = await self.deps.sessions.latest_turn(session_id)
         return latest if latest is not None and latest.status == TurnStatus.PAUSED else None
 
     def state(self, session_id: int) -> WorkerState | None:
         """What the session's worker is doing; ``None`` when it has none (nothing in memory)."""
         worker = self.workers.get(session_id)
         return worker.state if worker is not None else None
+
+    def awaited(self, session_id: int) -> str | None:
+        """The approval request the session's turn waits on right now, if any: the one source
+        (the worker's :class:`~runtime.sessions.state.WaitingApproval`)."""
+        worker = self.workers.get(session_id)
+        return worker.awaited if worker is not None else None
 
     def is_busy(self, session_id: int) -> bool:
         worker = self.workers.get(session_id)
@@ -521,7 +551,7 @@ class SessionHub:
         """A /pause is queued for the running turn (it has not reached its next step yet)."""
         if not self.is_busy(session_id):
             return False
-        unread = await self.services.mailbox.unread(session_id)
+        unread = await self.deps.mailbox.unread(session_id)
         return any(control_action(e) == ControlAction.PAUSE for e in unread)
 
     def cancel_turn(self, session_id: int) -> bool:

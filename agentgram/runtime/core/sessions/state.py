@@ -1,16 +1,28 @@
-"""What a session worker is doing, as one value, and the moves it may make.
+"""What a session worker is doing, as one value carrying its data, and the moves it may make.
 
-A worker is always in exactly one :class:`WorkerState`; :data:`TRANSITIONS`
-is the whole list of moves, and :func:`may_enter` the one place that checks
-them. A move not listed is refused, which the worker relies on: a turn
-stopped while it was opened stays ``stopping`` when it starts (so it starts
-cancelled), and a gate that stops waiting for a stopped turn does not make
-it ``running`` again.
+A worker is always in exactly one :data:`Status` — :data:`NEW`, :data:`IDLE` or
+:data:`PAUSED` (:class:`Resting`), :class:`Opening` (the prefetched request),
+:class:`Running` (the turn), :class:`WaitingApproval` (the turn and the request
+it waits on) or :class:`Stopping` (what it stops) — whose :class:`WorkerState`
+is its kind.
+:data:`TRANSITIONS` is the whole list of moves between kinds, and :func:`checked`
+the one place that checks them. A move not listed is refused (it changes
+nothing and is logged at debug), which the worker relies on: a turn stopped
+while it was opened stays ``stopping`` when it starts (so it starts
+cancelled), and a gate that stops waiting for a stopped turn does not make it
+``running`` again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
+from dataclasses import dataclass
+from typing import ClassVar
+
+from agentgram.runtime.core.turn.loop import TurnRunner
+from agentgram.runtime.core.turn.outcome import TurnOutcome
+from agentgram.runtime.core.turn.prefetch import Prefetch
 
 
 class WorkerState(enum.StrEnum):
@@ -70,4 +82,80 @@ def may_enter(current: WorkerState, target: WorkerState) -> bool:
     return target in TRANSITIONS[current]
 
 
-__all__ = ["BUSY", "RESTING", "TRANSITIONS", "WorkerState", "may_enter"]
+@dataclass(slots=True, frozen=True)
+class LiveTurn:
+    """A turn a worker runs: its runner (the cancel token) and its task."""
+
+    runner: TurnRunner
+    task: asyncio.Task[TurnOutcome]
+
+
+@dataclass(slots=True, frozen=True)
+class Resting:
+    """New, idle or paused: the worker holds nothing the database does not (see :data:`RESTING`)."""
+
+    kind: WorkerState
+
+
+NEW, IDLE, PAUSED = (Resting(kind) for kind in (WorkerState.NEW, WorkerState.IDLE, WorkerState.PAUSED))
+
+
+@dataclass(slots=True, frozen=True)
+class Opening:
+    prefetch: Prefetch | None = None  # the new turn's first request, once it is sent
+    kind: ClassVar[WorkerState] = WorkerState.OPENING
+
+
+@dataclass(slots=True, frozen=True)
+class Running:
+    turn: LiveTurn
+    kind: ClassVar[WorkerState] = WorkerState.RUNNING
+
+
+@dataclass(slots=True, frozen=True)
+class WaitingApproval:
+    turn: LiveTurn
+    request_id: str  # the one answer to "what does this session wait for?"
+    kind: ClassVar[WorkerState] = WorkerState.WAITING_APPROVAL
+
+
+@dataclass(slots=True, frozen=True)
+class Stopping:
+    turn: LiveTurn | None = None  # None: the turn was still being opened
+    prefetch: Prefetch | None = None
+    kind: ClassVar[WorkerState] = WorkerState.STOPPING
+
+
+Status = Resting | Opening | Running | WaitingApproval | Stopping
+
+
+def allowed(current: Status, target: Status) -> bool:
+    """Whether a worker in ``current`` may take ``target``: a listed move, or new data for the same
+    kind (the prefetch of the turn it opens, sent; the turn a stop while it opened will start)."""
+    return current.kind is target.kind or may_enter(current.kind, target.kind)
+
+
+def live_turn(status: Status) -> LiveTurn | None:
+    """The turn a worker in ``status`` runs (running, waiting or stopping), if any."""
+    return status.turn if isinstance(status, Running | WaitingApproval | Stopping) else None
+
+
+__all__ = [
+    "BUSY",
+    "IDLE",
+    "NEW",
+    "PAUSED",
+    "RESTING",
+    "TRANSITIONS",
+    "LiveTurn",
+    "Opening",
+    "Resting",
+    "Running",
+    "Status",
+    "Stopping",
+    "WaitingApproval",
+    "WorkerState",
+    "allowed",
+    "live_turn",
+    "may_enter",
+]

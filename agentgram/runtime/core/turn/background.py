@@ -1,4 +1,4 @@
-"""Tracked tool calls: attach, detach, and results as mail (session-mailbox spec §3).
+"""Tracked tool calls: attach, detach, and results as mail (docs/architecture/tools.md).
 
 Every call of a tool with an OS entity (``Tool.tracked``: ``execute_cmd``)
 runs as a task of :class:`BackgroundCalls`, with a ``background_calls`` row
@@ -45,6 +45,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from agentgram.runtime.capabilities.tools.base import CallControl
 from agentgram.runtime.core.mailbox import Envelope, MailKind, Sender, SenderKind, SqlMailbox
 from agentgram.runtime.core.mailbox.envelope import ToolCallFinishedBody
 from agentgram.runtime.core.turn import texts
@@ -131,6 +132,17 @@ class RunningCall:
     elapsed: float
 
 
+@dataclass(slots=True, frozen=True)
+class TrackedCall:
+    """A call about to run as a tracked call: where it reports, what it is, whether it may detach."""
+
+    address: Address
+    call: ToolCallRow
+    summary: str
+    runs_command: bool
+    detachable: bool
+
+
 class BackgroundCalls:
     """The process's tracked calls; also the model's :class:`~runtime.tools.base.CallControl`."""
 
@@ -157,19 +169,17 @@ class BackgroundCalls:
     def max_wait(self) -> float:
         return self.settings.max_wait_seconds
 
+    @property
+    def control(self) -> CallControl:
+        """What the model's call tools read (``ToolContext.calls``): these calls."""
+        return self
+
     # --- running ------------------------------------------------------------------------------------
 
-    async def run(
-        self,
-        *,
-        address: Address,
-        call: ToolCallRow,
-        summary: str,
-        runs_command: bool,
-        detachable: bool,
-        work: Work,
-    ) -> Performed:
+    async def run(self, tracked: TrackedCall, work: Work) -> Performed:
         """Run ``work`` as a tracked call; its result, or the placeholder once it detached."""
+        address, call, summary = tracked.address, tracked.call, tracked.summary
+        runs_command, detachable = tracked.runs_command, tracked.detachable
         assert call.id is not None
         run_id = await durable(
             self._store.started(

@@ -1,6 +1,6 @@
 """Context compaction: older history summarised by one model call, so long chats keep going.
 
-Session-handler spec, "Context Compaction" (with issue 13's wording). With
+docs/architecture/context.md, "Cutting the history". With
 ``llm.compaction.threshold_tokens`` set, a turn's first round looks at how
 big its request is — between turns, so a turn never folds away the request
 it is working on: the input tokens the provider reported for the newest request

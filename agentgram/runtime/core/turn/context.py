@@ -1,6 +1,6 @@
 """Context building: stored history → the messages one LLM request sends.
 
-Order (session-handler spec "Context Building"), optimised for provider
+Order (docs/architecture/context.md), optimised for provider
 prefix caches:
 
 1. a static system message — byte-identical across turns;

@@ -10,7 +10,6 @@ decided request is told to the adapter.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgram.runtime.capabilities.mcp.tools import McpTool
-from agentgram.runtime.capabilities.tools.base import Tool, ToolArgs, ToolContext
+from agentgram.runtime.capabilities.tools.base import Tool, ToolArgs, ToolContext, json_object, read_target
 from agentgram.runtime.capabilities.tools.preview import preview_change
 from agentgram.runtime.core.approvals.manager import ApprovalManager, DecidedBy, log_decision
 from agentgram.runtime.core.approvals.rules import Action, CallFacts, shown_path
@@ -42,8 +41,14 @@ from agentgram.runtime.infra.storage.models import (
     ToolCallStatus,
 )
 
-WaitHook = Callable[[], AbstractContextManager[None]]
-"""Entered while the gate waits for the user's decision, left when the wait ends (however)."""
+WaitHook = Callable[[str], AbstractContextManager[None]]
+"""Entered with the request's id while the gate waits for the user's decision, left when the wait
+ends (however): how the session worker knows what its turn waits on."""
+
+
+def no_wait(request_id: str) -> AbstractContextManager[None]:
+    """The hook of a gate nobody watches."""
+    return nullcontext()
 
 
 @dataclass(slots=True, frozen=True)
@@ -51,7 +56,7 @@ class GateDeps:
     approvals: ApprovalManager
     history: HistoryStore
     bus: EventBus
-    waiting: WaitHook = field(default=nullcontext)
+    waiting: WaitHook = field(default=no_wait)
 
 
 async def run_approval_gate(
@@ -86,7 +91,7 @@ async def run_approval_gate(
         deps.bus.emit(
             ApprovalRequested(to=address, request_id=request.id, tool_call_id=call.id, details=details)
         )
-    with deps.waiting():
+    with deps.waiting(request.id):
         decided = await deps.approvals.wait(request.id)
     deps.bus.emit(approval_resolved(address, decided))
     return await _apply_decision(deps, call, ApprovalStatus(decided.status), decided.reason)
@@ -142,11 +147,9 @@ async def approval_details(call: ToolCallRow, ctx: ToolContext, tool: Tool[Any])
 
 async def _shown_details(call: ToolCallRow, ctx: ToolContext, tool: Tool[Any]) -> ApprovalDetails:
     try:
-        raw = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
+        raw = json_object(call.arguments or "{}")
+    except ToolError:  # shown as sent: the user judges what the model asked for
         raw = {"arguments": call.arguments}
-    if not isinstance(raw, dict):
-        raw = {"arguments": raw}
     if isinstance(tool, McpTool):
         return ApprovalDetails(
             tool_name=call.name, arguments=raw, mcp_server=tool.server.name, mcp_tool=tool.remote
@@ -165,4 +168,8 @@ async def _shown_details(call: ToolCallRow, ctx: ToolContext, tool: Tool[Any]) -
             diff=preview.diff,
             new_file=preview.new_file,
         )
+    read = read_target(tool, raw, ctx)
+    if read is not None:  # a read in words: "Read a file outside the workdir: /etc/hostname"
+        shown, outside = shown_path(read, ctx.workdir), not ctx.inside_workdir(read)
+        return ApprovalDetails(tool_name=call.name, arguments=raw, read_path=shown, outside=outside)
     return ApprovalDetails(tool_name=call.name, arguments=raw)

@@ -1,4 +1,4 @@
-"""Receive point R1: fold unread mail into the conversation at a round boundary.
+"""The round-boundary receive point (docs/architecture/mailbox.md): fold unread mail into the conversation at a round boundary.
 
 Mail is consumed strictly in ``seq`` order. User, agent, scheduled and
 tool-result mail (a detached call that ended, :mod:`runtime.turn.background`)
@@ -50,7 +50,7 @@ def mail_text(envelope: Envelope, *, read: bool = False) -> str | None:
     """The conversation text a piece of mail contributes, or ``None``.
 
     A detached call's result reads as a one-line notice when the model already ``read`` it
-    through a tool (session-mailbox spec §3, G6)."""
+    through a tool (docs/architecture/tools.md, "Read once")."""
     body = envelope.body
     if isinstance(body, UserMessageBody):
         return body.text
@@ -89,7 +89,7 @@ def stop_pending(unread: list[Envelope]) -> bool:
 
 
 def take_until_pause(unread: list[Envelope]) -> tuple[list[Envelope], bool]:
-    """The mail R1 consumes now, and whether it ends in a pause that holds.
+    """The mail this receive point consumes now, and whether it ends in a pause that holds.
 
     A pause followed by a resume (``/pause`` then ``/resume`` before the next
     step) cancels out: both are consumed and the turn goes on.

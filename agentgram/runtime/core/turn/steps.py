@@ -4,29 +4,26 @@ The session worker (:mod:`runtime.sessions.hub`) takes a new turn through
 them in this order and owns what lies between them (its state, a /stop that
 lands meanwhile); a turn that continues (resumed, restarted) starts at *run*.
 *Run* is :meth:`TurnRunner.run` (:mod:`runtime.turn.loop`), the rounds
-themselves; a stopped turn ends through :func:`runtime.turn.loop.settle_cancelled`.
+themselves as the steps of :mod:`runtime.turn.graph` (receive, build request,
+call model, persist round, call tools; cancel); a stopped turn ends through
+:func:`runtime.turn.loop.settle_cancelled`.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from agentgram.runtime.capabilities.agents import MAIN
 from agentgram.runtime.core.mailbox import Envelope
 from agentgram.runtime.core.turn import texts
+from agentgram.runtime.core.turn.deps import TurnDeps
+from agentgram.runtime.core.turn.frame import NO_ECHO, Frame
 from agentgram.runtime.core.turn.inject import Prepared, fold_into_turn
-from agentgram.runtime.core.turn.loop import (
-    TurnRunner,
-    TurnServices,
-    load_images,
-    offered_tools,
-    round_history,
-    with_mcp_tools,
-)
+from agentgram.runtime.core.turn.loop import TurnRunner
 from agentgram.runtime.core.turn.outcome import Exhausted, Failed, Final, TurnOutcome
-from agentgram.runtime.core.turn.prefetch import Prefetch, provisional_messages
+from agentgram.runtime.core.turn.prefetch import Prefetch
+from agentgram.runtime.core.turn.request import build_request, main_level
 from agentgram.runtime.infra.events import OutcomeKind, TurnFinished
-from agentgram.runtime.infra.storage.models import SessionSource, TurnStatus
+from agentgram.runtime.infra.storage.models import ChatSession, TurnStatus
 
 PREFETCH_PATIENCE = 0.2
 """How long the opening waits for the prefetched request to be under way (:meth:`Prefetch.under_way`)."""
@@ -40,39 +37,31 @@ _STATUS = {
 }
 
 
-async def prefetch(
-    services: TurnServices, session_id: int, mail: list[Envelope], *, source: str = "chat", agent: str = MAIN
-) -> Prefetch:
+async def prefetch(deps: TurnDeps, session: ChatSession, mail: list[Envelope]) -> Prefetch:
     """Step 1: send the new turn's first LLM request before the turn exists.
 
     What it saves: opening the turn (step 2) is a durable write — the turn row,
     the mail as user rows, the mailbox cursor, ~1.5 ms of database round trips
     on the hot path. Asked first, the model's time to first token overlaps
-    them instead of following them. The context is what the first round will
-    build once the mail is stored (:func:`provisional_messages`), from the
-    history in memory (or read here instead of in the first round); the round
-    adopts the request only if it asks exactly that, so the turn can only get
-    faster, never different (:mod:`runtime.turn.prefetch`).
+    them instead of following them. The request is the one the first round
+    will build once the mail is stored — built by the same
+    :func:`~runtime.turn.request.build_request`, with the mail not stored yet —
+    and the round adopts it only if it asks exactly that, so the turn can only
+    get faster, never different (:mod:`runtime.turn.prefetch`).
     """
-    s = services
-    ephemeral = source in (SessionSource.TIC, SessionSource.CRON)
-    entries, compacted = await round_history(s, session_id, ephemeral=ephemeral)
-    now = s.clock()
-    notes = await s.notes.context_text(session_id) if s.notes is not None else None
-    context = s.context_for(session_id)
-    await load_images(context, entries)
-    messages = provisional_messages(entries, mail, context, now, notes=notes, compacted=compacted)
-    llm = await s.llm_for(session_id)
-    tools = await with_mcp_tools(s, offered_tools(s, source), session_id, agent)  # as its first round will
-    return Prefetch(llm, messages, tools.specs(), now, tasks=s.requests)
+    assert session.id is not None
+    frame = Frame.root(main_level(deps, session), NO_ECHO)  # nothing streams before a round adopts it
+    request = await build_request(deps, session, frame, now=deps.clock(), mail=mail)
+    llm = await deps.models.client_for(session.id)
+    return Prefetch(llm, request.messages, request.tools.specs(), request.now, tasks=deps.requests)
 
 
 async def open_turn(
-    services: TurnServices, session_id: int, mail: list[Envelope], prepared: Prepared | None = None
+    deps: TurnDeps, session_id: int, mail: list[Envelope], prepared: Prepared | None = None
 ) -> int:
     """Step 2, one transaction: settle orphans, open the turn, fold in the mail that starts it
     (the user rows and the cursor move commit together), with its files as the inbox prepared them."""
-    s = services
+    s = deps
 
     def write(tx: Connection) -> int:
         s.history.mark_orphans_failed(tx, session_id)
@@ -86,7 +75,7 @@ async def open_turn(
 async def finish(runner: TurnRunner, outcome: TurnOutcome) -> None:
     """Step 4: the turn's row gets its end (unless its last round already closed it), the
     operator its log line, the adapter :class:`TurnFinished`."""
-    s = runner.services
+    s = runner.deps
     if not (isinstance(outcome, Final) and outcome.closed):
         await s.sessions.finish_turn(runner.turn_id, _STATUS[outcome.kind], _error(outcome))
     runner.log_finished(outcome)

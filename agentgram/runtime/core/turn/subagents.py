@@ -4,8 +4,8 @@ An agent hands a task to a sub-agent with ``execute_task`` {agent, task}.
 The child runs inline, in the parent's task (same cancellation token, same
 session lock: a /stop stops the whole tree), in a stack frame of its own
 (:mod:`runtime.storage.frames`) whose history is separate from the
-parent's; its final answer is the call's result (session-handler spec,
-"run_agent_turn Inner Loop" and "for_sub_agent()"). The child's session is
+parent's; its final answer is the call's result
+(docs/architecture/subagents.md). The child's session is
 the parent's, so its tool calls go through the same approval gate and their
 prompts reach the same chat. Its text is not streamed to the chat (it
 answers its parent, not the user); the chat sees "🤖 main → researcher" and
@@ -24,7 +24,7 @@ What this module owns:
 - :func:`is_batch` / :func:`run_bounded` — the parallel batch's phase 2;
 - :func:`reap_interrupted_parallel_batches` — restart step 3b.
 
-Choices the spec leaves open: a child gets neither the chat's format rules
+Choices of ours: a child gets neither the chat's format rules
 nor mid-turn mail (mail waits for the root's next round); an unknown agent, a
 failed or exhausted child is a failed result the parent reads; a reaped
 batch member whose answer was already stored gives that answer instead of
@@ -118,6 +118,19 @@ class AgentBook:
     prompt: Callable[[AgentSpec], str] = field(default=lambda spec: spec.prompt or BUILTIN_PROMPT.strip())
     _prompts: dict[str, str] = field(default_factory=dict)
     _tools: dict[tuple[str, ...], ToolRegistry] = field(default_factory=dict)
+    _main: tuple[ToolRegistry, ToolRegistry] | None = None  # (every tool, the main agent's)
+
+    def main_tools(self, registered: ToolRegistry) -> ToolRegistry:
+        """The tools the main agent is offered: ``registered`` within its allowlist (``agents/main``).
+
+        Built once, on the first turn (every tool is registered by then), so the offered specs stay
+        cached between rounds."""
+        allow = self.catalog.main.tools
+        if allow is None:
+            return registered
+        if self._main is None or self._main[0] is not registered:
+            self._main = (registered, registered.only(allow))
+        return self._main[1]
 
     def static_prompt(self, spec: AgentSpec) -> str:
         if spec.name not in self._prompts:
@@ -200,18 +213,19 @@ async def run_bounded(jobs: Sequence[Callable[[], Awaitable[T]]], limit: int) ->
 
 
 def shared_wait(
-    hook: Callable[[], AbstractContextManager[None]],
-) -> Callable[[], AbstractContextManager[None]]:
+    hook: Callable[[str], AbstractContextManager[None]],
+) -> Callable[[str], AbstractContextManager[None]]:
     """The approval-wait hook for the concurrent children of a batch: entered when the first
-    starts waiting, left when the last stops (so the worker waits while any of them does)."""
+    starts waiting (with its request), left when the last stops (so the worker waits while any of
+    them does)."""
     waiting: list[AbstractContextManager[None]] = []
     count = 0
 
     @contextmanager
-    def shared() -> Iterator[None]:
+    def shared(request_id: str) -> Iterator[None]:
         nonlocal count
         if count == 0:
-            waiting.append(hook())
+            waiting.append(hook(request_id))
             waiting[-1].__enter__()
         count += 1
         try:

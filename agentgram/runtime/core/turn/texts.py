@@ -80,7 +80,7 @@ DETACHED_MESSAGE = "Its result will arrive as mail. Use wait, get_tool_call_stat
 
 
 def detached_placeholder(call_id: str, seconds: float) -> str:
-    """The one result a detached call's model reads in its place (session-mailbox spec §3)."""
+    """The one result a detached call's model reads in its place (docs/architecture/tools.md)."""
     return json.dumps(
         {
             "status": "running",
@@ -102,7 +102,7 @@ ORPHANED = (
 
 
 def finished_mail(envelope_id: str, call_id: str, name: str, status: str, result: str, *, read: bool) -> str:
-    """How a ``tool_call_finished`` mail reads in the conversation (spec §2: a header the model can quote)."""
+    """How a ``tool_call_finished`` mail reads in the conversation (a header the model can quote: docs/architecture/mailbox.md)."""
     header = f"[mail {envelope_id}: tool call {call_id} ({name or 'tool'}) {status}"
     if read:
         return f"{header}; its result was already read with get_tool_call_status]"

@@ -32,6 +32,7 @@ from typing import Any
 import openai
 from openai import AsyncOpenAI
 
+from agentgram.runtime.infra.backoff import Backoff
 from agentgram.runtime.infra.config import LLMSettings
 from agentgram.runtime.infra.errors import FailureKind, LLMError, kind_for_status
 from agentgram.runtime.infra.llm.types import (
@@ -147,7 +148,7 @@ class OpenAIClient:
     def _backoff(self, attempt: int, failure: _Failure) -> float:
         if failure.retry_after is not None and 0 <= failure.retry_after <= MAX_RETRY_AFTER:
             return failure.retry_after
-        return min(self._retry_base_delay * 2**attempt, MAX_RETRY_AFTER)
+        return Backoff(self._retry_base_delay, MAX_RETRY_AFTER).next_delay(attempt + 1)
 
     async def _attempt(self, model: str, request: dict[str, Any], sink: StreamSink) -> LLMRound:
         builder = _RoundBuilder(model=model)

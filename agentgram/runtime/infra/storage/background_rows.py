@@ -1,4 +1,4 @@
-"""Tracked tool calls (``execute_cmd`` and the like), one row per run (session-mailbox spec §3).
+"""Tracked tool calls (``execute_cmd`` and the like), one row per run (docs/architecture/tools.md).
 
 A tracked call runs as a background task of :mod:`runtime.turn.background`. Its
 ``tool_calls`` row is what the model reads; this row is the run's own life:

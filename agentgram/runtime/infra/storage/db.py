@@ -43,7 +43,7 @@ log = get_logger("storage")
 T = TypeVar("T")
 
 PERSIST_TIMEOUT = 10.0
-"""How long a write that must survive cancellation may take (round-builder spec)."""
+"""How long a write that must survive cancellation may take (docs/architecture/history.md)."""
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 Hook = Callable[[], None]
@@ -119,10 +119,10 @@ class Database:
 
     ``synchronous`` is SQLite's ``PRAGMA synchronous`` for every connection
     (``NORMAL``: a commit survives the process being killed; ``FULL``: power
-    loss too).
+    loss too). ``pool_size`` is a server's (``storage.pool_size``).
     """
 
-    def __init__(self, url: str, *, synchronous: Synchronous = "NORMAL") -> None:
+    def __init__(self, url: str, *, synchronous: Synchronous = "NORMAL", pool_size: int = 10) -> None:
         self.url = url
         self.synchronous: Synchronous = synchronous
         parsed = make_url(url)
@@ -139,6 +139,8 @@ class Database:
                 self.file = private_sqlite_file(Path(database))
                 self._sync_url = parsed.set(drivername="sqlite+pysqlite")
             kwargs["connect_args"] = {"timeout": 30, "isolation_level": None}
+        else:  # a server (PostgreSQL): storage.pool_size, as many again under load, dead ones replaced
+            kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
         self.engine: AsyncEngine = create_async_engine(url, **kwargs)
         self._sync_engine: Engine | None = None
         self._sync_read_engine: Engine | None = None
@@ -309,8 +311,8 @@ async def durable(awaitable: Awaitable[T], timeout: float = PERSIST_TIMEOUT) -> 
     """Finish a write even if the caller is cancelled, then re-raise the cancel.
 
     The write runs as its own task bounded by ``timeout``; a cancel of the
-    caller waits for it to land before propagating (round-builder spec:
-    a persist after cancel must still land). Further cancels while it waits
+    caller waits for it to land before propagating (a persist after a cancel
+    must still land: docs/architecture/history.md). Further cancels while it waits
     (a second /stop, shutdown behind it) are absorbed until the write is
     done; the first one is re-raised once, as :meth:`Database.write_sync` does.
     """

@@ -2,8 +2,8 @@
 
 A grant is a row of ``mcp_grants``: a session, the frame that asked (``0``
 for the root agent, a sub-agent's ``stack_frames`` id otherwise, so a
-sub-agent starts with none, as the session-handler spec's stack-scoped
-grants do), and the server. Rows outlive a restart; ``/new`` opens a new
+sub-agent starts with none and keeps its own: docs/architecture/subagents.md),
+and the server. Rows outlive a restart; ``/new`` opens a new
 session, which has none, and :meth:`GrantStore.forget` drops the old one's.
 Importing this module registers the table; migrations create it on every
 database. Only this process writes it, so a bounded cache answers each

@@ -5,7 +5,7 @@ to its assistant row and *is* its own result slot. The context builder emits
 exactly one tool message per call, derived from the call's status, so the
 stored history can never hold an unanswered call or a stray result — a call
 cut short by a crash reads as "interrupted", one stopped by the user as
-"Cancelled by user." (round-builder spec: placeholders, never gaps).
+"Cancelled by user." (placeholders, never gaps: docs/architecture/history.md).
 
 Every round reads the session's history to build its context; the tail of
 each recently active session is kept in memory (:mod:`runtime.storage.history_tail`,

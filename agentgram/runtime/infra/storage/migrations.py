@@ -1,19 +1,46 @@
-"""Versioned schema migrations, run on start.
+"""Schema migrations with Alembic, one history for SQLite and PostgreSQL, run on start.
 
-A fresh database gets every table from the models and is stamped with
-:data:`SCHEMA_VERSION`. An older database runs each step above its stamped
-version in order, inside one transaction per step, so a database made by an
-older release upgrades in place. A new release that changes the schema adds a
-step to :data:`STEPS` and bumps :data:`SCHEMA_VERSION`; the models always
-describe the newest shape.
+The revisions live in the package (``storage/alembic/versions``), so a wheel carries them, and
+run programmatically: no ``alembic.ini``, no URL in a file (:func:`alembic_config`). Each
+revision's id is the schema version it produces, four digits (``0005``), so ``agentgram doctor``
+and ``agentgram db current`` still say "schema version 5"; :data:`SCHEMA_VERSION` is the head's.
+
+What :func:`migrate` does with a database, in one write transaction:
+
+* **empty**: ``upgrade head`` builds every table from the revisions (never ``create_all``);
+* **made before Alembic** (a ``schema_version`` table, or the first release's tables without
+  one: version 1): the old steps (:mod:`legacy_migrations`) run once up to version 5, then the
+  baseline revision ``0005`` adds the tables the old ``create_all`` used to add and stamps it;
+* **Alembic's**: ``upgrade head`` from its revision;
+* **newer than this release** (a revision this release does not know): refused with one line
+  (:class:`SchemaTooNew`, a :class:`ConfigError`: exit 2), nothing touched.
+
+``schema_version`` is kept in step with the head's number, so a release from before Alembic
+refuses a newer database instead of taking it for version 1.
+
+Concurrency: on SQLite the transaction starts with ``BEGIN IMMEDIATE``, so two processes upgrade
+one after the other; on PostgreSQL it first takes ``pg_advisory_xact_lock`` (:data:`MIGRATE_LOCK`):
+concurrent starts wait, and the later ones find the schema at head. PostgreSQL's DDL is
+transactional, so a failed upgrade leaves the database as it was.
+
+``storage.migrate: never`` (:func:`migrate` with ``mode="never"``) upgrades nothing: a database
+not at head refuses to start, and ``agentgram db upgrade`` is the way forward.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import UTC, datetime
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
 
-from sqlalchemy import Connection, DateTime, inspect, text
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError
+from sqlalchemy import Connection, MetaData, String, inspect, text
+from sqlalchemy.types import TypeDecorator, TypeEngine
 from sqlmodel import SQLModel
 
 import agentgram.runtime.infra.storage.background_rows  # registers the tables
@@ -25,150 +52,212 @@ import agentgram.runtime.infra.storage.question_rows  # registers the tables
 import agentgram.runtime.infra.storage.scheduler_rows  # registers the tables
 import agentgram.runtime.infra.storage.summary_rows  # registers the tables
 import agentgram.runtime.infra.storage.usage_rows  # noqa: F401  (registers the tables)
+from agentgram.runtime.infra.errors import ConfigError
 from agentgram.runtime.infra.log import get_logger
+from agentgram.runtime.infra.storage import legacy_migrations
 from agentgram.runtime.infra.storage.db import Database
-from agentgram.runtime.infra.storage.search import create_search_index
+from agentgram.runtime.infra.storage.search import INDEX, PG_INDEX
 
 log = get_logger("storage")
 
-Step = Callable[[Connection], None]
+ALEMBIC_DIR = Path(__file__).with_name("alembic")
+EXTRA_VERSION_LOCATIONS: list[Path] = []
+"""Folders of revisions besides ``alembic/versions`` (the tests add a next revision this way)."""
+
+MIGRATE_LOCK = int.from_bytes(b"agmigrat")
+"""The PostgreSQL advisory lock key every migrating process takes first."""
+
+MigrateMode = Literal["auto", "never"]
+IGNORED_TABLES = frozenset({"schema_version"})
+"""Tables of the database that no model describes on purpose (besides ``alembic_version``)."""
 
 
-def _answers_remember_delivery(conn: Connection) -> None:
-    """v2: ``chat_history.delivered_at``; every answer stored before it counts as delivered."""
-    conn.execute(text("ALTER TABLE chat_history ADD COLUMN delivered_at DATETIME"))
-    conn.execute(text("UPDATE chat_history SET delivered_at = created_at WHERE role = 'assistant'"))
+class SchemaTooNew(ConfigError):
+    """The database was migrated by a newer release; this one must not touch it."""
 
-
-SOURCE_COLUMNS = (("sessions", "source"), ("outbox", "source"), ("approval_rules", "source"))
-"""Where a session source is stored: what v3 renames ``telegram`` to ``chat`` in."""
-
-SQLITE_DATETIME = "%Y-%m-%d %H:%M:%S.%f"
-"""How SQLAlchemy writes a datetime into SQLite: UTC, no offset, always the microseconds."""
-
-_SQLITE_DATETIME_GLOB = "????-??-?? ??:??:??.??????"
-
-
-def _chat_is_a_source_and_datetimes_are_utc(conn: Connection) -> None:
-    """v3: the interactive source is ``chat``, not ``telegram``; every datetime is stored as UTC.
-
-    Every datetime column now reads back aware UTC (:data:`~runtime.storage.types.UTCDateTime`).
-    """
-    tables = set(inspect(conn).get_table_names())
-    for table, column in SOURCE_COLUMNS:
-        if table in tables:
-            conn.execute(text(f"UPDATE {table} SET {column} = 'chat' WHERE {column} = 'telegram'"))
-    for table in sorted(tables):
-        for column in _datetime_columns(conn, table):
-            if conn.dialect.name == "sqlite":
-                _rewrite_sqlite_datetimes(conn, table, column)
-            elif conn.dialect.name == "postgresql":
-                conn.execute(
-                    text(
-                        f'ALTER TABLE "{table}" ALTER COLUMN "{column}" TYPE TIMESTAMP WITH TIME ZONE'
-                        f" USING \"{column}\" AT TIME ZONE 'UTC'"
-                    )
-                )
-
-
-def _datetime_columns(conn: Connection, table: str) -> list[str]:
-    """The table's datetime columns as the database has them (a PostgreSQL one only if naive)."""
-    return [
-        str(c["name"])
-        for c in inspect(conn).get_columns(table)
-        if isinstance(c["type"], DateTime) and not (conn.dialect.name == "postgresql" and c["type"].timezone)
-    ]
-
-
-def _rewrite_sqlite_datetimes(conn: Connection, table: str, column: str) -> None:
-    """Rewrite a value written with an offset (or a ``T``) as the same instant in :data:`SQLITE_DATETIME`.
-
-    Such values read back right, but SQL compares them as text with the rest;
-    a value without an offset was written as UTC and is kept as it is.
-    """
-    odd = conn.execute(
-        text(f'SELECT rowid, "{column}" FROM "{table}" WHERE "{column}" NOT GLOB :canonical'),
-        {"canonical": _SQLITE_DATETIME_GLOB},
-    ).all()
-    for rowid, value in odd:
-        try:
-            moment = datetime.fromisoformat(str(value))
-        except ValueError:
-            log.warning("%s.%s of row %s is not a datetime (%r): left as it is", table, column, rowid, value)
-            continue
-        if moment.utcoffset() is None and "T" not in str(value):
-            continue
-        utc = moment.replace(tzinfo=UTC) if moment.utcoffset() is None else moment.astimezone(UTC)
-        conn.execute(
-            text(f'UPDATE "{table}" SET "{column}" = :value WHERE rowid = :rowid'),
-            {"value": utc.strftime(SQLITE_DATETIME), "rowid": rowid},
+    def __init__(self, revision: str, head: str) -> None:
+        super().__init__(
+            "storage.url",
+            f"the database's schema (revision {revision}) is newer than this release"
+            f" (up to {head}): run the newer agentgram, or restore a backup",
         )
 
 
-def _history_is_searchable(conn: Connection) -> None:
-    """v4: the FTS5 index over ``chat_history`` and its triggers, filled from the stored rows
-    (:mod:`runtime.storage.search`; a fresh database gets them when ``chat_history`` is created)."""
-    create_search_index(conn)
+class SchemaBehind(ConfigError):
+    """``storage.migrate: never`` and the database is not at this release's head."""
+
+    def __init__(self, revision: str | None, head: str) -> None:
+        have = "empty" if revision is None else f"at revision {revision}"
+        super().__init__(
+            "storage.migrate",
+            f"is never and the database is {have}, this release needs {head}: run agentgram db upgrade",
+        )
 
 
-def _calls_record_their_wrappers(conn: Connection) -> None:
-    """v5: ``tool_calls.wrappers``, the chain a call ran under (``background_calls`` is a new
-    table, created after the steps)."""
-    if "wrappers" not in {c["name"] for c in inspect(conn).get_columns("tool_calls")}:
-        conn.execute(text("ALTER TABLE tool_calls ADD COLUMN wrappers TEXT"))
+def target_metadata() -> MetaData:
+    """Every table the models describe (what the head revision must build)."""
+    return SQLModel.metadata
 
 
-STEPS: dict[int, Step] = {
-    2: _answers_remember_delivery,
-    3: _chat_is_a_source_and_datetimes_are_utc,
-    4: _history_is_searchable,
-    5: _calls_record_their_wrappers,
-}
-"""Upgrade steps by the version they produce; version 1 is the first release."""
-
-SCHEMA_VERSION = 5
+def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
+    """What Alembic compares: every table but :data:`IGNORED_TABLES` and the full-text indexes."""
+    if type_ == "table" and name is not None:
+        return name not in IGNORED_TABLES and not name.startswith(INDEX)
+    if type_ == "index":
+        return name != PG_INDEX  # an expression index no model can describe (revision 0006)
+    return True
 
 
-def _create_version_table(conn: Connection) -> None:
-    conn.execute(text("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"))
+def compare_type(
+    context: Any,
+    inspected: Any,
+    metadata: Any,
+    inspected_type: TypeEngine[Any],
+    metadata_type: TypeEngine[Any],
+) -> bool | None:
+    """Alembic's type comparison, except that an unbounded ``TEXT`` and ``VARCHAR`` are the same.
+
+    Schema step 5 added ``tool_calls.wrappers`` as ``TEXT`` where the model says ``VARCHAR``: on
+    SQLite (one affinity) and on PostgreSQL (one storage) the two are the same column, and
+    rebuilding a big table once to rename its type would risk more than it fixes.
+    """
+    inspected_type, metadata_type = _plain(inspected_type), _plain(metadata_type)
+    if isinstance(inspected_type, String) and isinstance(metadata_type, String):
+        if inspected_type.length is None and metadata_type.length is None:
+            return False
+    return None  # Alembic's own comparison
 
 
-def _stamped_version(conn: Connection) -> int | None:
-    row = conn.execute(text("SELECT version FROM schema_version")).first()
-    return None if row is None else int(row[0])
+def _plain(kind: TypeEngine[Any]) -> TypeEngine[Any]:
+    """A decorated type's database type (``AutoString`` is a ``VARCHAR``)."""
+    return kind.impl_instance if isinstance(kind, TypeDecorator) else kind
 
 
-def _stamp(conn: Connection, version: int) -> None:
-    conn.execute(text("DELETE FROM schema_version"))
-    conn.execute(text("INSERT INTO schema_version (version) VALUES (:v)"), {"v": version})
+def alembic_config(conn: Connection | None = None) -> Config:
+    """Alembic's configuration for the package's revisions, on ``conn`` when given."""
+    config = Config()
+    config.set_main_option("script_location", str(ALEMBIC_DIR))
+    config.set_main_option("path_separator", "os")
+    if EXTRA_VERSION_LOCATIONS:
+        locations = [ALEMBIC_DIR / "versions", *EXTRA_VERSION_LOCATIONS]
+        config.set_main_option("version_locations", os.pathsep.join(str(p) for p in locations))
+    if conn is not None:
+        config.attributes["connection"] = conn
+    return config
 
 
-def _migrate(conn: Connection) -> tuple[int | None, int]:
-    _create_version_table(conn)
-    current = _stamped_version(conn)
-    if current is None:
-        has_tables = inspect(conn).has_table("sessions")
-        if has_tables:  # a pre-versioning database is version 1
-            current = 1
-        else:
-            SQLModel.metadata.create_all(conn)
-            _stamp(conn, SCHEMA_VERSION)
-            return None, SCHEMA_VERSION
-    if current > SCHEMA_VERSION:
-        raise RuntimeError(f"database schema version {current} is newer than this release ({SCHEMA_VERSION})")
-    for version in range(current + 1, SCHEMA_VERSION + 1):
-        STEPS[version](conn)
-        _stamp(conn, version)
-    # tables added by later releases that a step did not create explicitly
-    SQLModel.metadata.create_all(conn)
-    return current, SCHEMA_VERSION
+def scripts() -> ScriptDirectory:
+    return ScriptDirectory.from_config(alembic_config())
 
 
-async def migrate(db: Database) -> int:
-    """Bring the schema to :data:`SCHEMA_VERSION`; return the resulting version."""
+def head() -> str:
+    revision = scripts().get_current_head()
+    assert revision is not None, "the package carries its revisions"
+    return revision
+
+
+SCHEMA_VERSION = int(head())
+"""This release's schema version: the head revision's number."""
+
+
+@dataclass(frozen=True, slots=True)
+class Upgrade:
+    """What :func:`migrate` did: the revision before (``None``: an empty database; ``legacy-N``:
+    a database from before Alembic at version N) and after."""
+
+    before: str | None
+    after: str
+
+
+def current_revision(conn: Connection) -> str | None:
+    """The database's Alembic revision; ``None`` for a database Alembic never touched."""
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+def _legacy_version(conn: Connection) -> int | None:
+    """A database made before Alembic: its ``schema_version`` (1 without one); else ``None``."""
+    version = legacy_migrations.stamped_version(conn)
+    if version is None and inspect(conn).has_table("sessions"):
+        return 1
+    return version
+
+
+def _lock(conn: Connection) -> None:
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATE_LOCK})
+
+
+def is_known(revision: str) -> bool:
+    """Whether this release carries ``revision`` (a database at an unknown one is newer)."""
+    try:
+        return scripts().get_revision(revision) is not None
+    except CommandError:
+        return False
+
+
+def _upgrade(conn: Connection, mode: MigrateMode) -> Upgrade:
+    _lock(conn)
+    target = head()
+    revision = current_revision(conn)
+    if revision is not None and not is_known(revision):
+        raise SchemaTooNew(revision, target)
+    before = revision
+    legacy = _legacy_version(conn) if revision is None else None
+    if legacy is not None:
+        if legacy > legacy_migrations.LEGACY_VERSION:
+            raise SchemaTooNew(f"{legacy:04d}", target)
+        before = f"legacy-{legacy}"
+    if revision != target and mode == "never":
+        raise SchemaBehind(revision if legacy is None else before, target)
+    if legacy is not None:
+        legacy_migrations.upgrade_legacy(conn, legacy)
+    if revision != target:
+        command.upgrade(alembic_config(conn), "head")
+    legacy_migrations.stamp(conn, int(target))
+    return Upgrade(before, target)
+
+
+async def upgrade(db: Database, mode: MigrateMode = "auto") -> Upgrade:
+    """Bring the schema to the head revision (or, ``never``, check that it is there)."""
     async with db.write() as session:
         conn = await session.connection()
-        before, after = await conn.run_sync(_migrate)
-    if before != after:
-        log.info("database schema %s -> %s", before if before is not None else "new", after)
-    return after
+        done = await conn.run_sync(lambda sync: _upgrade(sync, mode))
+    if done.before != done.after:
+        log.info("database schema %s -> %s", done.before or "new", done.after)
+    return done
+
+
+async def migrate(db: Database, mode: MigrateMode = "auto") -> int:
+    """:func:`upgrade`; the resulting schema version (the head revision's number)."""
+    return int((await upgrade(db, mode)).after)
+
+
+async def revision_of(db: Database) -> str | None:
+    """The database's revision without changing anything (``legacy-N`` before Alembic)."""
+
+    def read(conn: Connection) -> str | None:
+        revision = current_revision(conn)
+        if revision is None and (legacy := _legacy_version(conn)) is not None:
+            return f"legacy-{legacy}"
+        return revision
+
+    async with db.engine.connect() as conn:
+        return await conn.run_sync(read)
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "MigrateMode",
+    "SchemaBehind",
+    "SchemaTooNew",
+    "Upgrade",
+    "alembic_config",
+    "compare_type",
+    "head",
+    "include_name",
+    "is_known",
+    "migrate",
+    "revision_of",
+    "target_metadata",
+    "upgrade",
+]

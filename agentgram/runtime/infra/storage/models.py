@@ -27,13 +27,24 @@ def utcnow() -> datetime:
 
 class SessionSource(enum.StrEnum):
     CHAT = "chat"
-    """An interactive chat on a chat platform (stored as ``telegram`` before schema v3)."""
+    """An interactive chat on a chat platform (stored under the first platform's name before schema v3)."""
     TIC = "tic"
     CRON = "cron"
     SUBAGENT = "subagent"
     TERMINAL = "terminal"
     """An interactive chat in a terminal (``agentgram chat``): a chat in every way but whose
     output is its own (the chat platform's adapter ignores it, and it ignores the platform's)."""
+
+
+HEADLESS_SOURCES = frozenset({SessionSource.TIC, SessionSource.CRON})
+"""The sources of headless runs: nobody reads them live. Their sessions are ephemeral (never
+compacted), offered no tool that waits for the user, their workers go as soon as the turn ends,
+and a chat shows only what they report. :func:`is_headless` is the one test."""
+
+
+def is_headless(source: str) -> bool:
+    """Whether a session of ``source`` is a headless (tic or cron) run (see :data:`HEADLESS_SOURCES`)."""
+    return source in HEADLESS_SOURCES
 
 
 INTERACTIVE_SOURCES = frozenset({SessionSource.CHAT, SessionSource.TERMINAL})
@@ -124,8 +135,8 @@ class ChatSession(SQLModel, table=True):
     chat_id: int | None = None
     user_id: int | None = None
     agent_id: str = "main"
-    is_interactive: bool = True
-    is_ephemeral: bool = False
+    is_interactive: bool = True  # stored for the debug view; False exactly when is_headless(source)
+    is_ephemeral: bool = False  # stored for the debug view; the runtime asks is_headless(source)
     auto_deny_approvals: bool = False
     language_code: str | None = None
     active: bool = True
@@ -286,7 +297,7 @@ class DeadLetter(SQLModel, table=True):
 
 
 class KeyValue(SQLModel, table=True):
-    """Small durable facts, e.g. the Telegram update offset."""
+    """Small durable facts, e.g. a chat adapter's update offset."""
 
     __tablename__ = "kv_state"
 

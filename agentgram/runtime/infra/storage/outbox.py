@@ -3,7 +3,7 @@
 Notices ("⏹ Stopped.", "🔄 Restarted…"), reports (tic and cron results) and
 files the agent sends (``send_file``) are stored here first, then published on the event bus with their
 ``outbox_id``. The adapter reports each one shown once its chat shows it (or
-once Telegram refused it for good); whatever a crash or a long outage kept
+once the platform refused it for good); whatever a crash or a long outage kept
 from the chat is published again on start, once, if it is under a day old.
 Final answers have the same guarantee through ``chat_history.delivered_at``.
 """

@@ -4,18 +4,18 @@ The seam is :class:`HistorySearch`: ``search`` finds the messages of one
 chat's conversations (every session of it, ended ones too) that match some
 words, ``exchange`` gives back the whole exchange a hit belongs to (the
 user's message and the answer to it). :class:`SqliteHistorySearch` does it
-with SQLite FTS5; a PostgreSQL one (``to_tsvector``/``websearch_to_tsquery``
-over the same rows) slots in behind the same protocol, chosen by
-:func:`history_search`, and until it exists another database gets
-:class:`LikeHistorySearch`, slower and unranked but right.
+with SQLite FTS5, :class:`PostgresHistorySearch` with PostgreSQL's own
+full-text search (a GIN index over ``to_tsvector``), chosen by
+:func:`history_search`; any other database gets :class:`LikeHistorySearch`,
+slower and unranked but right.
 
 The FTS5 index is an *external-content* table over ``chat_history``: it
 stores only the index, the text stays in ``chat_history``, and three
 triggers keep it in step with every insert, update and delete — in the same
 transaction, so the index can never disagree with the history.
-:func:`create_search_index` creates it (a migration step for an older
-database, a hook on ``chat_history``'s creation for a fresh one) and fills
-it from the rows already there.
+:func:`create_search_index` creates it and fills it from the rows already
+there (schema step 4 for a database from before Alembic; the baseline
+revision makes the same index for a new one).
 
 What the user typed is never FTS5 syntax: each word becomes a quoted
 prefix term (``"word"*``, all of them required), so ``don't`` or ``a-b``
@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import sqlalchemy as sa
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection
 from sqlmodel import Session
 
 from agentgram.runtime.infra.storage.db import Database
@@ -55,6 +55,18 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 _ROWS = table_of(HistoryRow)
 _SESSIONS = table_of(ChatSession)
+
+
+def _hit_columns() -> tuple[sa.ColumnClause[Any], ...]:
+    """The columns of a search hit's row, alike on both backends."""
+    return (
+        sa.column("id", sa.Integer),
+        sa.column("session_id", sa.Integer),
+        sa.column("role", sa.String),
+        _ROWS.c.created_at,
+        sa.column("snippet", sa.String),
+    )
+
 
 _DDL = (
     f"CREATE VIRTUAL TABLE IF NOT EXISTS {INDEX} USING fts5("
@@ -114,11 +126,6 @@ def create_search_index(conn: Connection) -> None:
     for statement in _DDL:
         conn.execute(sa.text(statement))
     conn.execute(sa.text(f"INSERT INTO {INDEX}({INDEX}) VALUES ('rebuild')"))
-
-
-@event.listens_for(_ROWS, "after_create")
-def _index_a_new_history(target: sa.Table, connection: Connection, **_: Any) -> None:
-    create_search_index(connection)
 
 
 def match_expression(query: str) -> str | None:
@@ -199,13 +206,7 @@ class SqliteHistorySearch(_Exchanges):
             f" WHERE {INDEX} MATCH :match AND s.chat_id = :chat AND s.source IN (:source, :terminal)"
             " AND h.stack_id IS NULL"
             f" ORDER BY bm25({INDEX}), h.id DESC LIMIT :limit"
-        ).columns(
-            sa.column("id", sa.Integer),
-            sa.column("session_id", sa.Integer),
-            sa.column("role", sa.String),
-            _ROWS.c.created_at,
-            sa.column("snippet", sa.String),
-        )
+        ).columns(*_hit_columns())
         params = {
             "start": MARK_START,
             "end": MARK_END,
@@ -248,6 +249,56 @@ class LikeHistorySearch(_Exchanges):
         return await self._db.read_sync(read)
 
 
+PG_INDEX = "ix_chat_history_search"
+"""PostgreSQL's GIN index over ``to_tsvector('simple', content)`` (revision 0006)."""
+PG_VECTOR = "to_tsvector('simple', h.content)"
+"""The indexed expression, exactly as the index has it (else the index is not used)."""
+
+
+def prefix_query(query: str) -> str | None:
+    """The user's words as a PostgreSQL ``tsquery`` every word of which must match as a prefix
+    (``None``: no words). ``websearch_to_tsquery`` has no prefixes, and without stemming (the
+    ``simple`` configuration, for every language) a Russian word would miss its other forms;
+    only ``\\w`` characters reach the query, so no input is a syntax error."""
+    words = _WORD.findall(query.lower())
+    if not words:
+        return None
+    return " & ".join(f"{word}:*" for word in words)
+
+
+class PostgresHistorySearch(_Exchanges):
+    """PostgreSQL full-text search: ranked by ``ts_rank``, newest first among equals, a
+    ``ts_headline`` snippet with the same marks as FTS5's."""
+
+    async def search(self, chat_id: int, query: str, limit: int = 10) -> list[SearchHit]:
+        terms = prefix_query(query)
+        if terms is None:
+            return []
+        statement = sa.text(
+            f"SELECT h.id, h.session_id, h.role, h.created_at,"
+            f" ts_headline('simple', h.content, q.query, :options) AS snippet"
+            f" FROM chat_history AS h JOIN sessions AS s ON s.id = h.session_id,"
+            f" to_tsquery('simple', :terms) AS q(query)"
+            f" WHERE {PG_VECTOR} @@ q.query AND s.chat_id = :chat AND s.source IN (:source, :terminal)"
+            " AND h.stack_id IS NULL"
+            f" ORDER BY ts_rank({PG_VECTOR}, q.query) DESC, h.id DESC LIMIT :limit"
+        ).columns(*_hit_columns())
+        params = {
+            "options": f"StartSel={MARK_START}, StopSel={MARK_END}, MaxWords={SNIPPET_TOKENS}, MinWords=5",
+            "terms": terms,
+            "chat": chat_id,
+            "source": SessionSource.CHAT.value,
+            "terminal": SessionSource.TERMINAL.value,
+            "limit": max(1, min(limit, MAX_LIMIT)),
+        }
+
+        def read(tx: Session) -> list[SearchHit]:
+            rows = tx.execute(statement, params).all()
+            return [SearchHit(r.id, r.session_id, str(r.role), r.created_at, r.snippet) for r in rows]
+
+        return await self._db.read_sync(read)
+
+
 def excerpt(content: str, words: list[str], width: int = 120) -> str:
     """About ``width`` characters around the first word found, the words marked."""
     lowered = content.lower()
@@ -263,6 +314,8 @@ def history_search(db: Database) -> HistorySearch:
     """The search the database can do best."""
     if db.engine.dialect.name == "sqlite":
         return SqliteHistorySearch(db)
+    if db.engine.dialect.name == "postgresql":
+        return PostgresHistorySearch(db)
     return LikeHistorySearch(db)
 
 
@@ -272,6 +325,7 @@ __all__ = [
     "Exchange",
     "HistorySearch",
     "LikeHistorySearch",
+    "PostgresHistorySearch",
     "SearchHit",
     "SqliteHistorySearch",
     "create_search_index",

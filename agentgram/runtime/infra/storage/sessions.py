@@ -1,6 +1,6 @@
 """Sessions, turns and small key-value facts.
 
-One interactive session per chat and source (a Telegram chat, the terminal)
+One interactive session per chat and source (a chat platform's chat, the terminal)
 is *active*; ``/new`` closes it and opens a fresh one. Headless sessions (tic,
 cron) are ephemeral and never active.
 """

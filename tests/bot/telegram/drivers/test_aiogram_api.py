@@ -61,11 +61,9 @@ class Counts(list[tuple[str, str]]):
 
 @asynccontextmanager
 async def driver(
-    tg: FakeTelegram, *, max_retries: int = 2, root: str | None = None, messages_per_second: float = 30
+    tg: FakeTelegram, *, root: str | None = None, messages_per_second: float = 30
 ) -> AsyncIterator[AiogramApi]:
-    api = AiogramApi(
-        tg.token, root or tg.root, messages_per_second=messages_per_second, max_retries=max_retries
-    )
+    api = AiogramApi(tg.token, root or tg.root, messages_per_second=messages_per_second)
     try:
         yield api
     finally:
@@ -87,7 +85,7 @@ async def counts() -> Counts:
 
 @pytest.fixture
 async def api(tg: FakeTelegram, counts: Counts) -> AsyncIterator[AiogramApi]:
-    api = AiogramApi(tg.token, tg.root, messages_per_second=30, max_retries=2, count=counts)
+    api = AiogramApi(tg.token, tg.root, messages_per_second=30, count=counts)
     try:
         yield api
     finally:
@@ -298,7 +296,7 @@ async def test_unknown_method_and_revoked_token_are_invalid_token(api: AiogramAp
 
 def test_a_malformed_token_is_invalid_token() -> None:
     with pytest.raises(InvalidToken, match="Token is invalid"):
-        AiogramApi("not a token", "http://127.0.0.1:1", messages_per_second=30, max_retries=0)
+        AiogramApi("not a token", "http://127.0.0.1:1", messages_per_second=30)
 
 
 async def test_a_hang_ends_in_timed_out(api: AiogramApi, tg: FakeTelegram) -> None:
@@ -318,22 +316,16 @@ async def test_no_server_is_a_network_error(tg: FakeTelegram) -> None:
     assert not isinstance(error.value, TimedOut)
 
 
-async def test_a_429_is_waited_out_and_retried(api: AiogramApi, tg: FakeTelegram, counts: Counts) -> None:
+async def test_a_429_is_raised_at_once_for_the_chat_queue_to_retry(
+    api: AiogramApi, tg: FakeTelegram, counts: Counts
+) -> None:
+    """The driver only paces: the chat queue (core/chat_queue.py) owns the retry and the pause."""
     tg.fail_next("sendMessage", retry_after=1)
-    sent = await api.send_message(USER, Text("patient"))
-    first, second = tg.calls("sendMessage")
-    assert second.time - first.time >= 0.95
-    assert tg.message(USER, sent.message_id).visible_text == "patient"
-    assert counts.of("sendMessage") == ["429", "ok"]
-
-
-async def test_a_429_past_max_retries_raises_retry_after(tg: FakeTelegram) -> None:
-    tg.fail_next("sendMessage", retry_after=1, times=2)
-    async with driver(tg, max_retries=1) as api:
-        with pytest.raises(RetryAfter, match=r"^Too Many Requests: retry after 1$") as error:
-            await api.send_message(USER, Text("x"))
+    with pytest.raises(RetryAfter, match=r"^Too Many Requests: retry after 1$") as error:
+        await api.send_message(USER, Text("x"))
     assert error.value.retry_after == 1.0
-    assert len(tg.calls("sendMessage")) == 2
+    assert len(tg.calls("sendMessage")) == 1
+    assert counts.of("sendMessage") == ["429"]
 
 
 async def test_a_draft_is_never_retried(api: AiogramApi, tg: FakeTelegram) -> None:
@@ -343,20 +335,15 @@ async def test_a_draft_is_never_retried(api: AiogramApi, tg: FakeTelegram) -> No
     assert len(tg.calls("sendMessageDraft")) == 1
 
 
-async def test_while_a_429_is_waited_out_other_requests_wait_but_button_answers(
-    api: AiogramApi, tg: FakeTelegram
-) -> None:
-    sent = await api.send_message(OTHER, Text("pick", reply_markup=Keyboard([[KeyButton("A", "a")]])))
-    query_id = tg.pending_update(tg.press_button(OTHER, sent.message_id, "a"))["callback_query"]["id"]
-    tg.fail_next("sendMessage", retry_after=1)
-    retried = asyncio.create_task(api.send_message(USER, Text("x")))
-    await tg.wait_for(lambda: len(tg.injected) == 1)
-    paused_at = tg.injected[0].time
-    await api.answer_callback_query(query_id)  # a button's answer skips the limiter
-    await api.send_chat_action(OTHER, "typing")  # no budget, but it waits out the 429
-    await retried
-    assert tg.callback_answers[0].time - paused_at < 0.5
-    assert tg.chat_actions[0].time - paused_at >= 0.95
+async def test_after_a_429_the_driver_holds_nothing_back(api: AiogramApi, tg: FakeTelegram) -> None:
+    """Pausing after a 429 is the chat queue's (per chat, or every chat without one)."""
+    tg.fail_next("sendMessage", retry_after=5)
+    with pytest.raises(RetryAfter):
+        await api.send_message(USER, Text("x"))
+    started = time.time()
+    await api.send_chat_action(OTHER, "typing")
+    await api.send_message(OTHER, Text("y"))
+    assert time.time() - started < 1.0
 
 
 # --- the rate limit -----------------------------------------------------------------------
@@ -423,7 +410,7 @@ async def test_count_calls_a_refused_connection_an_error(tg: FakeTelegram) -> No
     async with FakeTelegram() as gone:
         root = gone.root
     counts = Counts()
-    api = AiogramApi(tg.token, root, messages_per_second=30, max_retries=0, count=counts)
+    api = AiogramApi(tg.token, root, messages_per_second=30, count=counts)
     try:
         with pytest.raises(NetworkError):
             await api.get_me()

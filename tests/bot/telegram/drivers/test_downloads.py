@@ -71,7 +71,7 @@ class FileRoute(LoopbackServer):
 
 @asynccontextmanager
 async def aiogram_api(root: str) -> AsyncIterator[BotApi]:
-    api = AiogramApi(TOKEN, root, messages_per_second=30, max_retries=0)
+    api = AiogramApi(TOKEN, root, messages_per_second=30)
     try:
         yield api
     finally:
@@ -80,7 +80,7 @@ async def aiogram_api(root: str) -> AsyncIterator[BotApi]:
 
 @asynccontextmanager
 async def ptb_api(root: str) -> AsyncIterator[BotApi]:
-    api = PtbApi(TOKEN, f"{root}/bot", f"{root}/file/bot", per_second=30, retries=0)
+    api = PtbApi(TOKEN, f"{root}/bot", f"{root}/file/bot", per_second=30)
     try:
         await api.get_me()
         yield api

@@ -21,10 +21,10 @@ async def driver(request: pytest.FixtureRequest) -> AsyncIterator[tuple[BotApi, 
         tg.add_chat(USER)
         api: BotApi
         if request.param == "ptb":
-            api = PtbApi(tg.token, tg.base_url, tg.base_file_url, per_second=30, retries=0)
+            api = PtbApi(tg.token, tg.base_url, tg.base_file_url, per_second=30)
             await api.get_me()
         else:
-            api = AiogramApi(tg.token, tg.root, messages_per_second=30, max_retries=0)
+            api = AiogramApi(tg.token, tg.root, messages_per_second=30)
         try:
             yield api, tg
         finally:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentgram.runtime.core.sessions.hub import address_of
 from agentgram.runtime.core.turn.loop import TurnRunner
 from agentgram.runtime.core.turn.prefetch import Prefetch
+from agentgram.runtime.infra.events import Address
 from agentgram.runtime.infra.llm.types import ChatMessage, SystemMessage, UserMessage
 from tests.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI, Hang, Text
@@ -23,17 +23,17 @@ async def test_a_request_with_the_same_messages_but_other_tools_is_asked_again(
         ref = await runtime.chat_session(1001, user_id=1001, language="en")
         session = await runtime.sessions.get(ref.id)
         assert session is not None
-        services = runtime.hub.services
-        runner = TurnRunner(services, session, turn_id=0, address=address_of(session))
+        services = runtime.hub.deps
+        runner = TurnRunner.root(services, session, 0, Address.of(session))
         messages: list[ChatMessage] = [SystemMessage("s"), UserMessage("now")]
-        fewer = services.tools.specs()[1:]
-        prefetch = Prefetch(services.llm, messages, fewer, services.clock())
-        assert not prefetch.asked(messages, services.tools.specs())
+        fewer = runner.tools.specs()[1:]
+        prefetch = Prefetch(runtime.llm, messages, fewer, services.clock())
+        assert not prefetch.asked(messages, runner.tools.specs())
         await fake_llm.wait_for_requests(1)
-        result = await runner._call_llm(list(messages), prefetch)
+        result = await runner.call_model(list(messages), prefetch)
         assert result.text == "fresh"
         await fake_llm.wait_stream_closed()
         assert fake_llm.calls == 2
-        assert len(fake_llm.requests[1]["tools"]) == len(services.tools.specs())
+        assert len(fake_llm.requests[1]["tools"]) == len(runner.tools.specs())
     finally:
         await runtime.close()

@@ -7,11 +7,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from agentgram.runtime.app import QuestionStatus, Runtime
-from agentgram.runtime.core.turn.loop import offered_tools
+from agentgram.runtime.core.turn.request import main_level
 from agentgram.runtime.infra.events import QuestionAsked, QuestionResolved
 from agentgram.runtime.infra.llm.scripted import Call, Round, ScriptedLLM
 from agentgram.runtime.infra.llm.types import ToolMessage
-from agentgram.runtime.infra.storage.models import SessionSource
+from agentgram.runtime.infra.storage.models import ChatSession, SessionSource
 from tests.conftest import make_settings
 from tests.runtime.core.turn.harness import Recorder
 
@@ -125,8 +125,10 @@ async def test_a_pending_question_is_still_answerable_after_a_restart(tmp_path: 
 
 def test_headless_sessions_are_not_offered_the_question(tmp_path: Path) -> None:
     runtime = Runtime(make_settings(tmp_path, "http://127.0.0.1:9/v1"), llm=ScriptedLLM.script())
-    chat = {spec.name for spec in offered_tools(runtime.services, SessionSource.CHAT).specs()}
+    chat = {
+        spec.name for spec in main_level(runtime.deps, ChatSession(source=SessionSource.CHAT)).tools.specs()
+    }
     assert {"ask_user_clarification", "update_scratchpad", "write_todos"} <= chat
     for source in (SessionSource.TIC, SessionSource.CRON):
-        names = {spec.name for spec in offered_tools(runtime.services, source).specs()}
+        names = {spec.name for spec in main_level(runtime.deps, ChatSession(source=source)).tools.specs()}
         assert "ask_user_clarification" not in names and "write_todos" in names

@@ -283,3 +283,23 @@ async def test_an_unknown_hook_tool_is_reported_and_denies(ctx: ToolContext) -> 
     assert w.unknown_hook_tools() == [("tools.wrappers.0.decorators.0.before.tool", "no_such_guard")]
     with pytest.raises(HookDenied, match="there is no tool called 'no_such_guard'"):
         await call(w, ExecuteCmd(), ctx, command="true")
+
+
+def test_check_config_and_run_word_an_unknown_hook_tool_alike(tmp_path: Path) -> None:
+    """One check, one wording (issue 24): ``check-config`` (:func:`runtime.app.unknown_hook_tools`,
+    by the tools a runtime registers) and ``run`` (:meth:`Wrappers.hook_problems` on the live
+    registry) report the same line."""
+    from agentgram.runtime.app import unknown_hook_tools
+    from tests.conftest import make_settings
+
+    wrappers = [{"match": {"tool": "*"}, "decorators": [{"before": {"tool": "no_such_guard"}}]}]
+    settings = make_settings(tmp_path, "http://127.0.0.1:9", tools={"wrappers": wrappers})
+    [checked] = unknown_hook_tools(settings)
+    [at_run] = wrapped("before", {}, tool="no_such_guard").hook_problems()
+    assert (checked.key, checked.problem) == (at_run.key, at_run.problem)
+    assert str(at_run) == (
+        "config error: tools.wrappers.0.decorators.0.before.tool: no tool named 'no_such_guard' (hooks may name any registered tool)"
+    )
+    assert (
+        wrapped("before", {}, tool="no_such_guard").hook_problems(lambda name: name == "no_such_guard") == []
+    )

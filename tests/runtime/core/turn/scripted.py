@@ -12,7 +12,7 @@ import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
@@ -33,9 +33,9 @@ from agentgram.runtime.core.mailbox import (
     UserMessageBody,
 )
 from agentgram.runtime.core.sessions.hub import HubOptions, SessionHub, SessionWorker
-from agentgram.runtime.core.sessions.state import WorkerState
+from agentgram.runtime.core.sessions.state import Status, WorkerState
 from agentgram.runtime.core.turn.context import ContextSettings
-from agentgram.runtime.core.turn.loop import TurnServices
+from agentgram.runtime.core.turn.deps import OneModel, TurnDeps
 from agentgram.runtime.infra.config import ApprovalRuleSettings, ApprovalSettings
 from agentgram.runtime.infra.events import Address, EventBus, Notice, TurnFinished
 from agentgram.runtime.infra.llm.scripted import ScriptedLLM
@@ -94,7 +94,7 @@ class Ask(Tool[HoldArgs]):
 @dataclass
 class HubRig:
     db: Database
-    services: TurnServices
+    services: TurnDeps
     hub: SessionHub
     llm: ScriptedLLM
     hold: Hold
@@ -102,6 +102,13 @@ class HubRig:
     transitions: list[Transition]
     evicted: list[int] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    def configure(self, **changes: Any) -> TurnDeps:
+        """The hub's dependencies with ``changes`` (they are frozen: a test rebuilds them, before the
+        turn that should see them starts)."""
+        self.services = replace(self.services, **changes)
+        self.hub.deps = self.services
+        return self.services
 
     async def chat(self) -> ChatSession:
         session, created = await self.services.sessions.find_or_open(CHAT, user_id=CHAT, language="en")
@@ -158,10 +165,12 @@ def record_transitions(monkeypatch: pytest.MonkeyPatch, rec: Recorder) -> list[T
     seen: list[Transition] = []
     enter = SessionWorker._enter
 
-    def recorded(self: SessionWorker, target: WorkerState) -> bool:
+    def recorded(self: SessionWorker, target: Status | WorkerState) -> bool:
         before = self.state
+        kind = target if isinstance(target, WorkerState) else target.kind
         entered = enter(self, target)
-        seen.append((self.session_id, before, target, entered))
+        if before is not kind:  # new data for the same state (e.g. the prefetch, sent) is no move
+            seen.append((self.session_id, before, kind, entered))
         rec.changed.set()
         return entered
 
@@ -169,9 +178,7 @@ def record_transitions(monkeypatch: pytest.MonkeyPatch, rec: Recorder) -> list[T
     return seen
 
 
-async def build_services(
-    tmp_path: Path, llm: ScriptedLLM, tools: list[Tool[Any]], bus: EventBus
-) -> TurnServices:
+async def build_services(tmp_path: Path, llm: ScriptedLLM, tools: list[Tool[Any]], bus: EventBus) -> TurnDeps:
     db = Database(f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}")
     await migrate(db)
     approvals = ApprovalManager(
@@ -186,12 +193,12 @@ async def build_services(
 
     workdir = tmp_path / "workspace"
     workdir.mkdir(exist_ok=True)
-    return TurnServices(
+    return TurnDeps(
         db=db,
         sessions=SessionStore(db),
         history=HistoryStore(db),
         mailbox=SqlMailbox(db),
-        llm=llm,
+        models=OneModel(llm),
         tools=ToolRegistry(tools),
         approvals=approvals,
         bus=bus,

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from agentgram.runtime.core.turn.compaction import INSTRUCTIONS, SUMMARY_HEADER, Compactor, split_point
 from agentgram.runtime.core.turn.context import Compacted, message_count
-from agentgram.runtime.core.turn.loop import TurnServices, round_history
+from agentgram.runtime.core.turn.deps import TurnDeps
+from agentgram.runtime.core.turn.request import round_history
 from agentgram.runtime.infra.config import CompactionSettings, ConfigInvalid, settings_from_mapping
 from agentgram.runtime.infra.errors import LLMError
 from agentgram.runtime.infra.llm.scripted import Call, Round, ScriptedLLM
@@ -117,7 +118,7 @@ async def test_a_turn_past_the_threshold_compacts_first_and_never_splits_a_call_
     llm = _model(folded)
     async with hub_rig(tmp_path, llm, monkeypatch) as rig:
         rig.hold.release.set()
-        rig.services.compaction = _compactor(rig)
+        rig.configure(compaction=_compactor(rig))
         session = await rig.chat()
         await rig.say(session, "use the tool")
         await rig.turns_finished(1)
@@ -157,7 +158,7 @@ async def test_a_failed_summary_call_leaves_the_history_as_it_was(
 
     llm = ScriptedLLM(answer)
     async with hub_rig(tmp_path, llm, monkeypatch) as rig:
-        rig.services.compaction = _compactor(rig)
+        rig.configure(compaction=_compactor(rig))
         session = await rig.chat()
         for count, text in enumerate(["one", "two", "three"], start=1):
             await rig.say(session, text)
@@ -175,8 +176,7 @@ async def test_under_compaction_max_history_messages_does_not_truncate_but_ephem
 ) -> None:
     llm = ScriptedLLM(lambda messages, tools: Round("ok"))
     async with hub_rig(tmp_path, llm, monkeypatch) as rig:
-        rig.services.compaction = _compactor(rig, threshold=10**6)
-        rig.services.context = _with_limit(rig.services, 2)
+        rig.configure(compaction=_compactor(rig, threshold=10**6), context=_with_limit(rig.services, 2))
         session = await rig.chat()
         for count, text in enumerate(["a", "b", "c"], start=1):
             await rig.say(session, text)
@@ -187,7 +187,7 @@ async def test_under_compaction_max_history_messages_does_not_truncate_but_ephem
         assert len(entries) == 2 and compacted is None
 
 
-def _with_limit(services: TurnServices, limit: int):  # type: ignore[no-untyped-def]
+def _with_limit(services: TurnDeps, limit: int):  # type: ignore[no-untyped-def]
     from dataclasses import replace
 
     return replace(services.context, max_history_messages=limit)

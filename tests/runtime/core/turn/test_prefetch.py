@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from agentgram.runtime.core.sessions.hub import address_of
 from agentgram.runtime.core.turn import steps
 from agentgram.runtime.core.turn.loop import TurnRunner
 from agentgram.runtime.core.turn.prefetch import Prefetch
-from agentgram.runtime.infra.events import OutcomeKind, TurnFinished
+from agentgram.runtime.infra.events import Address, OutcomeKind, TurnFinished
 from agentgram.runtime.infra.llm.types import SystemMessage, UserMessage
 from agentgram.runtime.infra.storage.models import Role
 from tests.conftest import make_settings
@@ -87,12 +86,12 @@ async def test_a_request_that_asked_something_else_is_cancelled_and_asked_again(
         ref = await runtime.chat_session(1001, user_id=1001, language="en")
         session = await runtime.sessions.get(ref.id)
         assert session is not None
-        services = runtime.hub.services
-        runner = TurnRunner(services, session, turn_id=0, address=address_of(session))
+        services = runtime.hub.deps
+        runner = TurnRunner.root(services, session, 0, Address.of(session))
         asked = [SystemMessage("s"), UserMessage("what the history said a moment ago")]
-        prefetch = Prefetch(services.llm, asked, services.tools.specs(), services.clock())
+        prefetch = Prefetch(runtime.llm, asked, runner.tools.specs(), services.clock())
         await fake_llm.wait_for_requests(1)
-        result = await runner._call_llm([SystemMessage("s"), UserMessage("now")], prefetch)
+        result = await runner.call_model([SystemMessage("s"), UserMessage("now")], prefetch)
         assert result.text == "fresh"
         await fake_llm.wait_stream_closed()
         assert fake_llm.calls == 2

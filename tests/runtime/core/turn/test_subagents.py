@@ -13,6 +13,7 @@ from agentgram.runtime.capabilities.agents import AgentCatalog, AgentSpec
 from agentgram.runtime.capabilities.tools.base import Tool, ToolArgs, ToolContext, ToolRegistry, ToolScope
 from agentgram.runtime.capabilities.tools.builtin import builtin_tools
 from agentgram.runtime.core.turn import texts
+from agentgram.runtime.core.turn.deps import ChosenModels
 from agentgram.runtime.core.turn.subagents import (
     EXECUTE_TASK,
     MAX_DEPTH,
@@ -57,8 +58,7 @@ def task_call(task: str, agent: str = "researcher") -> Call:
 
 def with_agents(rig: HubRig, *, parallel: int = 4) -> HubRig:
     rig.services.tools.register(ExecuteTask(CATALOG))
-    rig.services.agents = AgentBook(CATALOG)
-    rig.services.max_parallel_subagents = parallel
+    rig.configure(agents=AgentBook(CATALOG), max_parallel_subagents=parallel)
     return rig
 
 
@@ -191,9 +191,11 @@ async def test_an_agent_that_names_a_model_asks_that_model(
             {"llm": {"model": "main", "models": [{"name": "fast", "model": "small-1"}]}}, {}
         ).llm
         registry = ModelRegistry(llm_settings, parent, factory=fast_model)
-        rig.services.models = SessionModels(registry, UsageStore(rig.services.db))
         rig.services.tools.register(ExecuteTask(catalog))
-        rig.services.agents = AgentBook(catalog)
+        rig.configure(
+            models=ChosenModels(SessionModels(registry, UsageStore(rig.services.db))),
+            agents=AgentBook(catalog),
+        )
         session = await rig.chat()
         await rig.say(session, "shorten it")
         await rig.turns_finished()

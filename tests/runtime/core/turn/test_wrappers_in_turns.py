@@ -124,3 +124,21 @@ def test_check_config_knows_every_tool_a_runtime_registers(tmp_path: Path, fake_
 
     config = settings(tmp_path, fake_llm, [])
     assert runtime_tool_names(config) == frozenset(Runtime(config).tools.names())
+
+
+def test_the_tools_a_lazy_mcp_server_adds_are_known_to_check_config_alike(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    """One list (``runtime.app.runtime_tools``): ``activate_tools`` is registered and known exactly
+    when an enabled server is lazy."""
+    from agentgram.runtime.app import runtime_tool_names
+
+    off = {"command": "x", "enabled": False, "lazy": True}
+    for servers, has_activate in [
+        ({"off": off}, False),
+        ({"off": off, "on": {"command": "x", "lazy": True}}, True),
+    ]:
+        config = make_settings(tmp_path, fake_llm.base_url, mcp={"servers": servers})
+        names = runtime_tool_names(config)
+        assert names == frozenset(Runtime(config).tools.names())
+        assert ("activate_tools" in names) is has_activate

@@ -1,5 +1,7 @@
 """Storage: WAL on, versioned migrations upgrade in place, writes survive cancellation, and
-``write_sync`` is a write transaction on a thread under the same lock and pragmas."""
+``write_sync`` is a write transaction on a thread under the same lock and pragmas.
+
+A next revision upgrading in place and a newer database refused: test_migrations.py, on both backends."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection, insert, text
+from sqlalchemy import Connection, insert
 
 from agentgram.runtime.infra.storage import migrations
 from agentgram.runtime.infra.storage.db import Database, Synchronous, after_commit, durable
@@ -40,26 +42,6 @@ async def _database_with_a_session(path: Path) -> None:
     await db.close()
 
 
-async def test_older_database_upgrades_in_place_keeping_data(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    await _database_with_a_session(tmp_path / "a.db")
-
-    def add_column(conn: Connection) -> None:
-        conn.execute(text("ALTER TABLE sessions ADD COLUMN nickname VARCHAR"))
-
-    next_version = migrations.SCHEMA_VERSION + 1
-    monkeypatch.setattr(migrations, "SCHEMA_VERSION", next_version)
-    monkeypatch.setitem(migrations.STEPS, next_version, add_column)
-    db = Database(_url(tmp_path / "a.db"))
-    assert await migrate(db) == next_version
-    assert await migrate(db) == next_version  # idempotent
-    await db.close()
-    raw = sqlite3.connect(tmp_path / "a.db")
-    assert raw.execute("SELECT chat_id, nickname FROM sessions").fetchall() == [(42, None)]
-    assert raw.execute("SELECT version FROM schema_version").fetchone()[0] == next_version
-
-
 async def test_version_1_learns_which_answers_were_delivered_and_counts_old_ones_as_shown(
     tmp_path: Path,
 ) -> None:
@@ -71,6 +53,7 @@ async def test_version_1_learns_which_answers_were_delivered_and_counts_old_ones
         " output_tokens, created_at) VALUES (1, 'assistant', 'old answer', 0, 'ok', '{}', 0, 0,"
         " '2026-01-01 10:00:00'), (1, 'user', 'old question', 0, 'ok', '{}', 0, 0, '2026-01-01 09:59:00')"
     )
+    raw.execute("DROP TABLE alembic_version")  # made before Alembic
     raw.execute("UPDATE schema_version SET version = 1")
     raw.commit()
     raw.close()
@@ -83,18 +66,8 @@ async def test_version_1_learns_which_answers_were_delivered_and_counts_old_ones
     assert rows == [("assistant", "2026-01-01 10:00:00"), ("user", None)]
 
 
-async def test_database_from_a_newer_release_is_refused(tmp_path: Path) -> None:
-    db = Database(_url(tmp_path / "a.db"))
-    await migrate(db)
-    async with db.write() as tx:
-        await tx.exec(text("UPDATE schema_version SET version = 999"))  # type: ignore[call-overload]
-    with pytest.raises(RuntimeError, match="newer than this release"):
-        await migrate(db)
-    await db.close()
-
-
-async def test_durable_write_lands_even_when_the_caller_is_cancelled(tmp_path: Path) -> None:
-    db = Database(_url(tmp_path / "a.db"))
+async def test_durable_write_lands_even_when_the_caller_is_cancelled(database_url: str) -> None:
+    db = Database(database_url)
     await migrate(db)
     started = asyncio.Event()
 
@@ -115,9 +88,9 @@ async def test_durable_write_lands_even_when_the_caller_is_cancelled(tmp_path: P
     await db.close()
 
 
-async def test_durable_write_lands_when_the_caller_is_cancelled_again_and_again(tmp_path: Path) -> None:
+async def test_durable_write_lands_when_the_caller_is_cancelled_again_and_again(database_url: str) -> None:
     """Regression: a second cancel used to abandon the write (only the first was waited out)."""
-    db = Database(_url(tmp_path / "a.db"))
+    db = Database(database_url)
     await migrate(db)
     started, release = asyncio.Event(), asyncio.Event()
 

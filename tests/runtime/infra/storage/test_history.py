@@ -3,8 +3,6 @@ it running with its calls pending."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from agentgram.runtime.infra.llm.types import LLMRound, ToolCallRequest
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.history import HistoryStore
@@ -13,8 +11,8 @@ from agentgram.runtime.infra.storage.models import ToolCallStatus, TurnStatus
 from agentgram.runtime.infra.storage.sessions import SessionStore
 
 
-async def test_a_final_round_ends_its_turn_in_the_same_transaction(tmp_path: Path) -> None:
-    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'h.db'}")
+async def test_a_final_round_ends_its_turn_in_the_same_transaction(database_url: str) -> None:
+    db = Database(database_url)
     await migrate(db)
     try:
         sessions, history = SessionStore(db), HistoryStore(db)

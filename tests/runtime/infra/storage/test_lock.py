@@ -1,15 +1,27 @@
-"""The instance lock: one process per database, keyed without the secret, never stale."""
+"""The instance lock: one process per database, keyed without the secret, never stale; on
+PostgreSQL an advisory lock in the database, met from any host."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
-from agentgram.runtime.infra.storage.lock import AlreadyRunning, InstanceLock, fingerprint, lock_path
+from agentgram.runtime.infra.errors import ConfigError
+from agentgram.runtime.infra.storage.lock import (
+    AlreadyRunning,
+    InstanceLock,
+    fingerprint,
+    lock_path,
+    server_lock_key,
+)
+from tests.backends import pg_database
 
 TOKEN = "123456:TEST-token-secret"
 
@@ -66,33 +78,57 @@ time.sleep(60)
 """
 
 
-def test_a_server_database_is_keyed_by_a_hash_without_password_or_token(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    url = "postgresql+asyncpg://me:pw-secret@db.example/agentgram"
-    path = lock_path(url, fingerprint(TOKEN))
-    assert path is not None and path.parent == tmp_path
-    assert "pw-secret" not in path.name and "TEST-token" not in path.name and "123456" not in path.name
-    assert lock_path(url, fingerprint(TOKEN)) == path  # stable
-    assert lock_path(url, fingerprint("654321:other")) != path  # another bot on that server
-    with InstanceLock.acquire(url, fingerprint(TOKEN)):
-        with pytest.raises(AlreadyRunning):
-            InstanceLock.acquire(url, fingerprint(TOKEN))
-    assert path.read_text().strip() == str(os.getpid())  # the file holds the pid, nothing else
+async def test_postgresql_is_locked_in_the_database_and_the_holder_named_with_host_and_pid() -> None:
+    """The lock another host would meet too: it is in the database, keyed by the bot."""
+    async with pg_database() as url:
+        assert lock_path(url, fingerprint(TOKEN)) is None  # no file on any host
+        with InstanceLock.acquire(url, fingerprint(TOKEN)) as lock:
+            assert lock.path is None
+            with pytest.raises(AlreadyRunning) as refused:
+                await asyncio.to_thread(InstanceLock.acquire, url, fingerprint(TOKEN))
+            assert str(refused.value) == (
+                f"another agentgram is running (host {socket.gethostname()}, pid {os.getpid()})"
+            )
+            assert (refused.value.pid, refused.value.host) == (os.getpid(), socket.gethostname())
+            InstanceLock.acquire(url, fingerprint("654321:other")).release()  # another bot on it
+        InstanceLock.acquire(url, fingerprint(TOKEN)).release()  # released: the next one starts
+    key = str(server_lock_key(fingerprint(TOKEN)))
+    assert "123456" not in key and server_lock_key(fingerprint(TOKEN)) == int(key)  # stable, no token
 
 
-def test_without_a_runtime_dir_a_private_temp_folder_is_used(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    import tempfile
+async def test_a_killed_holder_on_postgresql_leaves_no_stale_lock() -> None:
+    async with pg_database() as url:
+        await asyncio.to_thread(_kill_a_holder, url)
+        for _ in range(100):  # the server notices the closed connection at once, or nearly
+            try:
+                InstanceLock.acquire(url, "x").release()
+                break
+            except AlreadyRunning:
+                await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the killed holder's lock stayed")
 
-    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
-    with InstanceLock.acquire("postgresql+asyncpg://db.example/agentgram", "f") as lock:
-        assert lock.path is not None and lock.path.parent == tmp_path / f"agentgram-{os.getuid()}"
-        assert lock.path.parent.stat().st_mode & 0o777 == 0o700
+
+def _kill_a_holder(url: str) -> None:
+    """A process takes the lock of ``url``, a second is refused with its pid, then it is SIGKILLed."""
+    root = Path(__file__).parents[4]
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLD, url], stdout=subprocess.PIPE, text=True, cwd=root
+    ) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+            with pytest.raises(AlreadyRunning) as refused:
+                InstanceLock.acquire(url, "x")
+            assert refused.value.pid == holder.pid
+        finally:
+            holder.kill()  # SIGKILL: its connection closes, and the lock with it
+
+
+async def test_credentials_postgresql_refuses_are_one_config_line() -> None:
+    async with pg_database() as url:
+        wrong = make_url(url).set(username="nobody").render_as_string(hide_password=False)
+        with pytest.raises(ConfigError, match=r"^config error: storage.url: PostgreSQL refused"):
+            InstanceLock.acquire(wrong, "x")
 
 
 def test_an_in_memory_database_shares_nothing_and_takes_no_lock(tmp_path: Path) -> None:

@@ -1,11 +1,12 @@
-"""Search what was said: FTS5 over a chat's conversations, ended sessions included."""
+"""Search what was said: FTS5 (and PostgreSQL's full-text search) over a chat's conversations,
+ended sessions included."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 
 from agentgram.runtime.infra.storage import migrations
 from agentgram.runtime.infra.storage.db import Database
@@ -15,12 +16,15 @@ from agentgram.runtime.infra.storage.rows import insert_row
 from agentgram.runtime.infra.storage.search import (
     MARK_END,
     MARK_START,
+    PG_VECTOR,
     LikeHistorySearch,
+    PostgresHistorySearch,
     SqliteHistorySearch,
     history_search,
     match_expression,
 )
 from agentgram.runtime.infra.storage.sessions import SessionStore
+from tests.backends import pg_database
 
 CHAT, OTHER = 42, 43
 
@@ -118,6 +122,7 @@ async def test_an_older_database_gets_its_history_indexed_by_the_migration(tmp_p
     for trigger in ("insert", "delete", "update"):
         raw.execute(f"DROP TRIGGER chat_history_fts_{trigger}")
     raw.execute("DROP TABLE chat_history_fts")
+    raw.execute("DROP TABLE alembic_version")  # made before Alembic
     raw.execute("UPDATE schema_version SET version = 3")
     raw.commit()
     raw.close()
@@ -136,3 +141,40 @@ async def test_the_fallback_for_other_databases_finds_the_same_messages(tmp_path
     assert len(hits) == 2
     assert all(MARK_START in hit.snippet for hit in hits)
     await db.close()
+
+
+async def test_postgresql_searches_with_its_own_full_text_index_russian_too() -> None:
+    async with pg_database() as url:
+        db = Database(url)
+        try:
+            await migrate(db)
+            old_session, asked = await _conversations(db)
+            search = history_search(db)
+            assert isinstance(search, PostgresHistorySearch)
+            hits = await search.search(CHAT, "staging postgres")
+            assert {hit.session_id for hit in hits} == {old_session} and len(hits) == 2
+            assert all(f"{MARK_START}Postgres{MARK_END}" in hit.snippet for hit in hits)
+            assert all(hit.said_at.tzinfo is not None for hit in hits)
+            assert "hunter2" not in " ".join(hit.plain for hit in hits)
+            assert {hit.role for hit in await search.search(CHAT, "listen")} == {"user", "assistant"}
+            for query in ('port" OR *', "AND", "(staging", "-", "NEAR(x y)", "", "a & !b | c:*"):
+                await search.search(CHAT, query)  # never a tsquery syntax error
+            assert await search.search(CHAT, "...") == []
+            exchange = await search.exchange(CHAT, asked)
+            assert exchange is not None and exchange.answer == "The staging Postgres listens on port 6543."
+
+            fresh = await SessionStore(db).find_or_open(CHAT, user_id=CHAT, language="ru")
+            assert fresh[0].id is not None
+            said = await _say(db, fresh[0].id, Role.USER, "Напомни мне про встречу с Анной в пятницу")
+            [hit] = await search.search(CHAT, "встреч анн")  # prefixes find the other forms
+            assert hit.row_id == said and f"{MARK_START}встречу{MARK_END}" in hit.snippet
+            louder = await _say(db, fresh[0].id, Role.USER, "postgres, postgres and postgres again")
+            [ranked, *rest] = await search.search(CHAT, "postgres")
+            assert ranked.row_id == louder and len(rest) == 2  # ts_rank: the most mentions first
+            async with db.read() as tx:  # the search's expression is the index's: the index is used
+                await tx.exec(text("SET enable_seqscan = off"))  # type: ignore[call-overload]
+                explain = f"EXPLAIN SELECT h.id FROM chat_history AS h WHERE {PG_VECTOR} @@ to_tsquery('simple', 'x:*')"
+                plan = " ".join(str(r[0]) for r in (await tx.exec(text(explain))).all())  # type: ignore[call-overload]
+            assert "ix_chat_history_search" in plan
+        finally:
+            await db.close()

@@ -4,7 +4,6 @@ start, tells a new chat from a known one without reading."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from sqlmodel import col, select
@@ -16,8 +15,9 @@ from agentgram.runtime.infra.storage.sessions import ChatSessionCache, SessionSt
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = Database(f"sqlite+aiosqlite:///{tmp_path / 's.db'}")
+async def db(database_url: str) -> AsyncIterator[Database]:
+    """A migrated database, once per backend."""
+    database = Database(database_url)
     await migrate(database)
     try:
         yield database

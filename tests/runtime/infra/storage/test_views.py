@@ -93,8 +93,9 @@ class Store:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'views.db'}")
+async def store(database_url: str) -> AsyncIterator[Store]:
+    """Stores over a migrated database, once per backend."""
+    db = Database(database_url)
     await migrate(db)
     try:
         yield Store(db)

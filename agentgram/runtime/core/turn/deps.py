@@ -1,0 +1,286 @@
+"""What a turn runs on, built once: :class:`TurnDeps`, frozen, made of narrow seams.
+
+pydantic-ai keeps a run's dependencies (``GraphAgentDeps``) apart from its
+mutable state; this is that half. The runtime's composition
+(``runtime/app.py``) builds one value and hands it to the session hub; nothing
+assigns to it afterwards. Each optional feature is a small Protocol here,
+and a feature that is off is its null object (:data:`NO_NOTES`,
+:class:`OneModel`, :data:`UNTRACKED`, …), never ``None``: the turn's code
+has no "is it on?" branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Protocol
+
+from agentgram.runtime.capabilities.tools.base import (
+    CallControl,
+    ProcessLedger,
+    Progress,
+    ProtectedPaths,
+    ToolRegistry,
+)
+from agentgram.runtime.capabilities.tools.wrappers import Wrappers
+from agentgram.runtime.core.approvals.manager import ApprovalManager
+from agentgram.runtime.core.mailbox import Envelope, Mailbox
+from agentgram.runtime.core.prompt import with_memory
+from agentgram.runtime.core.turn.background import Performed, TrackedCall
+from agentgram.runtime.core.turn.compaction import HistoryView
+from agentgram.runtime.core.turn.context import ContextSettings
+from agentgram.runtime.core.turn.inject import Prepared
+from agentgram.runtime.core.turn.subagents import AgentBook
+from agentgram.runtime.infra.events import Address, EventBus, Notify
+from agentgram.runtime.infra.llm.models import ModelRegistry
+from agentgram.runtime.infra.llm.types import LLMClient
+from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.frames import FrameStore
+from agentgram.runtime.infra.storage.history import HistoryStore
+from agentgram.runtime.infra.storage.question_rows import QuestionRow
+from agentgram.runtime.infra.storage.sessions import SessionStore
+from agentgram.runtime.infra.tasks import TaskSet
+
+AnyWork = Callable[[Progress | None], Awaitable[Performed]]
+"""A call's execution, told where its output can be read while it runs (if tracked)."""
+
+# --- models -------------------------------------------------------------------------------------
+
+
+class Models(Protocol):
+    """Which client a request goes to: the session's model (``/model``) or one an agent names."""
+
+    async def client_for(self, session_id: int) -> LLMClient: ...
+
+    def named(self, name: str | None) -> LLMClient | None:
+        """The client of a configured model ``name``; ``None`` for no name or an unknown one."""
+        ...
+
+
+@dataclass(slots=True, frozen=True)
+class OneModel:
+    """One model for every session (no ``/model``)."""
+
+    llm: LLMClient
+
+    async def client_for(self, session_id: int) -> LLMClient:
+        return self.llm
+
+    def named(self, name: str | None) -> LLMClient | None:
+        return None
+
+
+class ChosenModel(Protocol):
+    """What :class:`ChosenModels` needs of ``runtime.storage.usage_rows.SessionModels``."""
+
+    registry: ModelRegistry
+
+    async def client_for(self, session_id: int) -> LLMClient: ...
+
+
+@dataclass(slots=True, frozen=True)
+class ChosenModels:
+    """Each session's chosen model; a sub-agent's named one if ``llm.models`` lists it."""
+
+    models: ChosenModel
+
+    async def client_for(self, session_id: int) -> LLMClient:
+        return await self.models.client_for(session_id)
+
+    def named(self, name: str | None) -> LLMClient | None:
+        registry = self.models.registry
+        return registry.client(name) if name is not None and registry.knows(name) else None
+
+
+# --- optional features and their null objects ----------------------------------------------------
+
+
+class Notes(Protocol):
+    async def context_text(self, session_id: int) -> str | None:
+        """The session's scratchpad and todos, shown before the history; ``None``: nothing."""
+        ...
+
+
+class Questions(Protocol):
+    async def cancel_session(self, session_id: int) -> Sequence[QuestionRow]:
+        """A stopped turn's pending questions, cancelled; those cancelled."""
+        ...
+
+
+class Compaction(Protocol):
+    def applies(self, *, ephemeral: bool) -> bool: ...
+
+    async def view(self, session_id: int) -> HistoryView: ...
+
+    async def prepared(self, session_id: int, llm: LLMClient, static_chars: int = 0) -> HistoryView: ...
+
+
+class Memory(Protocol):
+    def for_session(self, session_id: int) -> str:
+        """The memory snapshot a session's static prompt ends with (``""``: none)."""
+        ...
+
+
+class TrackedCalls(Protocol):
+    """Tool calls run as tracked runs that may detach (``runtime.turn.background``)."""
+
+    @property
+    def control(self) -> CallControl | None:
+        """What the model's call tools read; ``None`` when calls are not tracked."""
+        ...
+
+    async def run(self, tracked: TrackedCall, work: AnyWork) -> Performed: ...
+
+
+class Files(Protocol):
+    async def prepare(self, envelopes: list[Envelope], address: Address) -> Prepared:
+        """The files of these messages, fetched; raises ``PreparationStopped`` on a /stop."""
+        ...
+
+
+class McpTools(Protocol):
+    async def extend(
+        self, base: ToolRegistry, session_id: int, frame: int, allow: frozenset[str] | None = None
+    ) -> ToolRegistry: ...
+
+
+class _NoNotes:
+    async def context_text(self, session_id: int) -> str | None:
+        return None
+
+
+class _NoQuestions:
+    async def cancel_session(self, session_id: int) -> Sequence[QuestionRow]:
+        return ()
+
+
+class _NoCompaction:
+    def applies(self, *, ephemeral: bool) -> bool:
+        return False
+
+    async def view(self, session_id: int) -> HistoryView:
+        raise AssertionError("compaction is off")
+
+    async def prepared(self, session_id: int, llm: LLMClient, static_chars: int = 0) -> HistoryView:
+        raise AssertionError("compaction is off")
+
+
+class _NoMemory:
+    def for_session(self, session_id: int) -> str:
+        return ""
+
+
+class _Untracked:
+    @property
+    def control(self) -> CallControl | None:
+        return None
+
+    async def run(self, tracked: TrackedCall, work: AnyWork) -> Performed:
+        return await work(None)
+
+
+class _NoFiles:
+    async def prepare(self, envelopes: list[Envelope], address: Address) -> Prepared:
+        return {}
+
+
+class _NoMcp:
+    async def extend(
+        self, base: ToolRegistry, session_id: int, frame: int, allow: frozenset[str] | None = None
+    ) -> ToolRegistry:
+        return base
+
+
+class _NoProcesses:
+    async def started(self, pgid: int) -> None:
+        return None
+
+    async def finished(self, pgid: int) -> None:
+        return None
+
+
+NO_NOTES: Notes = _NoNotes()
+NO_QUESTIONS: Questions = _NoQuestions()
+NO_COMPACTION: Compaction = _NoCompaction()
+NO_MEMORY: Memory = _NoMemory()
+UNTRACKED: TrackedCalls = _Untracked()
+"""Every call runs attached, in the turn."""
+NO_FILES: Files = _NoFiles()
+NO_MCP: McpTools = _NoMcp()
+NO_PROCESSES: ProcessLedger = _NoProcesses()
+
+
+def _no_wrappers() -> Wrappers:
+    return Wrappers((), lambda name: None)
+
+
+# --- the dependencies ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class TurnDeps:
+    """Everything a turn and its session's worker use, built once by the runtime."""
+
+    db: Database
+    sessions: SessionStore
+    history: HistoryStore
+    mailbox: Mailbox
+    models: Models
+    tools: ToolRegistry
+    """Every registered tool; the main agent is offered those its allowlist names
+    (:meth:`~runtime.turn.subagents.AgentBook.main_tools`)."""
+    approvals: ApprovalManager
+    bus: EventBus
+    notice: Notify
+    context: ContextSettings
+    max_rounds: int
+    clock: Callable[[], datetime]
+    agents: AgentBook = field(default_factory=AgentBook)
+    max_parallel_subagents: int = 4  # the children of one parallel batch running at once
+    protected: ProtectedPaths = field(default_factory=ProtectedPaths)  # no file tool touches these
+    wrappers: Wrappers = field(default_factory=_no_wrappers)
+    processes: ProcessLedger = NO_PROCESSES
+    notes: Notes = NO_NOTES
+    questions: Questions = NO_QUESTIONS
+    compaction: Compaction = NO_COMPACTION
+    memory: Memory = NO_MEMORY
+    calls: TrackedCalls = UNTRACKED
+    files: Files = NO_FILES
+    mcp: McpTools = NO_MCP
+    requests: TaskSet = field(default_factory=lambda: TaskSet("prefetched requests"))
+    """Owns the requests sent before their turn opened (:mod:`runtime.turn.steps`); closed by the
+    runtime after the hub, so none outlives the LLM client."""
+    frames: FrameStore = field(init=False)  # the sessions' call stacks (sub-agent frames)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "frames", FrameStore(self.db))
+
+    def context_for(self, session_id: int, system: str | None = None) -> ContextSettings:
+        """One session's context settings: the static prompt (``system``, or the main agent's) with
+        its memory snapshot, byte-identical for the whole session."""
+        static = with_memory(system or self.context.static_system, self.memory.for_session(session_id))
+        return replace(self.context, static_system=static)
+
+
+__all__ = [
+    "NO_COMPACTION",
+    "NO_FILES",
+    "NO_MCP",
+    "NO_MEMORY",
+    "NO_NOTES",
+    "NO_PROCESSES",
+    "NO_QUESTIONS",
+    "UNTRACKED",
+    "ChosenModels",
+    "Compaction",
+    "Files",
+    "McpTools",
+    "Memory",
+    "Models",
+    "Notes",
+    "OneModel",
+    "Questions",
+    "TrackedCalls",
+    "TurnDeps",
+]

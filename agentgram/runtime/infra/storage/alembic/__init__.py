@@ -1,0 +1,1 @@
+"""The schema's Alembic environment and revisions (run by :mod:`runtime.infra.storage.migrations`)."""
