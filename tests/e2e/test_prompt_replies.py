@@ -197,8 +197,12 @@ async def test_a_message_before_the_prompt_is_known_names_the_waiting_tool(tmp_p
             rig.say("run it")
             prompt = await prompt_shown()
             rig.say("and hurry")
-            note = await rig.wait_text(WAITING_NOTE)
-            assert note.reply_to_message_id not in (None, prompt.message_id)  # the user's message
+            queues = rig.bot.driver.api.queues  # type: ignore[attr-defined]
+            # read while the prompt is unknown: its note waits behind the prompt's send
+            await rig.tg.wait_for(lambda: queues.waiting(ALLOWED_USER) >= 2)
+        # the note waits its turn in the chat's one queue behind the prompt's send (issue 24)
+        note = await rig.wait_text(WAITING_NOTE)
+        assert note.reply_to_message_id not in (None, prompt.message_id)  # the user's message
         await wait_prompt(rig)
         tap(rig, prompt, "✅ Approve")
         await rig.wait_turns()

@@ -14,9 +14,12 @@ for each other.
 
 **Pauses.** A 429 on any call in a chat pauses that chat's whole queue for the ``retry_after``
 Telegram named (plus :data:`PAUSE_MARGIN`): no call reaches Telegram in that chat meanwhile,
-whatever its retry policy. A 429 on a call that names no chat (a button's answer, a start-up
-call) pauses every queue. ``getUpdates`` and file downloads are input, not output: they pass
-unqueued (polling spaces itself, :mod:`.ingest`).
+whatever its retry policy. A 429 on a call that names no chat (a start-up call such as
+``setMyCommands``) pauses every queue. ``getUpdates`` and file downloads are input, not output:
+they pass unqueued (polling spaces itself, :mod:`.ingest`). So does a button's answer
+(``answerCallbackQuery``): its toast is shown to the one user who pressed, not in the chat, and
+is worth sending only within seconds, so a 429 on it pauses nothing and a long ``retry_after``
+drops it (the decision it acknowledges stands; the prompt's own edit shows it).
 
 **Retries** live here and nowhere else: the drivers only pace (PTB's limiter with
 ``max_retries=0``, aiogram's session middleware the same). Every call names a :class:`Retry`
@@ -209,6 +212,11 @@ class ChatQueues:
             queue = self._queue(chat_id)
             queue.paused_until = max(queue.paused_until, until)
 
+    def waiting(self, chat_id: int) -> int:
+        """Tasks holding or waiting for ``chat_id``'s turn now."""
+        queue = self._chats.get(chat_id)
+        return queue.users if queue is not None else 0
+
     def paused_for(self, chat_id: int | None) -> float:
         """Seconds until a call in ``chat_id`` may reach Telegram (0: now)."""
         queue = self._chats.get(chat_id) if chat_id is not None else None
@@ -306,9 +314,9 @@ class QueuedBot:
     async def answer_callback_query(
         self, callback_query_id: str, *, text: str | None = None, show_alert: bool = False
     ) -> None:
-        await self.queues.call(
-            None, lambda: self.api.answer_callback_query(callback_query_id, text=text, show_alert=show_alert)
-        )
+        # not in any queue: the toast is shown to the one user who pressed, not in the chat, and
+        # must come within seconds or not at all; its 429 pauses nothing (module docstring)
+        await self.api.answer_callback_query(callback_query_id, text=text, show_alert=show_alert)
 
     async def set_message_reaction(self, chat_id: int, message_id: int, emoji: str | None) -> None:
         await self.queues.call(chat_id, lambda: self.api.set_message_reaction(chat_id, message_id, emoji))

@@ -32,7 +32,13 @@ from agentgram.bot.telegram.core.router import HandlerContext, OnMessage, Router
 from agentgram.bot.telegram.core.sender import send_html
 from agentgram.bot.telegram.handlers import questions
 from agentgram.bot.telegram.views.render import escape
-from agentgram.runtime.app import ApprovalStatus, Attachment, DecidedBy, PostResult, SessionRef
+from agentgram.runtime.app import (
+    ApprovalStatus,
+    Attachment,
+    AwaitedApproval,
+    DecidedBy,
+    PostResult,
+)
 
 _READ_AT_NEXT_STEP = frozenset({PostResult.QUEUED, PostResult.WAITING_APPROVAL})
 _PROMPT_ACTIONS = frozenset({ButtonAction.APPROVE, ButtonAction.REJECT})
@@ -119,12 +125,16 @@ async def _post(
     if media_group_id is not None and _acked_before(ctx, message.chat_id, media_group_id):
         return
     result = posted.result
+    # what the turn waits for is read now, as the message is taken in: the chat's queue may hold
+    # the reaction below behind the prompt's own send
+    awaited = await ctx.runtime.awaited_approval(session) if result == PostResult.WAITING_APPROVAL else None
     if result in _READ_AT_NEXT_STEP:
         try:
             await message.set_reaction("👀")
         except TelegramError:
             pass
-    if result == PostResult.WAITING_APPROVAL and await _point_at_prompt(update, ctx, session):
+    if awaited is not None:
+        await _point_at_prompt(update, ctx, awaited)
         return
     key = ack_key(result)
     if key is None:
@@ -134,18 +144,14 @@ async def _post(
     )
 
 
-async def _point_at_prompt(update: Update, ctx: BotContext, session: SessionRef) -> bool:
-    """Say the next step waits for a decision and how to give it, quoting the prompt once the
-    chat has it; ``False`` if the turn no longer waits (the plain note is true again)."""
+async def _point_at_prompt(update: Update, ctx: BotContext, awaited: AwaitedApproval) -> None:
+    """Say the next step waits for a decision and how to give it, quoting the prompt when the
+    chat had it as the message came in."""
     message = update.message
     assert message is not None
-    awaited = await ctx.runtime.awaited_approval(session)
-    if awaited is None:
-        return False
     text = ctx.text(update, "noted-waiting-approval", tool=escape(awaited.tool))
     reply_to = awaited.message_id if awaited.message_id is not None else message.message_id
     await send_html(update.get_bot(), message.chat_id, text, reply_to=reply_to, silent=True)
-    return True
 
 
 async def _reject_with_reason(update: Update, ctx: BotContext) -> bool:
