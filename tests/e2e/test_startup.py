@@ -83,7 +83,10 @@ async def wait_log(rig: CrashRig, pattern: str) -> re.Match[str]:
     return match
 
 
-async def exit_code(rig: CrashRig, within: float = 15.0) -> int:
+async def exit_code(rig: CrashRig, within: float = 30.0) -> int:
+    """The process's exit code, once it exits within ``within`` seconds of the call. Importing
+    aiogram 3.31's types alone takes about 9 s of CPU on a 2-core machine (pydantic rebuilds
+    every model at import), so a start that fails at once still needs well over 15 s there."""
     assert rig.proc is not None
     return await asyncio.wait_for(rig.proc.wait(), within)
 
