@@ -35,21 +35,15 @@ class Backoff:
 
     def next_delay(self, attempt: int) -> float:
         """Seconds to wait after the ``attempt``-th failure (1 for the first)."""
-        exponential = tenacity.wait_exponential(
-            multiplier=self.initial, max=self._cap, exp_base=self.multiplier
-        )
-        state = tenacity.RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
-        state.attempt_number = max(attempt, 1)
-        base = float(exponential(state))
+        try:
+            base = min(self.initial * self.multiplier ** (max(attempt, 1) - 1), self.max)
+        except OverflowError:  # a huge attempt count: the cap it would have reached long ago
+            base = self.max
         return base * random.uniform(1 - self.jitter, 1 + self.jitter) if self.jitter else base
 
     def delays(self) -> Iterator[float]:
         """The delays after the first, second, … failure, without end."""
         return (self.next_delay(attempt) for attempt in itertools.count(1))
-
-    @property
-    def _cap(self) -> float:
-        return self.max if math.isfinite(self.max) else float(tenacity._utils.MAX_WAIT)
 
 
 OnRetry = Callable[[int, BaseException, float], None]

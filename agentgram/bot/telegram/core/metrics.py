@@ -8,7 +8,7 @@
   connection refused, reset). Each retry is a call of its own; a file download is
   ``method="file"`` (its URL is a file path, no method name).
 * ``agentgram_telegram_send_retries_total``: a send retried after a transient failure
-  (:func:`bot.telegram.sender.with_retry`, the one retry loop of the outbox and handlers).
+  (:func:`bot.telegram.core.chat_queue.with_retry`, the one retry loop of the outbox and handlers).
 * ``agentgram_telegram_outbox_depth``: events queued in the per-chat outboxes, not yet
   delivered (read from :class:`~bot.telegram.delivery.Delivery` at scrape time).
 * ``agentgram_telegram_polling_lag_seconds``: seconds since the last successful
