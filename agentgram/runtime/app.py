@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import functools
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -38,6 +39,7 @@ from agentgram.runtime.capabilities.mcp.servers import McpServers
 from agentgram.runtime.capabilities.mcp.tools import PREFIX as MCP_PREFIX
 from agentgram.runtime.capabilities.mcp.tools import server_rules
 from agentgram.runtime.capabilities.questions import AskUserClarification, QuestionManager
+from agentgram.runtime.capabilities.questions.manager import Settled
 from agentgram.runtime.capabilities.tools.base import Tool, ToolRegistry
 from agentgram.runtime.capabilities.tools.builtin import default_registry
 from agentgram.runtime.capabilities.tools.calls import call_tools
@@ -67,8 +69,9 @@ from agentgram.runtime.core.mailbox import (
     SqlMailbox,
     UserMessageBody,
 )
-from agentgram.runtime.core.mailbox.envelope import Attachment, QuestionAnswerBody
+from agentgram.runtime.core.mailbox.envelope import Attachment, MailBody, QuestionAnswerBody
 from agentgram.runtime.core.prompt import MemoryPrompt, build_static_prompt
+from agentgram.runtime.core.sessions.control_handlers import SessionControl
 from agentgram.runtime.core.sessions.hub import HubOptions, SessionHub
 from agentgram.runtime.core.turn.background import BackgroundCalls, RunningCall
 from agentgram.runtime.core.turn.compaction import (
@@ -102,6 +105,7 @@ from agentgram.runtime.infra.llm.types import LLMClient
 from agentgram.runtime.infra.log import get_logger, register_secret, register_secrets
 from agentgram.runtime.infra.storage.background_rows import BackgroundStore
 from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.frames import FrameStore
 from agentgram.runtime.infra.storage.grant_rows import GrantStore
 from agentgram.runtime.infra.storage.history import HistoryStore
 from agentgram.runtime.infra.storage.history_tail import HistoryEntry
@@ -449,6 +453,7 @@ class Runtime:
             db=self.db,
             sessions=self.sessions,
             history=self.history,
+            frames=FrameStore(self.db),
             mailbox=self.mailbox,
             models=ChosenModels(SessionModels(self.models, self.usage)),
             tools=self.tools,  # filled below; the main agent's allowlist is AgentBook.main_tools
@@ -496,6 +501,18 @@ class Runtime:
         )
         self.max_upload_bytes = DEFAULT_UPLOAD_BYTES
         self.hub = SessionHub(self.deps, HubOptions(resume_on_message=settings.mailbox.resume_on_message))
+        self.desk = self.hub.desk
+        """Acts on control mail once it is stored (``runtime.core.sessions.control``)."""
+        SessionControl(
+            turns=self.hub,
+            calls=self.background,
+            fetches=self.inbox,
+            decisions=self.approvals,
+            answers=self.questions,
+            compact=self._compact_session,
+            compaction_on=self.compactor.settings.enabled,
+            choose_model=self.usage.choose,
+        ).register(self.desk)
         self.scheduler = SchedulerService(
             SchedulerPorts(
                 db=self.db,
@@ -582,10 +599,7 @@ class Runtime:
                 self.hub.resume(turn.session_id, turn.id or 0)
         for session_id in await self.sessions.sessions_with_mail():
             for envelope in await self.mailbox.unread(session_id):
-                if isinstance(envelope.body, ApprovalDecisionBody):
-                    await self._apply_decision(envelope.body, DecidedBy.REPLAYED)
-                elif isinstance(envelope.body, QuestionAnswerBody):  # stored, never applied: apply it now
-                    await self.questions.answer(envelope.body.question_id, envelope.body.answer)
+                await self.desk.replay(envelope)  # stored, maybe never applied: decisions, answers
             self.hub.wake(session_id)
 
     async def _resend_undelivered(self) -> None:
@@ -800,7 +814,9 @@ class Runtime:
         not configured (nothing changes)."""
         if not self.models.knows(name):
             return None
-        await self.usage.choose(session.id, None if name == DEFAULT_MODEL_NAME else name)
+        body = ControlBody(action=ControlAction.MODEL, model=None if name == DEFAULT_MODEL_NAME else name)
+        envelope_id = f"model:{session.id}:{uuid.uuid4().hex}"
+        await self.desk.send(self._control(session.id, body, envelope_id), bool)
         return self.models.info(name)
 
     async def session_cost(self, session: SessionRef) -> SessionCost:
@@ -895,55 +911,41 @@ class Runtime:
             return PostResult.PAUSED
         return PostResult.STARTED
 
-    async def _control(
-        self,
-        session: SessionRef,
-        action: ControlAction,
-        envelope_id: str,
-        *,
-        quiet: bool = False,
-        stops_work: bool = False,
-    ) -> bool:
-        assert session.id is not None
-        envelope = Envelope(
+    def _control(self, session_id: int, body: MailBody, envelope_id: str) -> Envelope:
+        """Control mail from the user: it goes ahead of the messages queued in the session."""
+        return Envelope(
             id=envelope_id,
-            session_id=session.id,
+            session_id=session_id,
             sender=Sender(kind=SenderKind.USER),
             priority=Priority.INTERRUPT,
-            body=ControlBody(action=action, quiet=quiet, stops_work=stops_work),
+            body=body,
         )
-        return not (await self.mailbox.accept(envelope)).duplicate
 
     async def stop(self, session: SessionRef, envelope_id: str, *, quiet: bool = False) -> StopResult:
-        """Stop at once: store the stop mail, cancel the running turn and the session's running tool
-        calls (``runtime.turn.background``), let the worker settle the rest.
+        """Stop at once: the stop mail is stored, and its handler cancels the running turn, the
+        session's running tool calls and file fetches (``runtime.core.sessions.control``).
 
-        The mail is stored first so the worker, once the turn ends, finds it
-        before any queued message (which it then drops instead of starting a turn).
+        The worker, once the turn ends, finds the stop before any queued message (which it then
+        drops instead of starting a turn).
         """
-        assert session.id is not None
         work = self.background.busy(session.id) or self.inbox.busy(session.id)
-        await self._control(session, ControlAction.STOP, envelope_id, quiet=quiet, stops_work=work)
-        running = self.hub.cancel_turn(session.id)
-        # after the mail: their results (cancelled) come after the stop, and are kept, not dropped
-        self.background.cancel_session(session.id, "stopped by the user (/stop)")
-        self.inbox.cancel_session(session.id)  # the stop drops the message the files came with
+        body = ControlBody(action=ControlAction.STOP, quiet=quiet, stops_work=work)
+        running = await self.desk.send(self._control(session.id, body, envelope_id), bool)
         return StopResult(was_running=running or work)
 
     async def pause(self, session: SessionRef, envelope_id: str) -> bool:
-        assert session.id is not None
         running = self.hub.is_busy(session.id)
         if running:
-            await self._control(session, ControlAction.PAUSE, envelope_id)
+            body = ControlBody(action=ControlAction.PAUSE)
+            await self.desk.send(self._control(session.id, body, envelope_id), bool)
         return running
 
     async def resume(self, session: SessionRef, envelope_id: str) -> bool:
-        assert session.id is not None
         paused = await self.hub.paused_turn(session.id) is not None
         if not paused and not await self.hub.pause_pending(session.id):
             return False
-        await self._control(session, ControlAction.RESUME, envelope_id)
-        return True
+        body = ControlBody(action=ControlAction.RESUME)
+        return await self.desk.send(self._control(session.id, body, envelope_id), bool)
 
     async def decide(
         self,
@@ -953,27 +955,17 @@ class Runtime:
         reason: str | None,
         envelope_id: str,
         how: DecidedBy = DecidedBy.BUTTON,
+        trust_scope: str | None = None,
     ) -> DecisionResult:
-        """A button press or a reply (``how``, for the log): stored as mail first, then applied once."""
+        """A button press or a reply (``how``, for the log): stored as mail, applied once by its
+        handler; ``trust_scope`` is trusted for a while first."""
         request = await self.approvals.get(request_id)
-        if request is None:
-            return await self.approvals.decide(request_id, approved, reason, how=how)
-        body = ApprovalDecisionBody(request_id=request_id, approved=approved, reason=reason)
-        await self.mailbox.accept(
-            Envelope(
-                id=envelope_id,
-                session_id=request.session_id,
-                sender=Sender(kind=SenderKind.USER),
-                priority=Priority.INTERRUPT,
-                body=body,
-            )
+        if request is None:  # no session to send it to: what became of it is all there is to say
+            return DecisionResult(applied=False, status=ApprovalStatus.EXPIRED, request=None)
+        body = ApprovalDecisionBody(
+            request_id=request_id, approved=approved, reason=reason, how=how, trust_scope=trust_scope
         )
-        return await self._apply_decision(body, how)
-
-    async def _apply_decision(
-        self, body: ApprovalDecisionBody, how: DecidedBy = DecidedBy.BUTTON
-    ) -> DecisionResult:
-        return await self.approvals.decide(body.request_id, body.approved, body.reason, how=how)
+        return await self.desk.send(self._control(request.session_id, body, envelope_id), DecisionResult)
 
     # --- clarifying questions and the session's notes --------------------------------
 
@@ -990,15 +982,7 @@ class Runtime:
         if text is None:
             return AnswerResult(False, QuestionStatus.PENDING, None)
         body = QuestionAnswerBody(question_id=question_id, answer=text)
-        envelope = Envelope(
-            id=envelope_id,
-            session_id=row.session_id,
-            sender=Sender(kind=SenderKind.USER),
-            priority=Priority.INTERRUPT,
-            body=body,
-        )
-        await self.mailbox.accept(envelope)
-        settled = await self.questions.answer(question_id, text)
+        settled = await self.desk.send(self._control(row.session_id, body, envelope_id), Settled)
         status = QuestionStatus(settled.row.status) if settled.row else QuestionStatus.CANCELLED
         return AnswerResult(settled.applied, status, text if settled.applied else None)
 
@@ -1023,12 +1007,12 @@ class Runtime:
     async def compact(self, session: SessionRef) -> CompactionReport:
         """``/compact``: summarise the session's older history now (not while a turn runs: it
         compacts by itself when it must)."""
-        compactor = self.compactor
-        if not compactor.settings.enabled:
-            return CompactionReport(CompactionOutcome.OFF)
-        if self.hub.is_busy(session.id):
-            return CompactionReport(CompactionOutcome.BUSY)
-        return await compactor.compact(session.id, await self.deps.models.client_for(session.id))
+        body = ControlBody(action=ControlAction.COMPACT)
+        envelope_id = f"compact:{session.id}:{uuid.uuid4().hex}"
+        return await self.desk.send(self._control(session.id, body, envelope_id), CompactionReport)
+
+    async def _compact_session(self, session_id: int) -> CompactionReport:
+        return await self.compactor.compact(session_id, await self.deps.models.client_for(session_id))
 
     async def context_usage(self, session: SessionRef) -> ContextUsage:
         """``/context``: how big the next request is, the threshold, what the summary covers."""
@@ -1063,11 +1047,13 @@ class Runtime:
         found = await self._request_call(request_id)
         minutes = self.trust_minutes
         if found is None or found[0].status != ApprovalStatus.PENDING:
-            return await self.approvals.decide(request_id, True), minutes, ""
-        request, call = found
+            stale = await self.decide(request_id, approved=True, reason=None, envelope_id=envelope_id)
+            return stale, minutes, ""
+        call = found[1]
         scope = bypass_scope(call, self.tools.get(call.name), self.workdir)
-        self.approvals.grant_bypass(request.session_id, scope)
-        result = await self.decide(request_id, approved=True, reason=None, envelope_id=envelope_id)
+        result = await self.decide(
+            request_id, approved=True, reason=None, envelope_id=envelope_id, trust_scope=scope
+        )
         return result, minutes, scope
 
     @property
@@ -1085,7 +1071,7 @@ class Runtime:
         """ "🔁 Always", confirmed: save the proposed allow rule, then approve this call."""
         rule = await self.propose_always(request_id)
         if rule is None:
-            return await self.approvals.decide(request_id, True), None
+            return await self.decide(request_id, approved=True, reason=None, envelope_id=envelope_id), None
         saved = await self.approvals.add_rule(rule)  # before the decision wakes the turn
         result = await self.decide(request_id, approved=True, reason=None, envelope_id=envelope_id)
         if not result.applied:  # a concurrent tap decided first: keep no rule nobody confirmed
@@ -1149,11 +1135,11 @@ class Runtime:
         assert session.id is not None
         return self.background.running(session.id)
 
-    def cancel_call(self, session: SessionRef, run_id: int) -> bool:
+    async def cancel_call(self, session: SessionRef, run_id: int, *, envelope_id: str) -> bool:
         """The chat's ⏹ on a running call: its processes are killed, its result mail says
         cancelled. ``False`` when it is not running (any more) or not this session's."""
-        assert session.id is not None
-        return self.background.cancel_run(run_id, "cancelled by the user", session_id=session.id)
+        body = ControlBody(action=ControlAction.CANCEL_CALLS, call_ids=[str(run_id)])
+        return await self.desk.send(self._control(session.id, body, envelope_id), bool)
 
     async def call_run(self, run_id: int) -> CallRun | None:
         """A tracked call's run as it stands (what a status line a restart cut short should read)."""

@@ -317,18 +317,14 @@ class CronRunner(Part):
     async def _stop_session(self, active: ActiveRun) -> None:
         session_id = active.session_id
         assert session_id is not None
-        hub = self.ports.turns
-        was_running = hub.cancel_turn(session_id)
-        await self.ports.mailbox.accept(
-            Envelope(
-                id=f"cron-kill:{active.run_id}",
-                session_id=session_id,
-                sender=Sender(kind=SenderKind.USER),
-                priority=Priority.INTERRUPT,
-                body=ControlBody(action=ControlAction.STOP),
-            )
+        stop = Envelope(
+            id=f"cron-kill:{active.run_id}",
+            session_id=session_id,
+            sender=Sender(kind=SenderKind.USER),
+            priority=Priority.INTERRUPT,
+            body=ControlBody(action=ControlAction.STOP),
         )
-        if not was_running and not hub.cancel_turn(session_id):
+        if not await self.ports.turns.stop(stop):
             # no turn yet: the stop mail drops the scheduled one, so no turn will finish
             self.turns.resolve(session_id, Cancelled())
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from agentgram.runtime.core.mailbox import Mailbox
+from agentgram.runtime.core.mailbox import Envelope, Mailbox
 from agentgram.runtime.core.turn.outcome import TurnOutcome
 from agentgram.runtime.infra.config import QuietHoursSettings, SchedulerSettings, TicSettings
 from agentgram.runtime.infra.events import DurableOutput
@@ -37,7 +37,10 @@ class Turns(Protocol):
 
     def is_busy(self, session_id: int) -> bool: ...
 
-    def cancel_turn(self, session_id: int) -> bool: ...
+    async def stop(self, envelope: Envelope) -> bool:
+        """Store the stop mail ``envelope`` (its handler cancels the session's turn); whether a
+        turn was running."""
+        ...
 
 
 class ChatSessionView(Protocol):

@@ -48,8 +48,8 @@ class FakeTurns:
     def is_busy(self, session_id: int) -> bool:
         return session_id in self.busy
 
-    def cancel_turn(self, session_id: int) -> bool:
-        self.cancelled.append(session_id)
+    async def stop(self, envelope: Envelope) -> bool:
+        self.cancelled.append(envelope.session_id)
         return False
 
     def finish(self, session_id: int, text: str) -> None:

@@ -13,7 +13,7 @@ answers it.
 from __future__ import annotations
 
 from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, encode
-from agentgram.bot.telegram.core.context import BotContext, bot_context
+from agentgram.bot.telegram.core.context import BotContext, bot_context, envelope_id
 from agentgram.bot.telegram.core.incoming import Update
 from agentgram.bot.telegram.core.port import Keyboard, KeyButton
 from agentgram.bot.telegram.core.router import Command, HandlerContext, Router
@@ -60,7 +60,9 @@ def _stop_buttons(update: Update, ctx: BotContext, running: list[RunningCall]) -
 async def stop_call(update: Update, ctx: BotContext, button: Button) -> None:
     """⏹ on a running call: cancelled only if it runs in this chat's session (the arg is untrusted)."""
     session = await ctx.session(update)
-    stopping = button.arg.isdigit() and ctx.runtime.cancel_call(session, int(button.arg))
+    stopping = button.arg.isdigit() and await ctx.runtime.cancel_call(
+        session, int(button.arg), envelope_id=envelope_id(update)
+    )
     await buttons.answer(update, ctx.text(update, "jobs-toast-stopping" if stopping else "jobs-toast-gone"))
 
 

@@ -81,14 +81,19 @@ class ControlAction(enum.StrEnum):
     PAUSE = "pause"
     RESUME = "resume"
     CANCEL_CALLS = "cancel_calls"
+    COMPACT = "compact"
+    MODEL = "model"
 
 
 class ControlBody(_Body):
+    """A control action for the session (``runtime.core.sessions.control`` acts on it)."""
+
     kind: Literal[MailKind.CONTROL] = MailKind.CONTROL
     action: ControlAction
-    call_ids: list[str] = Field(default_factory=list)
+    call_ids: list[str] = Field(default_factory=list)  # cancel calls: the runs' ids
     quiet: bool = False  # a stop that is part of another command (/new): no "Stopped" reply
     stops_work: bool = False  # a stop that also stops running tool calls or fetches: it stopped something
+    model: str | None = None  # /model: the configured name chosen (``None``: the default)
 
 
 class ApprovalDecisionBody(_Body):
@@ -96,6 +101,8 @@ class ApprovalDecisionBody(_Body):
     request_id: str
     approved: bool
     reason: str | None = None
+    how: str = "button"  # how it was decided, for the log (``DecidedBy``)
+    trust_scope: str | None = None  # "trust for a while": the scope trusted before this applies
 
 
 class QuestionAnswerBody(_Body):

@@ -3,9 +3,11 @@
 Every session with mail gets a :class:`SessionWorker`, a single task that
 consumes the session's mailbox in order. Mail to an idle session starts a
 turn; mail that arrives during a turn is folded in by the turn itself at its
-next round boundary (the round-boundary receive point). ``stop`` does not queue behind anything: its mail
-is stored, then the running turn is cancelled directly; the worker consumes
-the stop afterwards (before any queued message, which it drops and counts).
+next round boundary (the round-boundary receive point). Control is mail too,
+and the hub's :class:`~runtime.core.sessions.control.ControlDesk` acts on it
+once it is stored: ``stop`` does not queue behind anything, its handler cancels
+the running turn at once; the worker consumes the stop afterwards (before any
+queued message, which it drops and counts).
 A stop the turn meets at a boundary first ends it the same way. A paused
 turn continues on a resume anywhere in the queue.
 
@@ -37,6 +39,7 @@ from typing import Any
 
 from agentgram.runtime.capabilities.attachments.inbox import PreparationStopped
 from agentgram.runtime.core.mailbox import ControlAction, ControlBody, Envelope, UserMessageBody
+from agentgram.runtime.core.sessions.control import ControlDesk
 from agentgram.runtime.core.sessions.state import (
     BUSY,
     IDLE,
@@ -464,6 +467,14 @@ class SessionHub:
         self.evict_listeners: list[EvictListener] = []
         """Told the session id after its worker was evicted (the session is idle)."""
         deps.mailbox.subscribe(self._on_mail)
+        self.desk = ControlDesk(deps.mailbox)
+        """Acts on control mail once stored; the composition adds the handlers beyond the turn's
+        (``runtime.core.sessions.control_handlers``)."""
+        self.desk.handle(
+            ControlAction.STOP, lambda envelope, _replayed: self.cancel_turn(envelope.session_id)
+        )
+        self.desk.handle(ControlAction.PAUSE, lambda _envelope, _replayed: True)  # the turn reads it
+        self.desk.handle(ControlAction.RESUME, lambda _envelope, _replayed: True)  # the worker reads it
 
     def _worker(self, session_id: int) -> SessionWorker:
         worker = self.workers.get(session_id)
@@ -555,8 +566,13 @@ class SessionHub:
         return any(control_action(e) == ControlAction.PAUSE for e in unread)
 
     def cancel_turn(self, session_id: int) -> bool:
+        """The stop handler's act (``desk``): only control mail calls it."""
         worker = self.workers.get(session_id)
         return worker.cancel_turn() if worker is not None else False
+
+    async def stop(self, envelope: Envelope) -> bool:
+        """Store the stop mail ``envelope``; whether it stopped a turn."""
+        return await self.desk.send(envelope, bool)
 
     async def shutdown(self) -> None:
         """Stop consumers without marking turns cancelled: a restart resumes them."""
@@ -569,6 +585,7 @@ class SessionHub:
                 tasks.append(worker.turn.task)
         await asyncio.gather(*tasks, return_exceptions=True)
         self.workers.clear()
+        await self.desk.close()
 
 
 __all__ = [

@@ -3,8 +3,10 @@
 pydantic-ai keeps a run's dependencies (``GraphAgentDeps``) apart from its
 mutable state; this is that half. The runtime's composition
 (``runtime/app.py``) builds one value and hands it to the session hub; nothing
-assigns to it afterwards. Each optional feature is a small Protocol here,
-and a feature that is off is its null object (:data:`NO_NOTES`,
+assigns to it afterwards. The stores, the mailbox, the approval service and
+the event bus are the narrow seams of :mod:`runtime.turn.ports` (what the turn
+and its worker call of them, nothing more). Each optional feature is a small
+Protocol here, and a feature that is off is its null object (:data:`NO_NOTES`,
 :class:`OneModel`, :data:`UNTRACKED`, …), never ``None``: the turn's code
 has no "is it on?" branch.
 """
@@ -24,22 +26,26 @@ from agentgram.runtime.capabilities.tools.base import (
     ToolRegistry,
 )
 from agentgram.runtime.capabilities.tools.wrappers import Wrappers
-from agentgram.runtime.core.approvals.manager import ApprovalManager
-from agentgram.runtime.core.mailbox import Envelope, Mailbox
+from agentgram.runtime.core.mailbox import Envelope
 from agentgram.runtime.core.prompt import with_memory
 from agentgram.runtime.core.turn.background import Performed, TrackedCall
 from agentgram.runtime.core.turn.compaction import HistoryView
 from agentgram.runtime.core.turn.context import ContextSettings
 from agentgram.runtime.core.turn.inject import Prepared
+from agentgram.runtime.core.turn.ports import (
+    Events,
+    Frames,
+    Gate,
+    Transactions,
+    TurnHistory,
+    TurnMail,
+    TurnSessions,
+)
 from agentgram.runtime.core.turn.subagents import AgentBook
-from agentgram.runtime.infra.events import Address, EventBus, Notify
+from agentgram.runtime.infra.events import Address, Notify
 from agentgram.runtime.infra.llm.models import ModelRegistry
 from agentgram.runtime.infra.llm.types import LLMClient
-from agentgram.runtime.infra.storage.db import Database
-from agentgram.runtime.infra.storage.frames import FrameStore
-from agentgram.runtime.infra.storage.history import HistoryStore
 from agentgram.runtime.infra.storage.question_rows import QuestionRow
-from agentgram.runtime.infra.storage.sessions import SessionStore
 from agentgram.runtime.infra.tasks import TaskSet
 
 AnyWork = Callable[[Progress | None], Awaitable[Performed]]
@@ -222,16 +228,17 @@ def _no_wrappers() -> Wrappers:
 class TurnDeps:
     """Everything a turn and its session's worker use, built once by the runtime."""
 
-    db: Database
-    sessions: SessionStore
-    history: HistoryStore
-    mailbox: Mailbox
+    db: Transactions  # the transactions that open a turn and fold its mail in
+    sessions: TurnSessions
+    history: TurnHistory
+    frames: Frames  # the sessions' call stacks (sub-agent frames)
+    mailbox: TurnMail
     models: Models
     tools: ToolRegistry
     """Every registered tool; the main agent is offered those its allowlist names
     (:meth:`~runtime.turn.subagents.AgentBook.main_tools`)."""
-    approvals: ApprovalManager
-    bus: EventBus
+    approvals: Gate
+    bus: Events
     notice: Notify
     context: ContextSettings
     max_rounds: int
@@ -251,10 +258,6 @@ class TurnDeps:
     requests: TaskSet = field(default_factory=lambda: TaskSet("prefetched requests"))
     """Owns the requests sent before their turn opened (:mod:`runtime.turn.steps`); closed by the
     runtime after the hub, so none outlives the LLM client."""
-    frames: FrameStore = field(init=False)  # the sessions' call stacks (sub-agent frames)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "frames", FrameStore(self.db))
 
     def context_for(self, session_id: int, system: str | None = None) -> ContextSettings:
         """One session's context settings: the static prompt (``system``, or the main agent's) with

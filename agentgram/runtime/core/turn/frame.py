@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from agentgram.runtime.core.turn.ports import Events
 from agentgram.runtime.core.turn.request import HistoryScope, SessionScope, StackScope
 from agentgram.runtime.core.turn.subagents import Level
 from agentgram.runtime.infra.events import (
     Address,
-    EventBus,
     Notify,
     RoundEnded,
     StreamReset,
@@ -46,7 +46,7 @@ class Echo(Protocol):
 class ChatEcho:
     """The chat's view of a turn: its text and thinking as they stream, and each round's end."""
 
-    bus: EventBus
+    bus: Events
     notice: Notify
     address: Address
     turn_id: int

@@ -19,20 +19,19 @@ from typing import Any
 from agentgram.runtime.capabilities.mcp.tools import McpTool
 from agentgram.runtime.capabilities.tools.base import Tool, ToolArgs, ToolContext, json_object, read_target
 from agentgram.runtime.capabilities.tools.preview import preview_change
-from agentgram.runtime.core.approvals.manager import ApprovalManager, DecidedBy, log_decision
+from agentgram.runtime.core.approvals.manager import DecidedBy, log_decision
 from agentgram.runtime.core.approvals.rules import Action, CallFacts, shown_path
 from agentgram.runtime.core.approvals.trust import proposed_rule
 from agentgram.runtime.core.turn import texts
 from agentgram.runtime.core.turn.outcome import GateCancelled, GateOutcome, Proceed, Rejected
+from agentgram.runtime.core.turn.ports import Events, Gate, TurnHistory
 from agentgram.runtime.infra.errors import ToolError
 from agentgram.runtime.infra.events import (
     Address,
     ApprovalDetails,
     ApprovalRequested,
     ApprovalResolved,
-    EventBus,
 )
-from agentgram.runtime.infra.storage.history import HistoryStore
 from agentgram.runtime.infra.storage.models import (
     ApprovalRequestRow,
     ApprovalStatus,
@@ -53,9 +52,9 @@ def no_wait(request_id: str) -> AbstractContextManager[None]:
 
 @dataclass(slots=True, frozen=True)
 class GateDeps:
-    approvals: ApprovalManager
-    history: HistoryStore
-    bus: EventBus
+    approvals: Gate
+    history: TurnHistory
+    bus: Events
     waiting: WaitHook = field(default=no_wait)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from agentgram.runtime.capabilities.attachments.inbox import PreparationStopped, spoken_text
-from agentgram.runtime.core.mailbox import ControlAction, ControlBody, Envelope, Mailbox, MailKind
+from agentgram.runtime.core.mailbox import ControlAction, ControlBody, Envelope, MailKind
 from agentgram.runtime.core.mailbox.envelope import (
     AgentMessageBody,
     ScheduledTurnBody,
@@ -30,13 +30,18 @@ from agentgram.runtime.core.mailbox.envelope import (
     UserMessageBody,
 )
 from agentgram.runtime.core.turn import texts
+from agentgram.runtime.core.turn.ports import Transactions, TurnHistory, TurnMail
 from agentgram.runtime.infra.storage.background_rows import BackgroundStore
-from agentgram.runtime.infra.storage.db import Database, durable
-from agentgram.runtime.infra.storage.history import HistoryStore
+from agentgram.runtime.infra.storage.db import durable
 
 Prepared = Mapping[str, list[dict[str, Any]]]
 """A message's attachments as the inbox prepared them, by envelope id (``runtime.attachments``)."""
 Prepare = Callable[[list[Envelope]], Awaitable[Prepared]]
+
+
+async def no_files(mail: list[Envelope]) -> Prepared:
+    """The :data:`Prepare` of a caller with no inbox: every message as it came, no file fetched."""
+    return {}
 
 
 class Injected(enum.Enum):
@@ -105,14 +110,14 @@ def take_until_pause(unread: list[Envelope]) -> tuple[list[Envelope], bool]:
 
 
 async def inject_mail(
-    db: Database,
-    mailbox: Mailbox,
-    history: HistoryStore,
+    db: Transactions,
+    mailbox: TurnMail,
+    history: TurnHistory,
     session_id: int,
     turn_id: int,
     unread: list[Envelope] | None = None,
     *,
-    prepare: Prepare | None = None,
+    prepare: Prepare = no_files,
 ) -> Injected:
     """``unread`` may be handed in when the caller has just read it (saves a query); ``prepare``
     fetches the files of the messages folded in (``runtime.attachments``) before they are."""
@@ -124,7 +129,7 @@ async def inject_mail(
     if not taken:
         return Injected.NOTHING
     try:
-        prepared = await prepare(taken) if prepare is not None else {}
+        prepared = await prepare(taken)
     except PreparationStopped:  # a /stop is on its way
         return Injected.STOP
     await durable(_commit(db, mailbox, history, session_id, turn_id, taken, prepared))
@@ -134,9 +139,9 @@ async def inject_mail(
 
 
 async def _commit(
-    db: Database,
-    mailbox: Mailbox,
-    history: HistoryStore,
+    db: Transactions,
+    mailbox: TurnMail,
+    history: TurnHistory,
     session_id: int,
     turn_id: int,
     mail: list[Envelope],
@@ -147,8 +152,8 @@ async def _commit(
 
 def fold_into_turn(
     tx: Connection,
-    mailbox: Mailbox,
-    history: HistoryStore,
+    mailbox: TurnMail,
+    history: TurnHistory,
     session_id: int,
     turn_id: int,
     mail: list[Envelope],

@@ -270,7 +270,7 @@ async def settle_cancelled(
     address: Address,
     turn_id: int,
     *,
-    on_closed: Callable[[ToolCallRow], None] | None = None,
+    on_closed: Callable[[ToolCallRow], None] = lambda call: None,
 ) -> None:
     """End a stopped turn, whoever stops it: every open call closed as cancelled by the user
     (``on_closed`` told of each), every pending approval cancelled (its prompt reads
@@ -280,8 +280,7 @@ async def settle_cancelled(
         address.session_id, ToolCallStatus.CANCELLED, texts.CANCELLED_BY_USER
     )
     for call in closed:
-        if on_closed is not None:
-            on_closed(call)
+        on_closed(call)
     for request in await s.approvals.cancel_session(address.session_id):
         s.bus.emit(approval_resolved(address, request))
     await s.frames.close_all_children(address.session_id)  # the sub-agents stop with their root

@@ -45,10 +45,10 @@ from agentgram.runtime.capabilities.agents import MAIN, AgentCatalog, AgentSpec
 from agentgram.runtime.capabilities.tools.base import Tool, ToolArgs, ToolContext, ToolRegistry, ToolScope
 from agentgram.runtime.core.prompt import BUILTIN_PROMPT
 from agentgram.runtime.core.turn import texts
+from agentgram.runtime.core.turn.ports import Frames, TurnHistory
 from agentgram.runtime.infra.errors import ToolError
 from agentgram.runtime.infra.llm.types import ToolSpec
-from agentgram.runtime.infra.storage.frames import ChildFrame, FrameStore
-from agentgram.runtime.infra.storage.history import HistoryStore
+from agentgram.runtime.infra.storage.frames import ChildFrame
 from agentgram.runtime.infra.storage.models import Role, RowStatus, ToolCallRow, ToolCallStatus
 
 EXECUTE_TASK = "execute_task"
@@ -244,7 +244,7 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-async def stored_answer(history: HistoryStore, session_id: int, stack_id: int) -> str | None:
+async def stored_answer(history: TurnHistory, session_id: int, stack_id: int) -> str | None:
     """A frame's final answer when it is already stored as its last row."""
     entries = await history.entries(session_id, limit=1, stack_id=stack_id)
     if not entries:
@@ -255,9 +255,7 @@ async def stored_answer(history: HistoryStore, session_id: int, stack_id: int) -
     return last.row.content
 
 
-async def reap_interrupted_parallel_batches(
-    frames: FrameStore, history: HistoryStore, session_id: int
-) -> int:
+async def reap_interrupted_parallel_batches(frames: Frames, history: TurnHistory, session_id: int) -> int:
     """Restart step 3b: a batch a restart cut short is settled so the linear cascade can resume.
 
     A batch shows as two active frames or more at one depth. From the shallowest such
@@ -283,9 +281,7 @@ async def reap_interrupted_parallel_batches(
     return len(reaped)
 
 
-async def _settle_reaped(
-    frames: FrameStore, history: HistoryStore, frame: ChildFrame, rows: set[int]
-) -> None:
+async def _settle_reaped(frames: Frames, history: TurnHistory, frame: ChildFrame, rows: set[int]) -> None:
     call = await history.call(frame.parent_tool_call_id)
     if call is None or call.id is None:
         return

@@ -71,10 +71,10 @@ class Rig:
 
 @asynccontextmanager
 async def hub_rig(
-    tmp_path: Path, llm: FakeOpenAI, *, idle: float = IDLE, **sections: Any
+    tmp_path: Path, fake: FakeOpenAI, *, idle: float = IDLE, **sections: Any
 ) -> AsyncIterator[Rig]:
     runtime = Runtime(
-        make_settings(tmp_path, llm.base_url, **sections), format_rules="", home_chat_id=ALLOWED_USER
+        make_settings(tmp_path, fake.base_url, **sections), format_rules="", home_chat_id=ALLOWED_USER
     )
     runtime.hub.options.idle_timeout = idle
     rig = Rig(runtime, Recorder())

@@ -41,6 +41,7 @@ from agentgram.runtime.infra.events import Address, EventBus, Notice, TurnFinish
 from agentgram.runtime.infra.llm.scripted import ScriptedLLM
 from agentgram.runtime.infra.llm.types import ChatMessage, UserMessage
 from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.frames import FrameStore
 from agentgram.runtime.infra.storage.history import HistoryStore
 from agentgram.runtime.infra.storage.migrations import migrate
 from agentgram.runtime.infra.storage.models import ChatSession, utcnow
@@ -118,23 +119,25 @@ class HubRig:
     def state(self, session: ChatSession) -> WorkerState | None:
         return self.hub.state(session.id or 0)
 
-    async def mail(self, session: ChatSession, body: MailBody, *, interrupt: bool = False) -> None:
-        envelope = Envelope(
+    def envelope(self, session: ChatSession, body: MailBody, *, interrupt: bool = False) -> Envelope:
+        return Envelope(
             id=f"m{next(self._ids)}",
             session_id=session.id or 0,
             sender=Sender(kind=SenderKind.USER),
             priority=Priority.INTERRUPT if interrupt else Priority.NORMAL,
             body=body,
         )
-        await self.services.mailbox.accept(envelope)
+
+    async def mail(self, session: ChatSession, body: MailBody, *, interrupt: bool = False) -> None:
+        await self.services.mailbox.accept(self.envelope(session, body, interrupt=interrupt))
 
     async def say(self, session: ChatSession, text: str) -> None:
         await self.mail(session, UserMessageBody(text=text))
 
     async def stop(self, session: ChatSession) -> bool:
-        """As ``Runtime.stop``: the stop mail first, then the turn cancelled at once."""
-        await self.mail(session, ControlBody(action=ControlAction.STOP), interrupt=True)
-        return self.hub.cancel_turn(session.id or 0)
+        """As ``Runtime.stop``: the stop mail, whose handler cancels the turn at once."""
+        stop = self.envelope(session, ControlBody(action=ControlAction.STOP), interrupt=True)
+        return await self.hub.stop(stop)
 
     async def pause(self, session: ChatSession) -> None:
         await self.mail(session, ControlBody(action=ControlAction.PAUSE), interrupt=True)
@@ -197,6 +200,7 @@ async def build_services(tmp_path: Path, llm: ScriptedLLM, tools: list[Tool[Any]
         db=db,
         sessions=SessionStore(db),
         history=HistoryStore(db),
+        frames=FrameStore(db),
         mailbox=SqlMailbox(db),
         models=OneModel(llm),
         tools=ToolRegistry(tools),

@@ -235,10 +235,12 @@ async def test_the_chats_stop_button_cancels_one_call(tmp_path: Path, fake_llm: 
         await turns(rec, 1)
         [running] = runtime.running_calls(session)
         other = await runtime.chat_session(2002, user_id=2002, language="en")
-        assert not runtime.cancel_call(other, running.run_id)  # not that chat's call
-        assert runtime.cancel_call(session, running.run_id)
+        assert not await runtime.cancel_call(
+            other, running.run_id, envelope_id="tap-1"
+        )  # not that chat's call
+        assert await runtime.cancel_call(session, running.run_id, envelope_id="tap-2")
         await rec.wait_kind("call_finished")
-        assert not runtime.cancel_call(session, running.run_id)  # gone already
+        assert not await runtime.cancel_call(session, running.run_id, envelope_id="tap-3")  # gone already
         [done] = [e for e in rec.events if isinstance(e, CallFinished)]
         assert done.status == RunStatus.CANCELLED
     finally:
