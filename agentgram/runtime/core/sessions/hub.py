@@ -46,6 +46,7 @@ from agentgram.runtime.core.sessions.state import (
     NEW,
     PAUSED,
     RESTING,
+    IllegalMove,
     LiveTurn,
     Opening,
     Running,
@@ -120,16 +121,23 @@ class SessionWorker:
         self.session: ChatSession | None = None
         self.task = asyncio.create_task(self._loop(), name=f"session-{session_id}")
 
-    def _enter(self, target: Status | WorkerState) -> bool:
-        """Move to ``target`` if :mod:`runtime.sessions.state` lists the move; ``False`` (nothing
-        changes) if not. A bare :class:`WorkerState` can only be refused: a status carries its data."""
-        kind = target if isinstance(target, WorkerState) else target.kind
-        if isinstance(target, WorkerState) or not allowed(self.status, target):
-            if may_enter(self.state, kind):
-                raise TypeError(f"{kind} needs its data")
-            log.debug("session %s: %s -> %s refused", self.session_id, self.state, kind)
+    def _enter(self, target: Status) -> None:
+        """Move to ``target``; a move :mod:`runtime.sessions.state` does not list is a bug and
+        raises :class:`IllegalMove` (nothing changes)."""
+        self._move(target, may_not_apply=False)
+
+    def _enter_if_allowed(self, target: Status) -> bool:
+        """Move to ``target`` where the move may rightly not apply (a stop got there first);
+        ``False``, and nothing changes, when it does not."""
+        return self._move(target, may_not_apply=True)
+
+    def _move(self, target: Status, *, may_not_apply: bool) -> bool:
+        if not allowed(self.status, target):
+            if not may_not_apply:
+                raise IllegalMove(f"session {self.session_id}: {self.state} -> {target.kind}")
+            log.debug("session %s: %s -> %s refused", self.session_id, self.state, target.kind)
             return False
-        log.debug("session %s: %s -> %s", self.session_id, self.state, kind)
+        log.debug("session %s: %s -> %s", self.session_id, self.state, target.kind)
         self.status = target
         return True
 
@@ -175,7 +183,7 @@ class SessionWorker:
             return True
         prefetch = self.status.prefetch if isinstance(self.status, Opening) else None
         turn = self.turn
-        if not self._enter(Stopping(turn, prefetch)):
+        if not self._enter_if_allowed(Stopping(turn, prefetch)):  # nothing to stop
             return False
         self.stopped_turn = True
         if prefetch is not None:
@@ -190,12 +198,12 @@ class SessionWorker:
         """Around the wait of the turn's approval gate (``TurnRunner.waiting``)."""
         turn = self.turn
         if turn is not None:
-            self._enter(WaitingApproval(turn, request_id))  # refused when the turn was stopped
+            self._enter_if_allowed(WaitingApproval(turn, request_id))  # not when the turn was stopped
         try:
             yield
         finally:
             if (turn := self.turn) is not None:
-                self._enter(Running(turn))  # refused when the turn was stopped meanwhile
+                self._enter_if_allowed(Running(turn))  # not when the turn was stopped meanwhile
 
     @property
     def idle(self) -> bool:

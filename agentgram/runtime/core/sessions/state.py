@@ -6,11 +6,11 @@ A worker is always in exactly one :data:`Status` — :data:`NEW`, :data:`IDLE` o
 it waits on) or :class:`Stopping` (what it stops) — whose :class:`WorkerState`
 is its kind.
 :data:`TRANSITIONS` is the whole list of moves between kinds, and :func:`checked`
-the one place that checks them. A move not listed is refused (it changes
-nothing and is logged at debug), which the worker relies on: a turn stopped
-while it was opened stays ``stopping`` when it starts (so it starts
-cancelled), and a gate that stops waiting for a stopped turn does not make it
-``running`` again.
+the one place that checks them. A move not listed raises :class:`IllegalMove`
+(a bug), except the few the worker makes knowing a stop may have got there
+first, which are refused instead (nothing changes; logged at debug): a /stop
+with nothing to stop, and a gate that starts or stops waiting for a turn that
+was stopped meanwhile, which must not make it ``running`` again.
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ from typing import ClassVar
 from agentgram.runtime.core.turn.loop import TurnRunner
 from agentgram.runtime.core.turn.outcome import TurnOutcome
 from agentgram.runtime.core.turn.prefetch import Prefetch
+
+
+class IllegalMove(RuntimeError):
+    """A worker tried a move :data:`TRANSITIONS` does not list."""
 
 
 class WorkerState(enum.StrEnum):
@@ -147,6 +151,7 @@ __all__ = [
     "PAUSED",
     "RESTING",
     "TRANSITIONS",
+    "IllegalMove",
     "LiveTurn",
     "Opening",
     "Resting",

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agentgram.runtime.core.sessions.state import BUSY, RESTING, WorkerState, may_enter
+from agentgram.runtime.core.sessions.state import BUSY, RESTING, IllegalMove, WorkerState, may_enter
+from agentgram.runtime.core.sessions.state import PAUSED as PAUSED_STATUS
 from agentgram.runtime.infra.llm.scripted import ScriptedLLM
 from tests.runtime.core.turn.scripted import hub_rig
 
@@ -50,17 +51,19 @@ def test_busy_and_resting_split_the_states() -> None:
     assert {S.OPENING, S.RUNNING, S.WAITING_APPROVAL, S.STOPPING} == BUSY
 
 
-async def test_a_refused_move_changes_nothing_and_is_logged_at_debug(
+async def test_an_illegal_move_raises_and_a_stop_with_nothing_to_stop_is_refused_at_debug(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with hub_rig(tmp_path, ScriptedLLM.script(), monkeypatch) as rig:
         session = await rig.chat()
         worker = rig.hub.workers[session.id or 0]
         assert worker.state is S.IDLE, "a session created just now has no turn to read"
+        with pytest.raises(IllegalMove, match="idle -> paused"):
+            worker._enter(PAUSED_STATUS)  # only a turn that ends pauses
+        assert worker.state is S.IDLE, "an illegal move changes nothing"
         with caplog.at_level(logging.DEBUG, logger="agentgram"):
-            assert not worker._enter(S.WAITING_APPROVAL)
             assert not worker.cancel_turn(), "nothing to stop: idle → stopping is refused"
         assert worker.state is S.IDLE
         refusals = [r for r in caplog.records if "refused" in r.getMessage()]
-        assert len(refusals) == 2 and all(r.levelno == logging.DEBUG for r in refusals)
-        assert "idle -> waiting_approval refused" in refusals[0].getMessage()
+        assert len(refusals) == 1 and refusals[0].levelno == logging.DEBUG
+        assert "idle -> stopping refused" in refusals[0].getMessage()

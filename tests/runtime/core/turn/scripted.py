@@ -164,20 +164,19 @@ class HubRig:
 
 
 def record_transitions(monkeypatch: pytest.MonkeyPatch, rec: Recorder) -> list[Transition]:
-    """Every move any worker tries, through the real ``_enter``."""
+    """Every move any worker tries, through the real ``_move``."""
     seen: list[Transition] = []
-    enter = SessionWorker._enter
+    move = SessionWorker._move
 
-    def recorded(self: SessionWorker, target: Status | WorkerState) -> bool:
+    def recorded(self: SessionWorker, target: Status, *, may_not_apply: bool) -> bool:
         before = self.state
-        kind = target if isinstance(target, WorkerState) else target.kind
-        entered = enter(self, target)
-        if before is not kind:  # new data for the same state (e.g. the prefetch, sent) is no move
-            seen.append((self.session_id, before, kind, entered))
+        entered = move(self, target, may_not_apply=may_not_apply)
+        if before is not target.kind:  # new data for the same state (e.g. the prefetch, sent) is no move
+            seen.append((self.session_id, before, target.kind, entered))
         rec.changed.set()
         return entered
 
-    monkeypatch.setattr(SessionWorker, "_enter", recorded)
+    monkeypatch.setattr(SessionWorker, "_move", recorded)
     return seen
 
 
