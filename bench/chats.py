@@ -163,7 +163,7 @@ async def measure(kind: str, opts: Options, workdir: Path) -> dict[str, Any]:
         TimedTelegram() as tg,
         TimedOpenAI(key_of, replier(opts), models=(MODEL,)) as llm,
         BotProcess(
-            kind, tg_root=tg.root, llm_url=llm.base_url, workdir=workdir / kind, users=[WARM_USER, *users],
+            kind, tg_root=tg.root, llm_url=llm.base_url, workdir=workdir / kind.replace("/", "_"), users=[WARM_USER, *users],
             edit_interval=opts.edit_interval, profile=opts.profile if kind == "agentgram" else None,
         ) as bot,
     ):  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +37,9 @@ class BotProcess:
         profile: Path | None = None,
     ) -> None:
         self.kind = kind
+        # "agentgram@/path/to/checkout": the same bot from another checkout (e.g. the commit before,
+        # as a git worktree), so one run compares the two
+        kind, _, self.root = kind.partition("@")
         self.workdir = workdir
         self.stderr_path = workdir / f"{kind}-stderr.log"
         self.args = [
@@ -50,9 +54,11 @@ class BotProcess:
     async def __aenter__(self) -> Self:
         self.workdir.mkdir(parents=True, exist_ok=True)
         with self.stderr_path.open("wb") as stderr:
+            root = Path(self.root) if self.root else ROOT
+            env = {**os.environ, "PYTHONPATH": str(root)} if self.root else None
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "bench.botproc", *self.args,
-                cwd=ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+                cwd=root, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
             )  # fmt: skip
         self.ready = await self._expect("ready", START_TIMEOUT)
         return self
