@@ -12,7 +12,10 @@ first ``stats`` on, i.e. over the measured load). Kinds: ``baseline``
 ``AIORateLimiter`` (30 requests/s overall) taken out, to separate the cost of
 that deliberate cap from the runtime's own; ``agentgram-oldsession``, a
 diagnostic: a new chat's session opened as before issue 12
-(:func:`old_session_path`), to measure that change in one run. Stats are this process's RSS,
+(:func:`old_session_path`), to measure that change in one run; ``agentgram-pg``, agentgram as
+shipped on the PostgreSQL database of ``--storage-url`` (the driver makes a fresh one per run,
+:func:`bench.common.pg_database`). ``--storage-url`` points any agentgram kind's ``storage.url``
+elsewhere (default: a SQLite file in ``--workdir``). Stats are this process's RSS,
 peak RSS (``VmHWM``, :func:`peak_rss_kb`) and CPU seconds (user + system).
 
 ``--profile FILE`` writes a pyinstrument profile (HTML if FILE ends in
@@ -39,7 +42,9 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 from bench.common import MODEL, TOKEN, agentgram_settings
 
-KINDS = ("baseline", "agentgram", "agentgram-nolimit", "agentgram-oldsession")
+KINDS = ("baseline", "agentgram", "agentgram-nolimit", "agentgram-oldsession", "agentgram-pg")
+NEEDS_STORAGE_URL = ("agentgram-pg",)
+"""Kinds that run only on the database the driver passes as ``--storage-url``."""
 
 
 def stats() -> dict[str, Any]:
@@ -127,29 +132,31 @@ def say(event: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
-async def start_bot(args: argparse.Namespace) -> Callable[[], Awaitable[None]]:
-    """Start the chosen bot; return its stop function."""
+async def start_bot(args: argparse.Namespace) -> tuple[Callable[[], Awaitable[None]], str]:
+    """Start the chosen bot; return its stop function and its database's dialect (``none`` for the
+    baseline), which the ``ready`` line reports."""
     if args.kind == "baseline":
         from bench.baseline_bot import build_baseline, start_baseline, stop_baseline
 
         application = build_baseline(TOKEN, args.tg, args.llm, MODEL)
         await start_baseline(application)
-        return lambda: stop_baseline(application)
+        return (lambda: stop_baseline(application)), "none"
     from agentgram.bot.cli import freeze_startup_heap
     from agentgram.bot.telegram.app import compose
 
     users = [int(u) for u in args.users.split(",")]
     settings = agentgram_settings(
-        Path(args.workdir), tg_root=args.tg, llm_url=args.llm, users=users, edit_interval=args.edit_interval
-    )
+        Path(args.workdir), tg_root=args.tg, llm_url=args.llm, users=users, edit_interval=args.edit_interval,
+        storage_url=args.storage_url or None,
+    )  # fmt: skip
     bot = compose(settings)
     if args.kind == "agentgram-nolimit":  # diagnostic: without the 30 requests/s AIORateLimiter
         bot.application.bot._rate_limiter = None
     if args.kind == "agentgram-oldsession":  # diagnostic: a chat's session opened as before issue 12
-        old_session_path(bot.runtime.sessions)
+        old_session_path(bot.runtime.session_store)
     await bot.start()
     freeze_startup_heap()  # as `agentgram run` does
-    return bot.stop
+    return bot.stop, bot.runtime.db.engine.dialect.name
 
 
 def old_session_path(sessions: Any) -> None:
@@ -194,7 +201,7 @@ async def serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    stop = await start_bot(args)
+    stop, storage = await start_bot(args)
     profiler = None
     if args.profile:
         from pyinstrument import Profiler
@@ -202,7 +209,7 @@ async def serve(args: argparse.Namespace) -> None:
         profiler = Profiler(async_mode="disabled")
         profiler.start()
     stalls = Stalls()
-    say("ready", pid=os.getpid(), **stats())
+    say("ready", pid=os.getpid(), storage=storage, **stats())
     while line := (await reader.readline()).decode().strip():
         if line == "stats":
             stalls.start()
@@ -229,7 +236,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workdir", default=".")
     parser.add_argument("--edit-interval", type=float, default=0.1)
     parser.add_argument("--profile", default="")
+    parser.add_argument(
+        "--storage-url", default="", help="agentgram's storage.url (default: SQLite in --workdir)"
+    )
     args = parser.parse_args(argv)
+    if args.kind in NEEDS_STORAGE_URL and not args.storage_url:
+        parser.error(f"--kind {args.kind} needs --storage-url")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     asyncio.run(serve(args))
 

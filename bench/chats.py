@@ -7,7 +7,11 @@ messages one after another, each only after the previous reply is complete
 (and a ``--think-ms`` pause, 0 by default), all chats at once. The LLM answers
 every request with a ~110-character text streamed in ``--chunks`` chunks over
 ``--llm-ms`` milliseconds. ``--bots`` may add ``agentgram-nolimit``, a
-diagnostic run without the 30 requests/s rate limiter (:mod:`bench.botproc`).
+diagnostic run without the 30 requests/s rate limiter (:mod:`bench.botproc`), and
+``agentgram-pg``: agentgram as shipped on PostgreSQL, a fresh database per run on the server of
+``--pg-url`` (:func:`bench.common.pg_database`; the ``agentgram`` kinds use a SQLite file). The
+table ends with each bot's end-to-end p50 and p99 ÷ the baseline's and, with both agentgram kinds,
+agentgram-pg's ÷ agentgram's.
 
 Per turn: **end-to-end** = update injected into FakeTelegram → the chat first
 shows the complete reply text (timed by the fake when it accepts the
@@ -18,13 +22,15 @@ database, context building, HTTP to both services, rendering, delivery;
 fake Telegram accepted the first request that shows any of the reply (a
 ``sendMessageDraft`` with text, a ``sendMessage`` or an ``editMessageText``).
 
-Usage: ``python -m bench.chats --chats 100 --messages 5``.
+Usage: ``python -m bench.chats --chats 100 --messages 5``;
+``scripts/test-services sh -c 'python -m bench.chats --bots baseline,agentgram,agentgram-pg --pg-url "$AGENTGRAM_TEST_PG_URL"'``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import math
 import random
@@ -38,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.botproc import Stalls
-from bench.common import MODEL, machine, row, summary_ms, write_results
+from bench.common import MODEL, machine, pg_database, ratio, row, shown_url, summary_ms, write_results
 from bench.fakes import TimedOpenAI, TimedTelegram, last_user_text
 from bench.process import BotProcess
 from tests.fakes.openai_server import Reply, Text
@@ -66,6 +72,7 @@ class Options:
     together: bool = (
         False  # the bots at the same time, each with its own fakes: they share the machine's noise
     )
+    pg_url: str | None = None  # a PostgreSQL server's URL (postgresql+asyncpg://…): agentgram-pg's
 
 
 @dataclass(slots=True, frozen=True)
@@ -156,7 +163,27 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+PG_KIND = "agentgram-pg"
+"""The bot kind that runs on PostgreSQL (``agentgram-pg@DIR`` too): a fresh database per run."""
+
+
+def on_postgres(kind: str) -> bool:
+    return kind.partition("@")[0] == PG_KIND
+
+
 async def measure(kind: str, opts: Options, workdir: Path) -> dict[str, Any]:
+    """Bot ``kind`` under the load of ``opts``; ``agentgram-pg`` on a database of its own, made on
+    ``opts.pg_url``'s server before the bot starts and dropped after it stopped."""
+    async with contextlib.AsyncExitStack() as stack:
+        storage_url = None
+        if on_postgres(kind):
+            if opts.pg_url is None:
+                raise ValueError(f"bot {kind!r} needs a PostgreSQL server: --pg-url")
+            storage_url = await stack.enter_async_context(pg_database(opts.pg_url))
+        return await _measure(kind, opts, workdir, storage_url)
+
+
+async def _measure(kind: str, opts: Options, workdir: Path, storage_url: str | None) -> dict[str, Any]:
     users = [FIRST_USER + i for i in range(opts.chats)]
     rng = random.Random(opts.seed)
     async with (
@@ -165,6 +192,7 @@ async def measure(kind: str, opts: Options, workdir: Path) -> dict[str, Any]:
         BotProcess(
             kind, tg_root=tg.root, llm_url=llm.base_url, workdir=workdir / kind.replace("/", "_"), users=[WARM_USER, *users],
             edit_interval=opts.edit_interval, profile=opts.profile if kind == "agentgram" else None,
+            storage_url=storage_url,
         ) as bot,
     ):  # fmt: skip
         for index in range(WARM_TURNS):
@@ -207,6 +235,7 @@ async def measure(kind: str, opts: Options, workdir: Path) -> dict[str, Any]:
         "first_text_ms": summary_ms([s.first_text for s in load.samples]),
         "before_llm_ms": summary_ms([s.before_llm for s in load.samples]),
         "after_llm_ms": summary_ms([s.after_llm for s in load.samples]),
+        "bot_storage": bot.ready.get("storage", "-"),  # the database's dialect (an older checkout: "-")
         "bot_rss_ready_mb": round(bot.ready["rss_kb"] / 1024, 1),
         "bot_peak_rss_mb": round(done["peak_rss_kb"] / 1024, 1),
         "bot_cpu_ms_per_turn": round((after["cpu_s"] - before["cpu_s"]) * 1000 / max(turns, 1), 2),
@@ -251,17 +280,37 @@ async def run(opts: Options) -> dict[str, Any]:
         "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars_of(opts).items()},
         "results": results,
     }
-    base = results.get("baseline", {}).get("end_to_end_ms", {})
-    payload["e2e_p50_ratio"] = {
-        kind: round(result["end_to_end_ms"]["p50"] / base["p50"], 3)
-        for kind, result in results.items()
-        if kind != "baseline" and base.get("n") and result["end_to_end_ms"].get("n")
-    }
+    for p in ("p50", "p99"):
+        payload[f"e2e_{p}_ratio"] = {
+            kind: value
+            for kind in results
+            if kind != "baseline" and (value := e2e_ratio(results, kind, "baseline", p)) is not None
+        }
+    payload["e2e_pg_ratio"] = pg_ratio(results)
     return payload
 
 
+def e2e_ratio(results: dict[str, Any], kind: str, other: str, p: str) -> float | None:
+    """Bot ``kind``'s end-to-end ``p`` ÷ bot ``other``'s (``None`` if either has no turns)."""
+    if kind not in results or other not in results:
+        return None
+    mine, theirs = results[kind]["end_to_end_ms"], results[other]["end_to_end_ms"]
+    if not mine.get("n") or not theirs.get("n"):
+        return None
+    return ratio(mine[p], theirs[p])
+
+
+def pg_ratio(results: dict[str, Any]) -> dict[str, float | None]:
+    """agentgram-pg's end-to-end p50 and p99 ÷ agentgram's (on SQLite); empty without both."""
+    if PG_KIND not in results or "agentgram" not in results:
+        return {}
+    return {p: e2e_ratio(results, PG_KIND, "agentgram", p) for p in ("p50", "p99")}
+
+
 def vars_of(opts: Options) -> dict[str, Any]:
-    return {name: getattr(opts, name) for name in opts.__slots__}  # type: ignore[attr-defined]
+    """The options for a result file (the PostgreSQL URL without its password)."""
+    found = {name: getattr(opts, name) for name in opts.__slots__}  # type: ignore[attr-defined]
+    return found | {"pg_url": shown_url(opts.pg_url)}
 
 
 def table(payload: dict[str, Any]) -> str:
@@ -284,6 +333,7 @@ def table(payload: dict[str, Any]) -> str:
         ("  update→LLM p50 ms", ("before_llm_ms", "p50")),
         ("  LLM→visible p50 ms", ("after_llm_ms", "p50")),
         ("turns (failed)", None),
+        ("bot database", ("bot_storage",)),
         ("turns/s", ("turns_per_s",)),
         ("bot peak RSS MB", ("bot_peak_rss_mb",)),
         ("bot CPU ms/turn", ("bot_cpu_ms_per_turn",)),
@@ -308,8 +358,13 @@ def table(payload: dict[str, Any]) -> str:
                 value = value.get(part, "-") if isinstance(value, dict) else "-"
             cells.append(value)
         lines.append(row([label, *cells], widths))
-    for kind, ratio in payload["e2e_p50_ratio"].items():
-        lines.append(f"end-to-end p50 {kind} / baseline = {ratio}")
+    p99s = payload.get("e2e_p99_ratio", {})
+    for kind, p50 in payload["e2e_p50_ratio"].items():
+        lines.append(f"end-to-end {kind} / baseline: p50 {p50}, p99 {p99s.get(kind)}")
+    if pg := payload.get("e2e_pg_ratio"):
+        lines.append(
+            f"end-to-end {PG_KIND} / agentgram (PostgreSQL / SQLite): p50 {pg['p50']}, p99 {pg['p99']}"
+        )
     return "\n".join(lines)
 
 
@@ -330,16 +385,28 @@ def parse(argv: Sequence[str] | None = None) -> tuple[Options, Path | None]:
     parser.add_argument(
         "--profile", type=Path, default=None, help="pyinstrument profile of the agentgram bot (.html or text)"
     )
+    parser.add_argument(
+        "--pg-url",
+        default=None,
+        help=f"a PostgreSQL server (postgresql+asyncpg://…) for {PG_KIND}'s databases",
+    )
     parser.add_argument("--out", type=Path, default=None, help="results directory (default bench/results)")
     args = parser.parse_args(argv)
+    check_pg_url(parser, args.bots, args.pg_url)
     opts = Options(
         chats=args.chats, messages=args.messages, llm_ms=args.llm_ms, chunks=args.chunks,
         edit_interval=args.edit_interval, spread_ms=args.spread_ms, think_ms=args.think_ms,
         turn_timeout=args.turn_timeout,
         bots=tuple(b.strip() for b in args.bots.split(",") if b.strip()), profile=args.profile,
-        together=args.together,
+        together=args.together, pg_url=args.pg_url,
     )  # fmt: skip
     return opts, args.out
+
+
+def check_pg_url(parser: argparse.ArgumentParser, bots: str, pg_url: str | None) -> None:
+    """``--bots`` with ``agentgram-pg`` needs ``--pg-url``; say so before any bot runs."""
+    if pg_url is None and any(on_postgres(b.strip()) for b in bots.split(",")):
+        parser.error(f"--bots {PG_KIND} needs --pg-url (a PostgreSQL server, e.g. $AGENTGRAM_TEST_PG_URL)")
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -1,14 +1,17 @@
-"""What every benchmark shares: percentiles, machine facts, result files, the bot's settings."""
+"""What every benchmark shares: percentiles, machine facts, result files, the bot's settings, and a
+fresh PostgreSQL database for a run (:func:`pg_database`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import sqlite3
 import sys
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +77,10 @@ def agentgram_settings(
     llm_url: str,
     users: Sequence[int],
     edit_interval: float,
+    storage_url: str | None = None,
 ) -> BotSettings:
-    """The bot as a user would configure it, pointed at the fakes; file SQLite in ``workdir``."""
+    """The bot as a user would configure it, pointed at the fakes; file SQLite in ``workdir``, or the
+    database at ``storage_url`` (a PostgreSQL one from :func:`pg_database`)."""
     raw: dict[str, Any] = {
         "telegram": {
             "token": TOKEN,
@@ -85,12 +90,58 @@ def agentgram_settings(
             "poll_timeout": 10,
         },
         "llm": {"base_url": llm_url, "api_key": "sk-bench", "model": MODEL, "max_retries": 0},
-        "storage": {"url": f"sqlite+aiosqlite:///{workdir / 'agentgram.db'}"},
+        "storage": {"url": storage_url or f"sqlite+aiosqlite:///{workdir / 'agentgram.db'}"},
         "agent": {"workdir": str(workdir / "workspace"), "timezone": "UTC"},
         "tic": {"enabled": False},
         "logging": {"level": "WARNING"},
     }
     return bot_settings_from_mapping(raw, {})
+
+
+def asyncpg_dsn(url: str) -> str:
+    """The asyncpg DSN of a SQLAlchemy ``postgresql+asyncpg://`` URL."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def shown_url(url: str | None) -> str | None:
+    """``url`` with its password hidden, for a result file."""
+    from sqlalchemy.engine import make_url
+
+    return None if url is None else make_url(url).render_as_string(hide_password=True)
+
+
+@contextlib.asynccontextmanager
+async def pg_database(server_url: str) -> AsyncIterator[str]:
+    """A new database on the PostgreSQL server of ``server_url`` (a ``postgresql+asyncpg://`` URL of
+    its maintenance database, e.g. ``scripts/test-services``' ``AGENTGRAM_TEST_PG_URL``) for the
+    run; its URL. Dropped after, ``WITH (FORCE)``: a bot process killed mid-run does not keep it."""
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    dsn = asyncpg_dsn(server_url)
+    name = f"agentgram_bench_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    try:
+        yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        admin = await asyncpg.connect(dsn)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+def ratio(numerator: object, denominator: object) -> float | None:
+    """``numerator / denominator`` to 3 places, or ``None`` when either is missing or zero."""
+    if not isinstance(numerator, int | float) or not isinstance(denominator, int | float) or not denominator:
+        return None
+    return round(numerator / denominator, 3)
 
 
 def row(cells: Sequence[object], widths: Sequence[int]) -> str:

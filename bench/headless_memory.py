@@ -130,7 +130,7 @@ async def measure(workdir: Path, llm: FakeOpenAI, opts: Options) -> list[dict[st
     runtime = Runtime(settings(workdir, llm.base_url), format_rules="", home_chat_id=CHAT)
     await runtime.start()
     try:
-        await runtime.sessions.find_or_open(CHAT, user_id=CHAT, language="en")  # the user's chat
+        await runtime.session_store.find_or_open(CHAT, user_id=CHAT, language="en")  # the user's chat
         job = await runtime.scheduler.add_job(
             JobSpec(title="Backups", schedule="every 24h", prompt="Check the backups.", chat_id=CHAT)
         )

@@ -18,7 +18,9 @@ baseline's; first visible text p50 ≤ 150 ms after the model's first token;
 peak RSS ≤ 150 MiB; the burst within 5 % of the time Telegram's 30
 messages/s need for one message per reply.
 
-Usage: ``python -m bench.latency`` (≈ 5 minutes), ``--skip-burst`` for the first part only.
+Usage: ``python -m bench.latency`` (≈ 5 minutes), ``--skip-burst`` for the first part only;
+``--bots baseline,agentgram,agentgram-pg --pg-url URL`` adds agentgram on PostgreSQL
+(:mod:`bench.chats`), with its end-to-end p50/p99 ÷ agentgram's on SQLite.
 """
 
 from __future__ import annotations
@@ -116,7 +118,10 @@ def table(payload: dict[str, Any]) -> str:
     parts: list[str] = []
     for name, scenario in payload["scenarios"].items():
         parts.append(f"== {name} ==")
-        parts.append(chats.table({"results": scenario["results"], "e2e_p50_ratio": {}}))
+        results = scenario["results"]
+        parts.append(
+            chats.table({"results": results, "e2e_p50_ratio": {}, "e2e_pg_ratio": chats.pg_ratio(results)})
+        )
     for kind, verdict in payload["verdicts"].items():
         parts.append(f"== targets: {kind} ==")
         for name, v in verdict.items():
@@ -149,10 +154,18 @@ def parse(argv: Sequence[str] | None = None) -> tuple[Options, Path | None]:
         "--profile", type=Path, default=None, help="pyinstrument profile of agentgram (human pace)"
     )
     parser.add_argument("--seed", type=int, default=human.seed)
+    parser.add_argument(
+        "--pg-url",
+        default=None,
+        help="a PostgreSQL server (postgresql+asyncpg://…) for agentgram-pg's databases",
+    )
     parser.add_argument("--out", type=Path, default=None, help="results directory (default bench/results)")
     args = parser.parse_args(argv)
+    chats.check_pg_url(parser, args.bots, args.pg_url)
     bots = tuple(b.strip() for b in args.bots.split(",") if b.strip())
-    common = {"llm_ms": args.llm_ms, "bots": bots, "seed": args.seed, "together": args.together}
+    common = {
+        "llm_ms": args.llm_ms, "bots": bots, "seed": args.seed, "together": args.together, "pg_url": args.pg_url,
+    }  # fmt: skip
     opts = Options(
         human=replace(
             human, chats=args.chats, messages=args.messages, think_ms=args.think_ms, spread_ms=args.spread_ms,

@@ -16,7 +16,13 @@ Workloads, each ``--envelopes`` user messages:
 - ``concurrent``: one sender task per session, all at once;
 - ``duplicates``: the sequential envelopes re-sent (idempotent re-accept).
 
-Usage: ``python -m bench.mailbox --envelopes 5000 --sessions 50``.
+With ``--pg-url postgresql+asyncpg://…`` (a server's maintenance database, e.g. the one
+``scripts/test-services`` exports as ``AGENTGRAM_TEST_PG_URL``) the same workloads run on a fresh
+PostgreSQL database too (created and dropped by the run), and the table gives the ratio of each
+workload to SQLite's.
+
+Usage: ``python -m bench.mailbox --envelopes 5000 --sessions 50``;
+``scripts/test-services sh -c 'python -m bench.mailbox --sessions 100 --pg-url "$AGENTGRAM_TEST_PG_URL"'``.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from agentgram.runtime.core.mailbox import (
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.migrations import migrate
 from agentgram.runtime.infra.storage.sessions import SessionStore
-from bench.common import machine, row, write_results
+from bench.common import machine, pg_database, ratio, row, write_results
 
 TARGET = 2000.0  # envelopes/s on SQLite with durability on (issue 4)
 
@@ -52,6 +58,7 @@ class Options:
     envelopes: int = 5000
     sessions: int = 50
     full_sync: bool = False
+    pg_url: str | None = None
 
 
 def envelope(session_id: int, n: int) -> Envelope:
@@ -108,11 +115,16 @@ async def workloads(mailbox: Mailbox, session_ids: Sequence[int], total: int) ->
     ]
 
 
-async def sql_run(workdir: Path, opts: Options, *, full_sync: bool) -> list[dict[str, Any]]:
-    db = Database(
-        f"sqlite+aiosqlite:///{workdir / ('full' if full_sync else 'normal')}.db",
-        synchronous="FULL" if full_sync else "NORMAL",
-    )
+async def sql_run(
+    workdir: Path, opts: Options, *, full_sync: bool, url: str | None = None
+) -> list[dict[str, Any]]:
+    if url is not None:
+        db = Database(url, pool_size=10)
+    else:
+        db = Database(
+            f"sqlite+aiosqlite:///{workdir / ('full' if full_sync else 'normal')}.db",
+            synchronous="FULL" if full_sync else "NORMAL",
+        )
     try:
         await migrate(db)
         store = SessionStore(db)
@@ -136,13 +148,27 @@ async def run(opts: Options) -> dict[str, Any]:
         results["sqlite (WAL, synchronous=NORMAL)"] = await sql_run(Path(tmp), opts, full_sync=False)
         if opts.full_sync:
             results["sqlite (WAL, synchronous=FULL)"] = await sql_run(Path(tmp), opts, full_sync=True)
+    if opts.pg_url is not None:
+        async with pg_database(opts.pg_url) as url:
+            results["postgresql"] = await sql_run(Path(), opts, full_sync=False, url=url)
     results["memory"] = await workloads(MemoryMailbox(256), list(range(1, opts.sessions + 1)), opts.envelopes)
+    sqlite = results["sqlite (WAL, synchronous=NORMAL)"]
     return {
         "benchmark": "mailbox",
         "machine": facts,
-        "options": {"envelopes": opts.envelopes, "sessions": opts.sessions, "full_sync": opts.full_sync},
+        "options": {
+            "envelopes": opts.envelopes,
+            "sessions": opts.sessions,
+            "full_sync": opts.full_sync,
+            "postgresql": opts.pg_url is not None,
+        },
         "target_per_s": TARGET,
         "results": results,
+        # accepts/s on PostgreSQL ÷ on SQLite (as configured), per workload; empty without --pg-url
+        "ratio_postgresql_sqlite": {
+            pg["workload"]: ratio(pg["per_s"], lite["per_s"])
+            for pg, lite in zip(results.get("postgresql", []), sqlite, strict=False)
+        },
     }
 
 
@@ -152,6 +178,8 @@ def table(payload: dict[str, Any]) -> str:
     for name, runs in payload["results"].items():
         for run_ in runs:
             lines.append(row([name, run_["workload"], run_["envelopes"], run_["per_s"]], widths))
+    for workload, value in payload.get("ratio_postgresql_sqlite", {}).items():
+        lines.append(f"accepts/s {workload}: PostgreSQL / SQLite = {value}")
     return "\n".join(lines)
 
 
@@ -162,9 +190,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--envelopes", type=int, default=5000)
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--full-sync", action="store_true", help="also run with PRAGMA synchronous=FULL")
+    parser.add_argument("--pg-url", default=None, help="also on a fresh database of this PostgreSQL server")
     parser.add_argument("--out", type=Path, default=None, help="results directory (default bench/results)")
     args = parser.parse_args(argv)
-    payload = asyncio.run(run(Options(args.envelopes, args.sessions, args.full_sync)))
+    payload = asyncio.run(run(Options(args.envelopes, args.sessions, args.full_sync, args.pg_url)))
     print(table(payload))
     print(f"results: {write_results('mailbox', payload, args.out)}")
     return payload

@@ -35,6 +35,7 @@ class BotProcess:
         users: Sequence[int] = (),
         edit_interval: float = 0.1,
         profile: Path | None = None,
+        storage_url: str | None = None,
     ) -> None:
         self.kind = kind
         # "agentgram@/path/to/checkout": the same bot from another checkout (e.g. the commit before,
@@ -48,6 +49,8 @@ class BotProcess:
         ]  # fmt: skip
         if profile is not None:
             self.args += ["--profile", str(profile)]
+        if storage_url is not None:  # agentgram's storage.url (a PostgreSQL database of the driver's)
+            self.args += ["--storage-url", storage_url]
         self.proc: asyncio.subprocess.Process | None = None
         self.ready: dict[str, Any] = {}
 

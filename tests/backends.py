@@ -68,3 +68,39 @@ async def database(backend: str, folder: Path, name: str = "agentgram.db") -> As
         return
     async with pg_database() as url:
         yield url
+
+
+@asynccontextmanager
+async def pg_forwarder(port: int, url: str) -> AsyncIterator[None]:
+    """A TCP forwarder on ``127.0.0.1:port`` to the server of ``url``, for the block: a database
+    server that "appears" on a port where nothing listened (the start-up retry tests)."""
+    import asyncio
+
+    target = make_url(url)
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def serve(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        server_reader, server_writer = await asyncio.open_connection(target.host, target.port)
+        for task in (pipe(client_reader, server_writer), pipe(server_reader, client_writer)):
+            tasks.add(asyncio.create_task(task))
+
+    server = await asyncio.start_server(serve, "127.0.0.1", port)
+    try:
+        yield
+    finally:
+        server.close()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await server.wait_closed()

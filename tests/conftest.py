@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from agentgram.bot.settings import BotSettings, bot_settings_from_mapping, current_layout
-from tests.backends import BACKENDS, database
+from tests.backends import BACKENDS, database, pg_database
 from tests.fakes.openai_server import FakeOpenAI
 
 os.environ.setdefault("PTB_TIMEDELTA", "1")  # PTB 22: retry_after as timedelta, no deprecation warning
@@ -27,6 +27,34 @@ _library = {"telegram": "ptb"}
 def use_library(name: str) -> None:
     """The ``telegram.library`` every bot a test builds from :func:`config_mapping` uses."""
     _library["telegram"] = name
+
+
+_database: dict[str, str | None] = {"url": None}
+
+
+def use_database(url: str | None) -> None:
+    """The ``storage.url`` every bot a test builds from :func:`config_mapping` uses; ``None``
+    (the default): a SQLite file in the test's ``tmp_path``."""
+    _database["url"] = url
+
+
+Decorated = TypeVar("Decorated", bound=Callable[..., Any])
+
+
+def also_on_postgres(test: Decorated) -> Decorated:
+    """An end-to-end or crash test that runs once more on PostgreSQL, with the ptb driver only:
+    its ids are ``[ptb]`` and ``[aiogram]`` (SQLite, as every test of those suites) and
+    ``[ptb-postgres]``. The whole suite on both backends and both drivers does not fit the CI
+    budget; docs/architecture/development.md says which tests carry this mark and why."""
+    cases = [pytest.param(driver, "sqlite", id=driver) for driver in DRIVERS]
+    cases.append(pytest.param("ptb", "postgres", id="ptb-postgres"))
+    marks = (
+        pytest.mark.usefixtures("storage_backend"),
+        pytest.mark.parametrize(("telegram_library", "storage_backend"), cases, indirect=True),
+    )
+    for mark in marks:
+        test = mark(test)
+    return test
 
 
 _real_connect = socket.socket.connect
@@ -49,6 +77,23 @@ def no_real_network(monkeypatch: pytest.MonkeyPatch) -> None:
 def backend(request: pytest.FixtureRequest) -> str:
     """Each database backend in turn (``sqlite``, ``postgres``): a test that takes it runs on both."""
     return str(request.param)
+
+
+@pytest.fixture
+async def storage_backend(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """The backend the bots of an :func:`also_on_postgres` test store in: ``sqlite`` (a file in
+    the test's ``tmp_path``) or ``postgres`` (a fresh database on the test server, for the whole
+    test: a restart finds what the first bot stored; dropped after)."""
+    backend = str(getattr(request, "param", "sqlite"))
+    if backend == "sqlite":
+        yield backend
+        return
+    async with pg_database() as url:
+        use_database(url)
+        try:
+            yield backend
+        finally:
+            use_database(None)
 
 
 @pytest.fixture
@@ -79,7 +124,7 @@ def config_mapping(
             "library": _library["telegram"],
         },
         "llm": {"base_url": llm_url, "api_key": "sk-test-secret", "model": "main-model", "max_retries": 0},
-        "storage": {"url": f"sqlite+aiosqlite:///{tmp_path / 'agentgram.db'}"},
+        "storage": {"url": _database["url"] or f"sqlite+aiosqlite:///{tmp_path / 'agentgram.db'}"},
         "agent": {"workdir": str(tmp_path / "workspace"), "timezone": "Europe/Berlin"},
         "tic": {"enabled": False},
     }

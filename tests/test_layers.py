@@ -1,11 +1,13 @@
-"""The adapter uses the runtime's facade and nothing behind it (issue 11).
+"""The adapter uses the runtime's door and nothing behind it (issues 11 and 24).
 
-* ``bot/`` reaches the runtime only through :class:`~runtime.app.Runtime`'s
-  public methods and properties (and the few ports it hands out): an attribute
-  read on anything called ``runtime`` must be one of them, never a part the
-  facade wires (``db``, ``sessions``, ``approvals``, ``hub``, ``bus``…).
+* ``bot/`` reaches the runtime only through its door, :class:`~runtime.door.protocols.Door`: an
+  attribute read on anything called ``runtime`` must be one of the door's members, never a part
+  the runtime wires (``db``, ``session_store``, ``approval_manager``, ``hub``, ``bus``…), and a
+  read on one of the door's parts (``runtime.chat.…``, ``runtime.approvals.…``) must be one of
+  that part's Protocol's members.
 * ORM rows stay in the runtime: no module of ``bot/`` imports
-  ``agentgram.runtime.infra.storage``; what crosses is the facade's own values.
+  ``agentgram.runtime.infra.storage``, and no method of the door's Protocols takes or returns a
+  row (nor a value holding one); what crosses is the door's own values.
 
 * No string literal or docstring in ``runtime/`` names a chat platform (Telegram, aiogram, PTB):
   the runtime knows none, in its words as in its imports (issue 24).
@@ -17,22 +19,37 @@ The layer contracts between packages are import-linter's
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
+import typing
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Protocol
 
-from agentgram.runtime.app import Runtime
+from sqlmodel import SQLModel
+
+from agentgram.runtime.door.protocols import ApprovalsDoor, CallsDoor, ChatDoor, Door, JobsDoor, SessionsDoor
+from agentgram.runtime.infra.storage.models import ApprovalRequestRow, ChatSession
 
 ROOT = Path(__file__).resolve().parents[1]
 BOT = ROOT / "agentgram" / "bot"
 
-PORTS = frozenset({"values", "scheduler", "timezone"})
-"""Instance attributes the facade hands out on purpose: the key-value port, the scheduler's own
-facade, and the zone the agent's times are shown in."""
+PARTS: dict[str, type[Any]] = {
+    "chat": ChatDoor,
+    "approvals": ApprovalsDoor,
+    "calls": CallsDoor,
+    "jobs": JobsDoor,
+    "sessions": SessionsDoor,
+}
+"""The door's parts, by the attribute an adapter reads them from."""
+
+
+def _members(protocol: type[Any]) -> frozenset[str]:
+    return frozenset(name for name in vars(protocol) if not name.startswith("_"))
 
 
 def _facade() -> frozenset[str]:
-    return frozenset(name for name in dir(Runtime) if not name.startswith("_")) | PORTS
+    return _members(Door)
 
 
 def _modules() -> Iterator[tuple[Path, ast.Module]]:
@@ -52,13 +69,25 @@ def _where(path: Path, node: ast.AST) -> str:
     return f"{shown}:{getattr(node, 'lineno', '?')}"
 
 
-def test_bot_reads_only_the_facade_of_the_runtime() -> None:
+def _behind(module: ast.Module) -> Iterator[ast.Attribute]:
+    """Reads on ``runtime`` that are not the door's, and reads on a door part not its Protocol's."""
     facade = _facade()
+    for node in ast.walk(module):
+        if not isinstance(node, ast.Attribute):
+            continue
+        if _is_runtime(node.value) and node.attr not in facade:
+            yield node
+        part = node.value
+        if isinstance(part, ast.Attribute) and _is_runtime(part.value) and part.attr in PARTS:
+            if node.attr not in _members(PARTS[part.attr]):
+                yield node
+
+
+def test_bot_reads_only_the_facade_of_the_runtime() -> None:
     behind = [
-        f"{_where(path, node)}: runtime.{node.attr}"
+        f"{_where(path, node)}: {ast.unparse(node)}"
         for path, module in _modules()
-        for node in ast.walk(module)
-        if isinstance(node, ast.Attribute) and _is_runtime(node.value) and node.attr not in facade
+        for node in _behind(module)
     ]
     assert behind == [], "bot/ reaches behind the runtime facade:\n" + "\n".join(behind)
 
@@ -81,10 +110,80 @@ def test_the_check_sees_what_it_forbids() -> None:
     """The walk itself: a reach behind the facade and a storage import are both found."""
     code = ast.parse(
         "ctx.runtime.approvals.pending()\nfrom agentgram.runtime.infra.storage.models import ChatSession\n"
+        "ctx.runtime.approval_manager.pending()\nctx.runtime.approvals.pending_approvals(s)\n"
     )
     reads = [n for n in ast.walk(code) if isinstance(n, ast.Attribute) and _is_runtime(n.value)]
-    assert [n.attr for n in reads] == ["approvals"] and "approvals" not in _facade()
-    assert "post_user_message" in _facade() and "subscribe" in _facade()
+    assert [n.attr for n in reads] == ["approvals", "approval_manager", "approvals"]
+    assert "approvals" in _facade() and "approval_manager" not in _facade()
+    assert [ast.unparse(n) for n in _behind(code)] == [
+        "ctx.runtime.approvals.pending",
+        "ctx.runtime.approval_manager",
+    ]
+    assert "accept_user_message" in _members(ChatDoor) and "subscribe" in _facade()
+
+
+def _types_in(hint: object, seen: set[int]) -> Iterator[type[Any]]:
+    """Every class ``hint`` names, through unions, generics and the fields of dataclasses."""
+    if isinstance(hint, list):  # a Callable's parameters
+        for arg in hint:
+            yield from _types_in(arg, seen)
+        return
+    if id(hint) in seen:
+        return
+    seen.add(id(hint))
+    for arg in typing.get_args(hint):
+        yield from _types_in(arg, seen)
+    origin = typing.get_origin(hint)
+    cls = origin if isinstance(origin, type) else hint
+    if isinstance(cls, type):
+        yield cls
+        if dataclasses.is_dataclass(cls):
+            for field_hint in typing.get_type_hints(cls).values():
+                yield from _types_in(field_hint, seen)
+
+
+def _is_row(cls: type[Any]) -> bool:
+    return issubclass(cls, SQLModel) and bool(cls.model_config.get("table"))
+
+
+def _rows_crossing(protocol: type[Any]) -> list[str]:
+    """Each member of ``protocol`` whose parameters or result name an ORM row."""
+    found = []
+    for name in sorted(_members(protocol)):
+        member = vars(protocol)[name]
+        function = member.fget if isinstance(member, property) else member
+        hints = typing.get_type_hints(function)
+        for where, hint in hints.items():
+            for cls in _types_in(hint, set()):
+                if _is_row(cls):
+                    found.append(f"{protocol.__name__}.{name} ({where}): {cls.__name__}")
+    return found
+
+
+def test_no_orm_row_crosses_the_door() -> None:
+    crossing = [line for protocol in (Door, *PARTS.values()) for line in _rows_crossing(protocol)]
+    assert crossing == [], "an ORM row crosses the door:\n" + "\n".join(crossing)
+
+
+def test_the_row_check_sees_a_row_in_a_result_a_parameter_and_a_value() -> None:
+    @dataclasses.dataclass
+    class Holds:
+        request: ApprovalRequestRow | None
+
+    class Leaky(Protocol):
+        async def returns(self) -> list[ApprovalRequestRow]: ...
+        def takes(self, session: ChatSession | None) -> None: ...
+        def wraps(self) -> tuple[Holds, int]: ...
+        def clean(self, text: str) -> dict[str, int]: ...
+
+    # the Protocol is local: resolve its names here
+    for name in ("returns", "takes", "wraps", "clean"):
+        vars(Leaky)[name].__annotations__ = typing.get_type_hints(vars(Leaky)[name], localns=locals())
+    assert _rows_crossing(Leaky) == [
+        "Leaky.returns (return): ApprovalRequestRow",
+        "Leaky.takes (session): ChatSession",
+        "Leaky.wraps (return): ApprovalRequestRow",
+    ]
 
 
 RUNTIME = ROOT / "agentgram" / "runtime"

@@ -19,7 +19,9 @@ a bad ``web.listen`` costs no start-up; the server starts once the bot has
 started. On shutdown the front ends go first (the terminal cancelled, the web
 view stopped, both bounded), then the bot, which closes the database.
 Configuration errors are one line, never a traceback; Telegram unreachable at
-start is waited out with logged retries (see :mod:`bot.telegram.app`).
+start is waited out with logged retries (see :mod:`bot.telegram.app`), and so
+is a database server (the instance lock is the first touch of it:
+:func:`runtime.schema.take_instance_lock`); its refused credentials are exit 2.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from agentgram.runtime.infra.config import masked
 from agentgram.runtime.infra.errors import ConfigError
 from agentgram.runtime.infra.log import configure, get_logger, register_secret
 from agentgram.runtime.infra.tasks import cancel_and_wait
+from agentgram.runtime.schema import take_instance_lock
 
 if TYPE_CHECKING:
     from agentgram.bot.telegram.app import TelegramBot
@@ -148,10 +151,13 @@ async def _run(settings: BotSettings, *, terminal: bool = False) -> int:
     (or, with the ``terminal`` beside the bot, until the user leaves it)."""
     token = fingerprint(settings.telegram.token.get_secret_value())
     try:
-        lock = InstanceLock.acquire(settings.storage.url, token)
+        lock = await _lock_unless_signalled(settings.storage.url, token)
     except AlreadyRunning as error:  # before anything touches the database or Telegram
         print(str(error), file=sys.stderr)
         return EXIT_CONFIG
+    if lock is None:
+        log.info("stopped while waiting for the database")
+        return 0
     with lock:
         try:
             listening = _bind_web(settings)
@@ -163,6 +169,30 @@ async def _run(settings: BotSettings, *, terminal: bool = False) -> int:
         finally:
             if listening is not None:
                 listening.close()  # closed already once the web view ran; else never used
+
+
+async def _lock_unless_signalled(url: str, token: str) -> InstanceLock | None:
+    """The instance lock, a database server out of reach waited out (the process's first touch of
+    the database); ``None`` when SIGINT or SIGTERM came first: nothing has started, exit 0."""
+    loop = asyncio.get_running_loop()
+    taking = asyncio.ensure_future(take_instance_lock(url, token))
+    signalled = asyncio.Event()
+
+    def on_signal() -> None:
+        signalled.set()
+        taking.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        return await taking
+    except asyncio.CancelledError:
+        if signalled.is_set():
+            return None
+        raise
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
 
 
 def _bind_web(settings: BotSettings) -> socket.socket | None:
@@ -256,7 +286,7 @@ async def _start_web(bot: TelegramBot, listening: socket.socket | None) -> WebSe
 
     assert web.token is not None  # WebSettings refuses an enabled web view without one
     register_secret(web.token.get_secret_value())
-    server = WebServer(create_app(bot.runtime, web, lambda: bot.ingest.last_poll_ok), listening)
+    server = WebServer(create_app(bot.runtime, web, bot.last_ingest_ok), listening)
     await server.start()
     return server
 

@@ -76,6 +76,31 @@ def check_allowed_users(settings: AgentgramSettings) -> Iterator[CheckProblem]:
         )
 
 
+def check_webhook(settings: AgentgramSettings) -> Iterator[CheckProblem]:
+    """Webhook mode needs where Telegram reaches it and the secret it sends; the public Bot API
+    delivers only over HTTPS (a local Bot API server also over plain HTTP)."""
+    tg = settings.telegram
+    if tg is None or tg.mode != "webhook":
+        return
+    hook = tg.webhook
+    if hook.public_url is None:
+        yield CheckProblem(
+            "telegram.webhook.public_url",
+            "is required when telegram.mode is webhook (where Telegram reaches the listener)",
+        )
+    elif tg.public_api and not hook.public_url.startswith("https://"):
+        yield CheckProblem(
+            "telegram.webhook.public_url",
+            "must be https:// — Telegram delivers webhooks over HTTPS only "
+            "(plain HTTP works with a local Bot API server at telegram.api_base_url)",
+        )
+    if hook.secret_token is None:
+        yield CheckProblem(
+            "telegram.webhook.secret_token",
+            "is required when telegram.mode is webhook (e.g. `openssl rand -hex 32`)",
+        )
+
+
 def check_tool_hooks(settings: Settings) -> Iterator[CheckProblem]:
     for problem in unknown_hook_tools(settings):
         yield CheckProblem(problem.key, problem.problem)
@@ -89,7 +114,7 @@ def check_chat_user(settings: AgentgramSettings) -> Iterator[CheckProblem]:
         )
 
 
-TELEGRAM_CHECKS: tuple[Check[AgentgramSettings], ...] = (check_token, check_allowed_users)
+TELEGRAM_CHECKS: tuple[Check[AgentgramSettings], ...] = (check_token, check_allowed_users, check_webhook)
 CHECKS: tuple[Check[Any], ...] = (*RUNTIME_CHECKS, check_tool_hooks, *TELEGRAM_CHECKS)
 
 

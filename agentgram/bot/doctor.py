@@ -138,6 +138,8 @@ async def _telegram(settings: BotSettings) -> list[Result]:
             failed("telegram", problem),
             Result("webhook", Status.SKIP, "not checked without a working token"),
         ]
+    if tg.mode == "webhook":
+        return [*results, _webhook_mode(tg.webhook.url, webhook)]
     if webhook:
         fix = "make sure no other program serves this bot; agentgram deletes the webhook when it starts"
         return [
@@ -145,6 +147,14 @@ async def _telegram(settings: BotSettings) -> list[Result]:
             Result("webhook", Status.FAIL, f"a webhook is set ({webhook}): polling cannot get updates", fix),
         ]
     return [*results, passed("webhook", "none set (agentgram polls for updates)")]
+
+
+def _webhook_mode(ours: str, webhook: str) -> Result:
+    """In webhook mode the webhook set is agentgram's own, or none yet (the bot sets it at start)."""
+    if webhook in ("", ours):
+        return passed("webhook", f"{'set to' if webhook else 'set at start to'} {ours}")
+    fix = "make sure no other program serves this bot; agentgram sets its webhook when it starts"
+    return Result("webhook", Status.FAIL, f"another webhook is set ({webhook})", fix)
 
 
 async def _llm(settings: BotSettings) -> list[Result]:

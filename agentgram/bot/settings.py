@@ -77,6 +77,70 @@ UserId = Annotated[int, BeforeValidator(_not_a_username)]
 the way to find the id."""
 
 
+WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9_-]{32,256}")
+"""A webhook's ``secret_token``: Telegram allows 1-256 of these characters; agentgram asks for 32 at
+least, so it cannot be guessed."""
+DEFAULT_WEBHOOK_LISTEN = "127.0.0.1:8443"
+
+
+def _host_and_port(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"{value!r} is not host:port (e.g. {DEFAULT_WEBHOOK_LISTEN})")
+    return value
+
+
+class WebhookSettings(Section):
+    """``telegram.webhook``: where Telegram POSTs updates when ``telegram.mode`` is ``webhook``."""
+
+    listen: str = DEFAULT_WEBHOOK_LISTEN
+    """``host:port`` the webhook listener binds (its own server, not the web view's); a TLS-terminating
+    proxy in front forwards ``public_url`` to it."""
+    path: str = "/telegram/webhook"
+    """The URL path updates are POSTed to (``/healthz`` beside it reports the webhook's health)."""
+    public_url: HttpUrl | None = None
+    """Where Telegram reaches the listener, without the path (``https://bot.example.org``); HTTPS unless
+    ``telegram.api_base_url`` is a local Bot API server. Required in webhook mode."""
+    secret_token: SecretStr | None = None
+    """32-256 characters of ``A-Za-z0-9_-`` (e.g. ``openssl rand -hex 32``); Telegram sends it with every
+    update and anything without it is refused. Required in webhook mode."""
+    max_connections: int = Field(default=40, ge=1, le=100)
+    """At most this many updates Telegram POSTs at once (one chat's updates always come one by one)."""
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        return _host_and_port(value)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.startswith("/") or value == "/healthz" or "?" in value or "#" in value:
+            raise ValueError(f"{value!r} is not a URL path starting with / (e.g. /telegram/webhook)")
+        return value
+
+    @field_validator("secret_token")
+    @classmethod
+    def _secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not WEBHOOK_SECRET.fullmatch(value.get_secret_value()):
+            raise ValueError("use 32-256 characters of A-Za-z0-9_- (e.g. `openssl rand -hex 32`)")
+        return value
+
+    @property
+    def host(self) -> str:
+        return self.listen.rpartition(":")[0].removeprefix("[").removesuffix("]")
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rpartition(":")[2])
+
+    @property
+    def url(self) -> str:
+        """The URL ``setWebhook`` is given: ``public_url`` and ``path``."""
+        assert self.public_url is not None, "webhook mode is refused without public_url (config_check)"
+        return self.public_url.rstrip("/") + self.path
+
+
 class TelegramSettings(Section):
     token: SecretStr
     """The bot token from @BotFather."""
@@ -86,6 +150,11 @@ class TelegramSettings(Section):
     """The Bot API root; calls go to ``{root}/bot{token}/{method}`` (a local Bot API server works too)."""
     allowed_user_ids: list[UserId] = Field(min_length=1)
     """Telegram user ids (numbers, not @usernames) allowed to talk to the agent and press its buttons."""
+    mode: Literal["polling", "webhook"] = "polling"
+    """How updates arrive: ``polling`` (getUpdates) or ``webhook`` (Telegram POSTs them to
+    ``telegram.webhook``; see the operations guide, "Webhook mode")."""
+    webhook: WebhookSettings = WebhookSettings()
+    """The webhook listener, read in webhook mode."""
     stream_edit_interval: float = advanced(1.0, ge=0.05)
     """Where drafts are off or refused: seconds between edits of a streaming reply."""
     stream_first_delay: float = advanced(0.5, ge=0, le=10)
@@ -119,6 +188,11 @@ class TelegramSettings(Section):
                 f"{PUBLIC_API_HOST} refuses bigger downloads"
             )
         return value
+
+    @property
+    def public_api(self) -> bool:
+        """Telegram's own Bot API, not a local Bot API server at ``api_base_url``."""
+        return _is_public(self.api_base_url)
 
     @property
     def max_upload_mb(self) -> int:

@@ -1,36 +1,36 @@
-"""The runtime facade: what a chat adapter is allowed to call.
+"""The runtime's composition root, and the door it hands the adapters.
 
 :class:`Runtime` wires storage, mailbox, LLM client, tools, approvals, the
-session hub and the scheduler from :class:`~runtime.config.Settings`.
-Adapters post mail through it (``post_user_message``, ``stop``, ``decide``…)
-and :meth:`Runtime.subscribe` to its events for output. Every input is accepted
-as mail *before* anything acts on it.
+session hub and the scheduler from :class:`~runtime.config.Settings`, and at the
+end of its ``__init__`` the door's five parts from them (:mod:`runtime.door`):
+``rt.chat``, ``rt.approvals``, ``rt.calls``, ``rt.jobs``, ``rt.sessions``. It
+keeps the lifecycle (start, recover, close), the event subscription, the
+restart and close hooks, the file source and the ports the runtime's own parts
+use (``notice``, ``publish``, ``send_file``). Every input is accepted as mail
+*before* anything acts on it.
 
-It is the adapters' only door: what they pass in and get back are the values
-defined here (:class:`SessionRef`, :class:`PendingApproval`, …) or the
-runtime's own value types re-exported here (``Rule``, ``Bypass``,
-``ApprovalStatus``…), never an ORM row and never one of the parts it wires
-(a test walks ``bot/`` for attribute access on them). Its attributes ``db``,
-``sessions``, ``approvals``, ``hub``… are for the runtime's own wiring and
-tests.
+Adapters hold it as a :class:`~runtime.door.protocols.Door`: what they pass in
+and get back are the door's values (:mod:`runtime.door.values`, re-exported
+here) or the runtime's own value types re-exported here (``Rule``, ``Bypass``,
+``ApprovalStatus``…), never an ORM row and never one of the parts it wires (a
+test walks ``bot/`` for attribute access on them). Its other attributes
+(``db``, ``session_store``, ``approval_manager``, ``hub``…) are for the
+runtime's own wiring and tests.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import functools
-import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol, Self
+from typing import Any, Self
 from zoneinfo import ZoneInfo
 
 from agentgram.runtime.capabilities.agents import AGENTS_DIR, AgentSpec, load_agents, unknown_models
-from agentgram.runtime.capabilities.agents.skills import Skill, load_skills, skill_dirs
-from agentgram.runtime.capabilities.attachments.images import ImageCache
+from agentgram.runtime.capabilities.agents.skills import load_skills, skill_dirs
+from agentgram.runtime.capabilities.attachments.images import NO_IMAGES, ImageCache
 from agentgram.runtime.capabilities.attachments.inbox import FileSource, Inbox
 from agentgram.runtime.capabilities.attachments.transcribe import OpenAITranscriber
 from agentgram.runtime.capabilities.mcp.activate import ActivateTools
@@ -39,7 +39,6 @@ from agentgram.runtime.capabilities.mcp.servers import McpServers
 from agentgram.runtime.capabilities.mcp.tools import PREFIX as MCP_PREFIX
 from agentgram.runtime.capabilities.mcp.tools import server_rules
 from agentgram.runtime.capabilities.questions import AskUserClarification, QuestionManager
-from agentgram.runtime.capabilities.questions.manager import Settled
 from agentgram.runtime.capabilities.tools.base import Tool, ToolRegistry
 from agentgram.runtime.capabilities.tools.builtin import default_registry
 from agentgram.runtime.capabilities.tools.calls import call_tools
@@ -54,22 +53,12 @@ from agentgram.runtime.capabilities.tools.wrappers import Wrappers
 from agentgram.runtime.core.approvals.bypass import Bypass
 from agentgram.runtime.core.approvals.manager import ApprovalManager, DecidedBy, DecisionResult
 from agentgram.runtime.core.approvals.rules import Rule, skill_read_rules
-from agentgram.runtime.core.approvals.trust import bypass_scope, proposed_rule
 from agentgram.runtime.core.mailbox import (
-    ApprovalDecisionBody,
     Checkpoint,
-    ControlAction,
-    ControlBody,
-    Envelope,
     MailKind,
-    Priority,
-    Receipt,
-    Sender,
-    SenderKind,
     SqlMailbox,
-    UserMessageBody,
 )
-from agentgram.runtime.core.mailbox.envelope import Attachment, MailBody, QuestionAnswerBody
+from agentgram.runtime.core.mailbox.envelope import Attachment
 from agentgram.runtime.core.prompt import MemoryPrompt, build_static_prompt
 from agentgram.runtime.core.sessions.control_handlers import SessionControl
 from agentgram.runtime.core.sessions.hub import HubOptions, SessionHub
@@ -82,12 +71,41 @@ from agentgram.runtime.core.turn.compaction import (
 )
 from agentgram.runtime.core.turn.context import ContextSettings
 from agentgram.runtime.core.turn.deps import ChosenModels, TurnDeps
-from agentgram.runtime.core.turn.loop import call_summary
 from agentgram.runtime.core.turn.subagents import AgentBook, ExecuteTask
 from agentgram.runtime.debug_view import DebugView
+from agentgram.runtime.door.approvals import Approvals
+from agentgram.runtime.door.calls import Calls
+from agentgram.runtime.door.chat import Chat, past_exchanges
+from agentgram.runtime.door.jobs import Jobs
+from agentgram.runtime.door.protocols import (
+    ApprovalsDoor,
+    CallsDoor,
+    ChatDoor,
+    Door,
+    JobsDoor,
+    KeyValueStore,
+    RestartHook,
+    SessionsDoor,
+)
+from agentgram.runtime.door.sessions import Sessions
+from agentgram.runtime.door.values import (
+    AnswerResult,
+    AwaitedApproval,
+    CallRun,
+    CallState,
+    Decision,
+    PastExchange,
+    PendingApproval,
+    Posted,
+    PostResult,
+    PromptedApproval,
+    SessionRef,
+    StopResult,
+    TrustOverview,
+)
 from agentgram.runtime.infra.backoff import Backoff
-from agentgram.runtime.infra.config import DEFAULT_MODEL_NAME, Settings
-from agentgram.runtime.infra.errors import ConfigError, MailboxFull, ToolError
+from agentgram.runtime.infra.config import Settings
+from agentgram.runtime.infra.errors import ConfigError, ToolError
 from agentgram.runtime.infra.events import (
     Address,
     DurableOutput,
@@ -100,7 +118,7 @@ from agentgram.runtime.infra.events import (
     TodoItem,
     TodoStatus,
 )
-from agentgram.runtime.infra.llm.models import ModelInfo, ModelRegistry, SessionCost, session_cost
+from agentgram.runtime.infra.llm.models import ModelRegistry
 from agentgram.runtime.infra.llm.types import LLMClient
 from agentgram.runtime.infra.log import get_logger, register_secret, register_secrets
 from agentgram.runtime.infra.storage.background_rows import BackgroundStore
@@ -108,17 +126,12 @@ from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.frames import FrameStore
 from agentgram.runtime.infra.storage.grant_rows import GrantStore
 from agentgram.runtime.infra.storage.history import HistoryStore
-from agentgram.runtime.infra.storage.history_tail import HistoryEntry
 from agentgram.runtime.infra.storage.lock import AlreadyRunning, InstanceLock, fingerprint
 from agentgram.runtime.infra.storage.migrations import migrate
 from agentgram.runtime.infra.storage.models import (
-    ApprovalRequestRow,
     ApprovalStatus,
-    ChatSession,
     DeadLetter,
-    Role,
     SessionSource,
-    ToolCallRow,
     ToolCallStatus,
     TurnStatus,
     is_headless,
@@ -147,157 +160,6 @@ LLM_CHECK_CAP = 60.0
 
 CHAT_SESSIONS_KEPT = 1024
 """Chats whose active session is kept in memory, least recently used out (the rest are read again)."""
-
-
-RECENT_ROWS_READ = 200
-"""History rows :meth:`Runtime.recent_exchanges` looks through for the last few exchanges."""
-
-
-def past_exchanges(entries: Sequence[HistoryEntry], limit: int) -> list[PastExchange]:
-    """Each message the user wrote (not mail the runtime wrote for them) with the last text the
-    agent answered it with before the next one; the newest ``limit``, oldest first."""
-    found: list[PastExchange] = []
-    answering = False  # mail the runtime wrote ends the exchange: what follows answers that mail
-    for entry in entries:
-        row = entry.row
-        if row.role == Role.USER:
-            answering = not row.is_synthetic
-            if answering:
-                found.append(PastExchange(row.content, "", None))
-        elif row.role == Role.ASSISTANT and row.content.strip() and answering:
-            found[-1] = PastExchange(found[-1].question, row.content, row.id)
-    return found[-limit:] if limit > 0 else []
-
-
-class PostResult(enum.StrEnum):
-    STARTED = "started"  # the session was idle: a turn starts with this message
-    QUEUED = "queued"  # a turn is running: it reads this at its next step
-    WAITING_APPROVAL = "waiting_approval"  # as QUEUED, but the next step waits for a decision
-    PAUSED = "paused"  # the session's turn is paused: kept until /resume
-    DUPLICATE = "duplicate"  # already accepted (redelivered update)
-    FULL = "full"  # too many unread messages
-
-
-@dataclass(slots=True, frozen=True)
-class StopResult:
-    was_running: bool
-
-
-@dataclass(slots=True, frozen=True)
-class AwaitedApproval:
-    """The decision a session's turn waits for, as the chat can point at it."""
-
-    request_id: str
-    tool: str
-    message_id: int | None  # the prompt in the chat; None until its send returned
-
-
-@dataclass(slots=True, frozen=True)
-class CallRun:
-    """A tracked call's run: ``status`` is running, completed, failed, cancelled or orphaned."""
-
-    run_id: int
-    name: str
-    summary: str
-    status: str
-    runs_command: bool
-    started_at: datetime
-    finished_at: datetime | None
-
-
-@dataclass(slots=True, frozen=True)
-class CallState:
-    """A tool call as a status line shows it, as it stands in the database."""
-
-    id: int
-    name: str
-    summary: str
-    status: ToolCallStatus
-    runs_command: bool = False  # the tool runs shell commands (``Tool.runs_commands``)
-
-
-@dataclass(slots=True, frozen=True)
-class SessionRef:
-    """A chat's session as an adapter holds it: which one, whose chat, its user's language, and
-    its source (a platform's chat, or the terminal)."""
-
-    id: int
-    chat_id: int | None
-    user_id: int | None
-    language_code: str | None
-    source: SessionSource = SessionSource.CHAT
-
-    @classmethod
-    def of(cls, row: ChatSession) -> SessionRef:
-        assert row.id is not None
-        return cls(row.id, row.chat_id, row.user_id, row.language_code, SessionSource(row.source))
-
-
-@dataclass(slots=True, frozen=True)
-class PastExchange:
-    """A user's message and the answer it got, as a chat shows it again after a restart;
-    ``answer_row_id`` is the answer's stored row (``RoundEnded.row_id``), ``None`` if unanswered."""
-
-    question: str
-    answer: str
-    answer_row_id: int | None
-
-
-@dataclass(slots=True, frozen=True)
-class Posted:
-    """A user's message as the mailbox took it, and whether the source's checkpoint was stored
-    with it (then the source need not store it again)."""
-
-    result: PostResult
-    checkpoint_stored: bool
-
-
-@dataclass(slots=True, frozen=True)
-class PromptedApproval:
-    """The approval request a chat message (its prompt) asks about, as it stands."""
-
-    request_id: str
-    status: ApprovalStatus
-
-
-@dataclass(slots=True, frozen=True)
-class PendingApproval:
-    """A request still waiting for its decision: its prompt in the chat and the call it is about."""
-
-    request_id: str
-    message_id: int | None  # None until the prompt's send returned
-    tool: str  # "?" when the call is gone
-    summary: str
-
-
-@dataclass(slots=True, frozen=True)
-class AnswerResult:
-    """What an answer to a clarifying question achieved: ``applied`` once; else where it stands."""
-
-    applied: bool
-    status: QuestionStatus
-    answer: str | None
-
-
-@dataclass(slots=True, frozen=True)
-class TrustOverview:
-    """What a session does not ask about: its live bypasses and the user's saved allow rules."""
-
-    bypasses: tuple[Bypass, ...]
-    rules: tuple[Rule, ...]
-
-
-class KeyValueStore(Protocol):
-    """The runtime's durable key-value store, handed to an adapter for what it must remember
-    itself (message ids to edit later, pairing, its read position)."""
-
-    async def get_value(self, key: str) -> str | None: ...
-    async def set_value(self, key: str, value: str) -> None: ...
-    async def delete_value(self, key: str) -> None: ...
-    async def values_with_prefix(self, prefix: str) -> dict[str, str]: ...
-
-
-RestartHook = Callable[[], Awaitable[None]]
 
 
 async def migrate_database(url: str) -> int:
@@ -393,19 +255,21 @@ class Runtime:
         register_secrets(settings)  # every SecretStr (LLM keys, MCP env and headers), before anything logs
         self.db = Database(settings.storage.url, pool_size=settings.storage.pool_size)
         self.bus = EventBus()
-        self.sessions = SessionStore(self.db)
-        self.values: KeyValueStore = self.sessions
+        self.session_store = SessionStore(self.db)
+        self.values: KeyValueStore = self.session_store
         """The key-value store an adapter may use (see :class:`KeyValueStore`)."""
         self.outbox = OutboxStore(self.db)
         self.history = HistoryStore(self.db)
         self.mailbox = SqlMailbox(self.db, settings.mailbox.max_unread)
         watch_metrics(self.bus.subscribe, self.mailbox.subscribe, self._knows_tool)  # runtime.metrics_bus
-        self.mcp = McpServers(settings.mcp, SqlProcessLedger(self.sessions))  # groups reaped after a kill
+        self.mcp = McpServers(
+            settings.mcp, SqlProcessLedger(self.session_store)
+        )  # groups reaped after a kill
         self.mcp_catalog = McpCatalog(self.mcp, GrantStore(self.db))
         approval = settings.approval.model_copy(
             update={"rules": [*settings.approval.rules, *server_rules(settings.mcp)]}
         )  # a server's ``approval`` is a configured rule for its tools
-        self.approvals = ApprovalManager(self.db, approval)
+        self.approval_manager = ApprovalManager(self.db, approval)
         self.questions = QuestionManager(self.db)
         self.notes = NoteStore(self.db)
         self.summaries = SummaryStore(self.db)
@@ -424,7 +288,7 @@ class Runtime:
         for problem in unknown_models(self.agents, [info.name for info in self.models.infos]):
             raise problem  # check-config reports them all (runtime.config_check.check_agents)
         self.skill_catalog = load_skills(skill_dirs(self.workdir, settings.agent.skills_dirs))
-        self.processes = SqlProcessLedger(self.sessions)
+        self.processes = SqlProcessLedger(self.session_store)
         self._chat_sessions = ChatSessionCache(CHAT_SESSIONS_KEPT)
         self._llm_check: asyncio.Task[None] | None = None
         self._closed = False
@@ -451,13 +315,13 @@ class Runtime:
         self.compactor = Compactor(settings.llm.compaction, self.history, self.summaries)
         self.deps = TurnDeps(
             db=self.db,
-            sessions=self.sessions,
+            sessions=self.session_store,
             history=self.history,
             frames=FrameStore(self.db),
             mailbox=self.mailbox,
             models=ChosenModels(SessionModels(self.models, self.usage)),
             tools=self.tools,  # filled below; the main agent's allowlist is AgentBook.main_tools
-            approvals=self.approvals,
+            approvals=self.approval_manager,
             bus=self.bus,
             notice=self.notice,
             context=ContextSettings(
@@ -475,7 +339,7 @@ class Runtime:
                 vision=settings.llm.vision,
                 max_history_images=settings.llm.max_history_images,
                 inline_text_kb=settings.llm.inline_text_kb,
-                images=ImageCache(settings.llm.max_image_px) if settings.llm.vision else None,
+                images=ImageCache(settings.llm.max_image_px) if settings.llm.vision else NO_IMAGES,
             ),
             max_rounds=settings.llm.max_tool_rounds,
             clock=utcnow,
@@ -507,22 +371,41 @@ class Runtime:
             turns=self.hub,
             calls=self.background,
             fetches=self.inbox,
-            decisions=self.approvals,
+            decisions=self.approval_manager,
             answers=self.questions,
             compact=self._compact_session,
             compaction_on=self.compactor.settings.enabled,
             choose_model=self.usage.choose,
         ).register(self.desk)
+        self.chat = Chat(  # the door's first part: the scheduler opens its sessions through it
+            session_store=self.session_store,
+            chat_sessions=self._chat_sessions,
+            history=self.history,
+            outbox=self.outbox,
+            mailbox=self.mailbox,
+            hub=self.hub,
+            desk=self.desk,
+            inbox=self.inbox,
+            background=self.background,
+            approval_manager=self.approval_manager,
+            mcp_catalog=self.mcp_catalog,
+            usage=self.usage,
+            notes=self.notes,
+            compactor=self.compactor,
+            context_for=self.deps.context_for,
+            search=self.search,
+            resume_on_message=settings.mailbox.resume_on_message,
+        )
         self.scheduler = SchedulerService(
             SchedulerPorts(
                 db=self.db,
-                sessions=self.sessions,
+                sessions=self.session_store,
                 history=self.history,
                 mailbox=self.mailbox,
-                approvals=self.approvals,
+                approvals=self.approval_manager,
                 turns=self.hub,
                 publish=self.publish,
-                chat_session=self.chat_session,
+                chat_session=self.chat.chat_session,
                 timezone=self.timezone,
                 timezone_name=self.timezone_name,
                 workdir=self.workdir,
@@ -539,6 +422,31 @@ class Runtime:
                 self.tools.register(tool)
         for problem in self.deps.wrappers.hook_problems():
             raise problem
+        self.approvals = Approvals(
+            approval_manager=self.approval_manager,
+            questions=self.questions,
+            history=self.history,
+            hub=self.hub,
+            desk=self.desk,
+            tools=self.tools,
+            workdir=self.workdir,
+            bypass_duration=settings.approval.bypass_duration,
+        )
+        self.calls = Calls(
+            background=self.background,
+            background_store=self.background_store,
+            history=self.history,
+            desk=self.desk,
+            tools=self.tools,
+        )
+        self.jobs = Jobs(scheduler=self.scheduler)
+        self.sessions = Sessions(
+            models=self.models,
+            usage=self.usage,
+            desk=self.desk,
+            skill_catalog=self.skill_catalog,
+            mcp_catalog=self.mcp_catalog,
+        )
 
     def _knows_tool(self, name: str) -> bool:
         """A registered tool, or a tool of a configured MCP server (listed or not yet)."""
@@ -550,40 +458,30 @@ class Runtime:
         """What the web view reads: sessions, their trees, jobs and runs, approvals, health."""
         return DebugView(self.db, self.scheduler, self.llm)
 
-    async def kill_job(self, job_id: int) -> bool:
-        """A running cron job's session cancelled at once, as ``/cron kill`` does; ``False`` if
-        it is not running."""
-        return await self.scheduler.kill(job_id)
-
     def _skill_listing(self, agent: AgentSpec) -> str:
         """The skills block of ``agent``'s static system message: none when it may not load them."""
         offered = agent.tools is None or LOAD_SKILL in agent.tools
         return self.skill_catalog.listing() if offered else ""
 
-    def skills(self) -> tuple[Skill, ...]:
-        """The Agent Skills loaded at start, sorted by name (``/skills``)."""
-        return self.skill_catalog.skills
-
-    async def mcp_overview(self, session: SessionRef) -> list[McpServerStatus]:
-        """Every enabled MCP server, sorted by name, with its state and whether ``session``
-        activated it (``/mcp``)."""
-        return await self.mcp_catalog.status(session.id)
-
     # --- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        log.info("SQLite %s; database %s", Database.sqlite_version(), self.db.engine.url.render_as_string())
+        url = self.db.engine.url.render_as_string()  # the password masked
+        if self.db.is_sqlite:
+            log.info("SQLite %s; database %s", Database.sqlite_version(), url)
+        else:
+            log.info("database %s", url)
         await migrate(self.db, self.settings.storage.migrate)
-        await self.approvals.load_rules()
+        await self.approval_manager.load_rules()
         await self.processes.reap_orphans()  # before any interrupted command is re-run or MCP server starts
         await self.mcp_catalog.list_eager()  # the lazy: false servers' tools, offered from the first turn
         for rule in skill_read_rules((s.folder for s in self.skill_catalog.skills), self.workdir):
-            await self.approvals.add_rule(rule)
+            await self.approval_manager.add_rule(rule)
         await self.questions.load()
         self._llm_check = asyncio.create_task(self._check_llm(), name="llm-check")
         await self.background.orphan_all()  # calls the previous process ran died with it: the agent is told
-        self._chat_sessions.fill(await self.sessions.active_chats(CHAT_SESSIONS_KEPT))
+        self._chat_sessions.fill(await self.session_store.active_chats(CHAT_SESSIONS_KEPT))
         await self.scheduler.start()  # before recover: it settles tic/cron turns a crash cut short
         await self.recover()
 
@@ -593,11 +491,11 @@ class Runtime:
         for hook in self.restart_hooks:
             await hook()
         await self._resend_undelivered()
-        for turn in await self.sessions.open_turns():
+        for turn in await self.session_store.open_turns():
             if turn.status == TurnStatus.RUNNING:
                 log.info("resuming turn %s of session %s", turn.id, turn.session_id)
                 self.hub.resume(turn.session_id, turn.id or 0)
-        for session_id in await self.sessions.sessions_with_mail():
+        for session_id in await self.session_store.sessions_with_mail():
             for envelope in await self.mailbox.unread(session_id):
                 await self.desk.replay(envelope)  # stored, maybe never applied: decisions, answers
             self.hub.wake(session_id)
@@ -609,7 +507,7 @@ class Runtime:
             log.info("sending the stored %s %s, which the chat never showed", event.kind, event.outbox_id)
             self.bus.emit(event)
         for row in await self.history.undelivered_answers(since=utcnow() - UNDELIVERED_WINDOW):
-            session = await self.sessions.get(row.session_id)
+            session = await self.session_store.get(row.session_id)
             if session is None or row.id is None or row.turn_id is None:
                 continue
             log.info(
@@ -624,10 +522,6 @@ class Runtime:
                     row_id=row.id,
                 )
             )
-
-    async def answer_shown(self, row_id: int) -> None:
-        """The chat shows this final answer (``RoundEnded.row_id``): a restart need not send it."""
-        await self.history.mark_delivered(row_id)
 
     async def _check_llm(self) -> None:
         """The LLM endpoint, checked in the background from start (the bot answers meanwhile: a
@@ -715,13 +609,6 @@ class Runtime:
         """Tool rounds a turn may take before it ends as exhausted (what the chat tells the user)."""
         return self.settings.llm.max_tool_rounds
 
-    async def dead_letter(
-        self, source: str, ref: str, error: str, payload: str, checkpoint: Checkpoint
-    ) -> None:
-        """Keep an input the adapter could not parse, and its position past it, in one transaction."""
-        letter = DeadLetter(source=source, ref=ref, error=error, payload=payload)
-        await self.sessions.dead_letter(letter, key=checkpoint.key, value=checkpoint.value)
-
     async def notice(
         self,
         address: Address,
@@ -736,158 +623,12 @@ class Runtime:
         """Emit output that must reach the user, recorded first (see :mod:`runtime.storage.outbox`)."""
         self.bus.emit(await self.outbox.record(event))
 
-    async def output_shown(self, outbox_id: int) -> None:
-        """The chat shows this notice or report (``outbox_id``): a restart need not send it."""
-        await self.outbox.shown(outbox_id)
-
-    # --- sessions --------------------------------------------------------------
-
-    async def chat_session(
-        self,
-        chat_id: int,
-        *,
-        user_id: int | None,
-        language: str | None,
-        source: SessionSource = SessionSource.CHAT,
-    ) -> SessionRef:
-        """The chat's active session of ``source`` (opened if it has none)."""
-        return SessionRef.of(
-            await self._chat_session(chat_id, user_id=user_id, language=language, source=source)
-        )
-
-    async def _chat_session(
-        self, chat_id: int, *, user_id: int | None, language: str | None, source: SessionSource
-    ) -> ChatSession:
-        """Kept in memory (filled at start); a chat the cache does not know, when it knows them
-        all, is new: one write opens its session, with no read before it."""
-        cached = self._chat_sessions.get(chat_id, language, source)
-        if cached is not None:
-            return cached
-        session, created = await self.sessions.find_or_open(
-            chat_id,
-            user_id=user_id,
-            language=language,
-            look_first=not self._chat_sessions.complete,
-            source=source,
-        )
-        self._chat_sessions.keep(session)
-        self.hub.session_changed(session, created=created)
-        return session
-
-    async def new_session(
-        self,
-        chat_id: int,
-        *,
-        user_id: int | None,
-        language: str | None,
-        envelope_id: str,
-        source: SessionSource = SessionSource.CHAT,
-    ) -> SessionRef:
-        """``/new``: stop whatever runs in the current session, then open a fresh one."""
-        current = await self.chat_session(chat_id, user_id=user_id, language=language, source=source)
-        await self.stop(current, envelope_id, quiet=True)
-        self.approvals.bypasses.clear(current.id)
-        await self.mcp_catalog.grants.forget(current.id)  # the new session activates its own servers
-        fresh = await self.sessions.open_new(chat_id, user_id=user_id, language=language, source=source)
-        await self._carry_model(current.id, fresh)
-        self._chat_sessions.keep(fresh)
-        self.hub.session_changed(fresh, created=True)
-        return SessionRef.of(fresh)
-
-    async def recent_exchanges(self, session: SessionRef, limit: int) -> list[PastExchange]:
-        """The session's last ``limit`` exchanges, oldest first: what a chat shows again on start."""
-        return past_exchanges(await self.history.entries(session.id, RECENT_ROWS_READ), limit)
-
-    # --- models and usage ---------------------------------------------------------
-
-    @property
-    def model_choices(self) -> tuple[ModelInfo, ...]:
-        """The models ``/model`` offers: ``llm.model`` as ``default`` first, then ``llm.models``."""
-        return self.models.infos
-
-    async def session_model(self, session: SessionRef) -> ModelInfo:
-        """The model the session's turns run on."""
-        return self.models.info(await self.usage.chosen(session.id))
-
-    async def choose_model(self, session: SessionRef, name: str) -> ModelInfo | None:
-        """Switch the session to the named model from its next request on; ``None`` for a name
-        not configured (nothing changes)."""
-        if not self.models.knows(name):
-            return None
-        body = ControlBody(action=ControlAction.MODEL, model=None if name == DEFAULT_MODEL_NAME else name)
-        envelope_id = f"model:{session.id}:{uuid.uuid4().hex}"
-        await self.desk.send(self._control(session.id, body, envelope_id), bool)
-        return self.models.info(name)
-
-    async def session_cost(self, session: SessionRef) -> SessionCost:
-        """The session's tokens per model (its rounds and its sub-agents'), priced where prices are set."""
-        usage, chosen = await self.usage.usage(session.id), await self.usage.chosen(session.id)
-        return session_cost(self.models, usage, chosen)
-
-    async def _carry_model(self, old_session_id: int, fresh: ChatSession) -> None:
-        """``/new`` keeps the chat on the model it chose (its usage starts again at zero)."""
-        chosen = await self.usage.chosen(old_session_id)
-        if chosen is not None and fresh.id is not None:
-            await self.usage.choose(fresh.id, chosen)
-
-    # --- mail in -----------------------------------------------------------------
-
-    async def post_user_message(
-        self,
-        session: SessionRef,
-        text: str,
-        *,
-        envelope_id: str,
-        chat_message_id: int | None = None,
-        user_ref: str | None = None,
-    ) -> PostResult:
-        """Accept a user's message as mail."""
-        posted = await self.accept_user_message(
-            session, text, envelope_id=envelope_id, chat_message_id=chat_message_id, user_ref=user_ref
-        )
-        return posted.result
-
-    async def accept_user_message(
-        self,
-        session: SessionRef,
-        text: str,
-        *,
-        envelope_id: str,
-        chat_message_id: int | None = None,
-        user_ref: str | None = None,
-        checkpoint: Checkpoint | None = None,
-        attachments: Sequence[Attachment] = (),
-        media_group_id: str | None = None,
-    ) -> Posted:
-        """:meth:`post_user_message`, with the source's ``checkpoint`` stored in the mail's own
-        transaction; says whether it was (not when the mailbox refused the message).
-
-        ``attachments`` get their workspace paths before the mail is stored and are fetched as soon
-        as it is (:mod:`runtime.attachments.inbox`), off this call's path."""
-        busy = self.hub.is_busy(session.id)
-        envelope = Envelope(
-            id=envelope_id,
-            session_id=session.id,
-            sender=Sender(kind=SenderKind.USER, ref=user_ref),
-            body=UserMessageBody(
-                text=text,
-                chat_message_id=chat_message_id,
-                attachments=self.inbox.assign(attachments, utcnow()),
-                media_group_id=media_group_id,
-            ),
-        )
-        try:
-            receipt = await self.mailbox.accept(envelope, checkpoint)
-        except MailboxFull:
-            return Posted(PostResult.FULL, checkpoint_stored=False)
-        if attachments and not receipt.duplicate:
-            self.inbox.start(envelope, Address.of(session))
-        return Posted(await self._post_result(session, receipt, busy), receipt.checkpoint_stored)
+    # --- the runtime's own ports (not the adapters' door) ---------------------------
 
     async def send_file(self, session_id: int, path: Path, caption: str | None, *, as_photo: bool) -> None:
         """``send_file``'s :class:`~runtime.tools.send_file.FileSender`: recorded, then uploaded by the
         adapter (:class:`~runtime.events.FileOutput`)."""
-        session = await self.sessions.get(session_id)
+        session = await self.session_store.get(session_id)
         if session is None:
             raise ToolError("this session is gone")
         output = FileOutput(to=Address.of(session), path=str(path), caption=caption, as_photo=as_photo)
@@ -900,272 +641,15 @@ class Runtime:
         if max_upload_bytes is not None:
             self.max_upload_bytes = max_upload_bytes
 
-    async def _post_result(self, session: SessionRef, receipt: Receipt, busy: bool) -> PostResult:
-        """What became of accepted mail: ``busy`` is whether a turn ran before it was accepted."""
-        if receipt.duplicate:
-            return PostResult.DUPLICATE
-        if busy:
-            return PostResult.WAITING_APPROVAL if self.hub.awaited(session.id) else PostResult.QUEUED
-        paused = await self.hub.paused_turn(session.id) is not None
-        if paused and not self.settings.mailbox.resume_on_message:
-            return PostResult.PAUSED
-        return PostResult.STARTED
-
-    def _control(self, session_id: int, body: MailBody, envelope_id: str) -> Envelope:
-        """Control mail from the user: it goes ahead of the messages queued in the session."""
-        return Envelope(
-            id=envelope_id,
-            session_id=session_id,
-            sender=Sender(kind=SenderKind.USER),
-            priority=Priority.INTERRUPT,
-            body=body,
-        )
-
-    async def stop(self, session: SessionRef, envelope_id: str, *, quiet: bool = False) -> StopResult:
-        """Stop at once: the stop mail is stored, and its handler cancels the running turn, the
-        session's running tool calls and file fetches (``runtime.core.sessions.control``).
-
-        The worker, once the turn ends, finds the stop before any queued message (which it then
-        drops instead of starting a turn).
-        """
-        work = self.background.busy(session.id) or self.inbox.busy(session.id)
-        body = ControlBody(action=ControlAction.STOP, quiet=quiet, stops_work=work)
-        running = await self.desk.send(self._control(session.id, body, envelope_id), bool)
-        return StopResult(was_running=running or work)
-
-    async def pause(self, session: SessionRef, envelope_id: str) -> bool:
-        running = self.hub.is_busy(session.id)
-        if running:
-            body = ControlBody(action=ControlAction.PAUSE)
-            await self.desk.send(self._control(session.id, body, envelope_id), bool)
-        return running
-
-    async def resume(self, session: SessionRef, envelope_id: str) -> bool:
-        paused = await self.hub.paused_turn(session.id) is not None
-        if not paused and not await self.hub.pause_pending(session.id):
-            return False
-        body = ControlBody(action=ControlAction.RESUME)
-        return await self.desk.send(self._control(session.id, body, envelope_id), bool)
-
-    async def decide(
-        self,
-        request_id: str,
-        *,
-        approved: bool,
-        reason: str | None,
-        envelope_id: str,
-        how: DecidedBy = DecidedBy.BUTTON,
-        trust_scope: str | None = None,
-    ) -> DecisionResult:
-        """A button press or a reply (``how``, for the log): stored as mail, applied once by its
-        handler; ``trust_scope`` is trusted for a while first."""
-        request = await self.approvals.get(request_id)
-        if request is None:  # no session to send it to: what became of it is all there is to say
-            return DecisionResult(applied=False, status=ApprovalStatus.EXPIRED, request=None)
-        body = ApprovalDecisionBody(
-            request_id=request_id, approved=approved, reason=reason, how=how, trust_scope=trust_scope
-        )
-        return await self.desk.send(self._control(request.session_id, body, envelope_id), DecisionResult)
-
-    # --- clarifying questions and the session's notes --------------------------------
-
-    async def answer_question(
-        self, question_id: str, *, envelope_id: str, option: int | None = None, text: str | None = None
-    ) -> AnswerResult:
-        """A tapped option (its index) or the user's own words: stored as mail first, then
-        applied once; a question settled already (answered, superseded, stopped) stays so."""
-        row = await self.questions.get(question_id)
-        if row is None or row.status != QuestionStatus.PENDING:
-            return AnswerResult(False, QuestionStatus(row.status) if row else QuestionStatus.CANCELLED, None)
-        if option is not None:
-            text = row.options[option] if 0 <= option < len(row.options) else None
-        if text is None:
-            return AnswerResult(False, QuestionStatus.PENDING, None)
-        body = QuestionAnswerBody(question_id=question_id, answer=text)
-        settled = await self.desk.send(self._control(row.session_id, body, envelope_id), Settled)
-        status = QuestionStatus(settled.row.status) if settled.row else QuestionStatus.CANCELLED
-        return AnswerResult(settled.applied, status, text if settled.applied else None)
-
-    async def answer_pending_question(self, session: SessionRef, text: str, *, envelope_id: str) -> bool:
-        """The session's pending question, if it has one, takes ``text`` as its answer (then it is
-        no new message); ``False`` (no read) when none is pending."""
-        question_id = self.questions.pending_in(session.id)
-        if question_id is None:
-            return False
-        return (await self.answer_question(question_id, envelope_id=envelope_id, text=text)).applied
-
-    async def question_shown(self, question_id: str, chat_id: int, message_id: int) -> None:
-        """The question is this chat message: a later process edits it when it is settled."""
-        await self.questions.attach_message(question_id, chat_id, message_id)
-
-    async def todos(self, session: SessionRef) -> tuple[TodoItem, ...]:
-        """The session's todo list (``/todos``), in the model's order."""
-        return await self.notes.todos(session.id)
-
-    # --- context compaction and search -------------------------------------------------
-
-    async def compact(self, session: SessionRef) -> CompactionReport:
-        """``/compact``: summarise the session's older history now (not while a turn runs: it
-        compacts by itself when it must)."""
-        body = ControlBody(action=ControlAction.COMPACT)
-        envelope_id = f"compact:{session.id}:{uuid.uuid4().hex}"
-        return await self.desk.send(self._control(session.id, body, envelope_id), CompactionReport)
+    async def dead_letter(
+        self, source: str, ref: str, error: str, payload: str, checkpoint: Checkpoint
+    ) -> None:
+        """Keep an input the adapter could not parse, and its position past it, in one transaction."""
+        letter = DeadLetter(source=source, ref=ref, error=error, payload=payload)
+        await self.session_store.dead_letter(letter, key=checkpoint.key, value=checkpoint.value)
 
     async def _compact_session(self, session_id: int) -> CompactionReport:
         return await self.compactor.compact(session_id, await self.deps.models.client_for(session_id))
-
-    async def context_usage(self, session: SessionRef) -> ContextUsage:
-        """``/context``: how big the next request is, the threshold, what the summary covers."""
-        compactor = self.compactor
-        static = len(self.deps.context_for(session.id).static_system)
-        return compactor.usage(await compactor.view(session.id), static)
-
-    async def search_history(self, chat_id: int, query: str, limit: int = 10) -> list[SearchHit]:
-        """``/search``: the chat's past messages (ended sessions too) that match ``query``."""
-        return await self.search.search(chat_id, query, limit)
-
-    async def exchange(self, chat_id: int, row_id: int) -> Exchange | None:
-        """The user's message and the answer a search hit belongs to (``None``: not this chat's)."""
-        return await self.search.exchange(chat_id, row_id)
-
-    # --- trust -----------------------------------------------------------------
-
-    async def _request_call(self, request_id: str) -> tuple[ApprovalRequestRow, ToolCallRow] | None:
-        request = await self.approvals.get(request_id)
-        if request is None:
-            return None
-        call = await self.history.call(request.tool_call_id)
-        return None if call is None else (request, call)
-
-    async def trust_for_a_while(
-        self, request_id: str, *, envelope_id: str
-    ) -> tuple[DecisionResult, int, str]:
-        """ "⏱ 15 min": bypass this call's tool group for the session, and approve this call.
-
-        Returns the decision, the minutes and the scope trusted (``""`` for a stale request),
-        so the chat can say what it will not ask about."""
-        found = await self._request_call(request_id)
-        minutes = self.trust_minutes
-        if found is None or found[0].status != ApprovalStatus.PENDING:
-            stale = await self.decide(request_id, approved=True, reason=None, envelope_id=envelope_id)
-            return stale, minutes, ""
-        call = found[1]
-        scope = bypass_scope(call, self.tools.get(call.name), self.workdir)
-        result = await self.decide(
-            request_id, approved=True, reason=None, envelope_id=envelope_id, trust_scope=scope
-        )
-        return result, minutes, scope
-
-    @property
-    def trust_minutes(self) -> int:
-        """How long "trust for a while" (:meth:`trust_for_a_while`) trusts, in whole minutes."""
-        return max(1, round(self.settings.approval.bypass_duration / 60))
-
-    async def propose_always(self, request_id: str) -> Rule | None:
-        found = await self._request_call(request_id)
-        if found is None or found[0].status != ApprovalStatus.PENDING:
-            return None
-        return proposed_rule(found[1], self.tools.get(found[1].name), self.workdir)
-
-    async def trust_always(self, request_id: str, *, envelope_id: str) -> tuple[DecisionResult, Rule | None]:
-        """ "🔁 Always", confirmed: save the proposed allow rule, then approve this call."""
-        rule = await self.propose_always(request_id)
-        if rule is None:
-            return await self.decide(request_id, approved=True, reason=None, envelope_id=envelope_id), None
-        saved = await self.approvals.add_rule(rule)  # before the decision wakes the turn
-        result = await self.decide(request_id, approved=True, reason=None, envelope_id=envelope_id)
-        if not result.applied:  # a concurrent tap decided first: keep no rule nobody confirmed
-            await self.approvals.delete_rule(saved.id)
-            return result, None
-        return result, saved
-
-    async def awaited_approval(self, session: SessionRef) -> AwaitedApproval | None:
-        """What the session's turn is blocked on (``PostResult.WAITING_APPROVAL``), if still so."""
-        request_id = self.hub.awaited(session.id)
-        found = await self._request_call(request_id) if request_id is not None else None
-        if found is None or found[0].status != ApprovalStatus.PENDING:
-            return None
-        request, call = found
-        return AwaitedApproval(request_id=request.id, tool=call.name, message_id=request.message_id)
-
-    def waits_for_decision(self, session_id: int) -> bool:
-        """The session's turn is blocked on a decision (also on a prompt a previous process sent,
-        which a resumed turn waits on without a new ``ApprovalRequested``)."""
-        return self.hub.awaited(session_id) is not None or self.questions.awaited(session_id)
-
-    async def approval_for_message(self, chat_id: int, message_id: int) -> PromptedApproval | None:
-        """The request whose prompt is this chat message, once its send returned."""
-        request = await self.approvals.by_message(chat_id, message_id)
-        return None if request is None else PromptedApproval(request.id, ApprovalStatus(request.status))
-
-    async def pending_approvals(self, session: SessionRef, limit: int | None = None) -> list[PendingApproval]:
-        """The session's requests still waiting for a decision, oldest first (the first ``limit``),
-        with their calls."""
-        pending = []
-        for request in (await self.approvals.pending(session.id))[:limit]:
-            call = await self.history.call(request.tool_call_id)
-            tool, summary = (call.name, call_summary(call)) if call is not None else ("?", "")
-            pending.append(PendingApproval(request.id, request.message_id, tool, summary))
-        return pending
-
-    async def prompt_shown(self, request_id: str, chat_id: int, message_id: int) -> None:
-        """The request's prompt is this chat message: a reply to it can name the request."""
-        await self.approvals.attach_message(request_id, chat_id, message_id)
-
-    async def prompt_not_shown(self, request_id: str) -> DecisionResult:
-        """Nobody can see the request's prompt: it expires, so the turn goes on instead of hanging."""
-        return await self.approvals.expire_unshown(request_id)
-
-    def trust_overview(self, session: SessionRef) -> TrustOverview:
-        """What the session is not asked about now: ``/trust``."""
-        bypasses = self.approvals.bypasses.active(session.id, utcnow())
-        rules = [rule for rule in self.approvals.rules() if rule.origin == "user"]
-        return TrustOverview(tuple(bypasses), tuple(rules))
-
-    def revoke_bypass(self, session: SessionRef, scope: str) -> bool:
-        """``False`` when no such bypass is live (revoked already, or expired)."""
-        return self.approvals.bypasses.revoke(session.id, scope)
-
-    async def revoke_rule(self, rule_id: int) -> bool:
-        """``False`` when no such rule is saved (revoked already)."""
-        return await self.approvals.delete_rule(rule_id)
-
-    def running_calls(self, session: SessionRef) -> list[RunningCall]:
-        """The session's tracked calls still running (``/jobs``), oldest first."""
-        assert session.id is not None
-        return self.background.running(session.id)
-
-    async def cancel_call(self, session: SessionRef, run_id: int, *, envelope_id: str) -> bool:
-        """The chat's ⏹ on a running call: its processes are killed, its result mail says
-        cancelled. ``False`` when it is not running (any more) or not this session's."""
-        body = ControlBody(action=ControlAction.CANCEL_CALLS, call_ids=[str(run_id)])
-        return await self.desk.send(self._control(session.id, body, envelope_id), bool)
-
-    async def call_run(self, run_id: int) -> CallRun | None:
-        """A tracked call's run as it stands (what a status line a restart cut short should read)."""
-        row = await self.background_store.get(run_id)
-        if row is None:
-            return None
-        return CallRun(
-            run_id=run_id,
-            name=row.name,
-            summary=row.summary,
-            status=str(row.status),
-            runs_command=self.tools.runs_commands(row.name),
-            started_at=row.started_at,
-            finished_at=row.finished_at,
-        )
-
-    async def call_states(self, call_ids: Sequence[int]) -> list[CallState]:
-        """These tool calls as they stand now, in the order asked (unknown ids left out): what a
-        status line a restart cut short should read."""
-        states = []
-        for call_id in call_ids:
-            call = await self.history.call(call_id)
-            if call is not None:
-                status, runs_command = ToolCallStatus(call.status), self.tools.runs_commands(call.name)
-                states.append(CallState(call_id, call.name, call_summary(call), status, runs_command))
-        return states
 
 
 __all__ = [
@@ -1174,19 +658,25 @@ __all__ = [
     "AlreadyRunning",
     "AnswerResult",
     "ApprovalStatus",
+    "ApprovalsDoor",
     "Attachment",
     "AwaitedApproval",
     "Bypass",
     "CallRun",
     "CallState",
+    "CallsDoor",
+    "ChatDoor",
     "Checkpoint",
     "CompactionOutcome",
     "CompactionReport",
     "ContextUsage",
     "DecidedBy",
+    "Decision",
     "DecisionResult",
+    "Door",
     "Exchange",
     "InstanceLock",
+    "JobsDoor",
     "KeyValueStore",
     "MailKind",
     "McpServerStatus",
@@ -1203,6 +693,7 @@ __all__ = [
     "SearchHit",
     "SessionRef",
     "SessionSource",
+    "SessionsDoor",
     "StopResult",
     "Summary",
     "TodoItem",
@@ -1212,4 +703,5 @@ __all__ = [
     "fingerprint",
     "is_headless",
     "migrate_database",
+    "past_exchanges",
 ]

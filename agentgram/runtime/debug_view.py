@@ -493,6 +493,10 @@ class DebugView:
         status = State.DOWN if State.DOWN in (polling, db) else State.OK
         return Health(status=status, polling=polling, llm=llm, db=db)
 
+    async def database_answers(self) -> bool:
+        """The database answers a trivial read within 5 s (the webhook's 503 and ``/healthz``)."""
+        return await self._db_state() == State.OK
+
     async def _db_state(self) -> State:
         try:
             await asyncio.wait_for(self._db.read_sync(lambda tx: tx.exec(select(sa.literal(1))).one()), 5.0)

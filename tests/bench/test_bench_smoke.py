@@ -7,6 +7,7 @@ keeps the scripts from rotting as the code they drive changes.
 from __future__ import annotations
 
 from bench import chats, context_build, headless_memory, latency, mailbox, stop_latency
+from tests.backends import pg_server_url
 
 
 async def test_chats_benchmark_measures_both_bots() -> None:
@@ -70,3 +71,19 @@ async def test_context_build_benchmark_measures_both_paths() -> None:
         assert cases["truncated"]["cold"]["n"] == 2 and cases["compacted"]["warm"]["p50"] > 0
         assert cases["compacted"]["messages"] < cases["truncated"]["messages"] or size == "60"
     assert "compacted" in context_build.table(payload)
+
+
+async def test_context_build_and_mailbox_benchmarks_compare_postgres_with_sqlite() -> None:
+    """``--pg-url``: the same cases on a fresh PostgreSQL database, with the ratio to SQLite."""
+    context = await context_build.run(
+        context_build.Options(sizes=(60,), recent=10, repeats=2, pg_url=pg_server_url())
+    )
+    for case in ("truncated", "compacted"):
+        on_pg, on_sqlite = context["postgresql"]["60"][case], context["results"]["60"][case]
+        assert on_pg["messages"] == on_sqlite["messages"] and on_pg["cold"]["n"] == 2, (on_pg, on_sqlite)
+        assert context["ratio_postgresql_sqlite"]["60"][case]["cold_p50"] > 0
+    assert "pg/sqlite" in context_build.table(context)
+    box = await mailbox.run(mailbox.Options(envelopes=30, sessions=3, pg_url=pg_server_url()))
+    assert [r["envelopes"] for r in box["results"]["postgresql"]] == [30, 30, 30]
+    assert all(value and value > 0 for value in box["ratio_postgresql_sqlite"].values()), box
+    assert "PostgreSQL / SQLite" in mailbox.table(box)

@@ -4,7 +4,8 @@ FakeTelegram and FakeOpenAI run in the test's event loop on 127.0.0.1; the bot
 runs as ``python -m bot run --config FILE`` in its own process group, so a test
 can ``SIGKILL`` it at a precise point (from inside a fake's request handler, or
 when the fakes observe a state), start it again on the same database, and read
-that database afterwards.
+that database afterwards: a SQLite file in the test's folder, or the PostgreSQL database
+:func:`tests.conftest.use_database` chose (an ``also_on_postgres`` test's ``[ptb-postgres]`` run).
 
 A killed bot leaves the process groups of shell commands it started (they run in
 their own sessions) orphaned; :meth:`CrashRig.kill` kills them as well, as a
@@ -15,18 +16,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
+import re
 import signal
 import sqlite3
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
+import asyncpg
 import yaml
+from sqlalchemy.engine import make_url
 
 from agentgram.runtime.infra.storage.models import ToolCallStatus, TurnStatus
 from tests.conftest import config_mapping
@@ -99,6 +105,93 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+class Row(Protocol):
+    """A row of the bot's database, by column name or position (``sqlite3.Row``, ``asyncpg.Record``)."""
+
+    def __getitem__(self, key: int | str, /) -> Any: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class SqliteFile:
+    """The bot's SQLite database, read while the bot runs (safe: the database is in WAL mode)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def rows(self, sql: str, params: tuple[Any, ...]) -> list[Row]:
+        if not self.path.exists():
+            return []
+        connection = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=5.0)
+        connection.row_factory = sqlite3.Row
+        try:
+            return list(connection.execute(sql, params))
+        except sqlite3.OperationalError:  # tables not created yet
+            return []
+        finally:
+            connection.close()
+
+    def write(self, sql: str, params: tuple[Any, ...]) -> None:
+        with contextlib.closing(sqlite3.connect(self.path)) as connection, connection:
+            connection.execute(sql, params)
+
+    def close(self) -> None:
+        pass
+
+
+Result = TypeVar("Result")
+
+
+class PostgresDatabase:
+    """The bot's PostgreSQL database, read from the tests' synchronous predicates: asyncpg on an
+    event loop of its own in a thread, over one connection kept until :meth:`close`. The tests'
+    SQL is SQLite's: its ``?`` placeholders become ``$1``, ``$2``, …"""
+
+    def __init__(self, url: str) -> None:
+        self._dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="crash-rig-db", daemon=True)
+        self._thread.start()
+        self._connection: asyncpg.Connection | None = None
+
+    def _run(self, work: Callable[[asyncpg.Connection], Awaitable[Result]]) -> Result:
+        async def call() -> Result:
+            if self._connection is None:
+                self._connection = await asyncpg.connect(self._dsn)
+            return await work(self._connection)
+
+        return asyncio.run_coroutine_threadsafe(call(), self._loop).result(TIMEOUT)
+
+    @staticmethod
+    def _numbered(sql: str) -> str:
+        numbers = itertools.count(1)
+        return re.sub(r"\?", lambda _: f"${next(numbers)}", sql)
+
+    def rows(self, sql: str, params: tuple[Any, ...]) -> list[Row]:
+        try:
+            return list(self._run(lambda connection: connection.fetch(self._numbered(sql), *params)))
+        except asyncpg.UndefinedTableError:  # tables not created yet
+            return []
+
+    def write(self, sql: str, params: tuple[Any, ...]) -> None:
+        self._run(lambda connection: connection.execute(self._numbered(sql), *params))
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._run(lambda connection: connection.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(TIMEOUT)
+        self._loop.close()
+
+
+def open_database(url: str) -> SqliteFile | PostgresDatabase:
+    """Test-side access to the database at ``url`` (the bot's ``storage.url``)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return SqliteFile(Path(parsed.database or ""))
+    return PostgresDatabase(url)
+
+
 @dataclass
 class CrashRig(UserChat):
     tmp_path: Path
@@ -106,12 +199,16 @@ class CrashRig(UserChat):
     llm: FakeOpenAI
     config_path: Path
     log_path: Path
-    db_path: Path
+    database_url: str
     workdir: Path
     proc: asyncio.subprocess.Process | None = None
     starts: int = 0
     kills: int = 0
     _orphan_groups: set[int] = field(default_factory=set)
+    database: SqliteFile | PostgresDatabase = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.database = open_database(self.database_url)
 
     # --- the bot process -----------------------------------------------------
 
@@ -213,30 +310,15 @@ class CrashRig(UserChat):
 
     # --- the database ------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def db(self) -> Iterator[sqlite3.Connection]:
-        """A read-only connection (safe while the bot runs: the database is in WAL mode)."""
-        connection = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=5.0)
-        connection.row_factory = sqlite3.Row
-        try:
-            yield connection
-        finally:
-            connection.close()
-
     def write_db(self, sql: str, *params: Any) -> None:
         """Change the database while the bot is down (to stage a state a crash can leave)."""
         assert not self.running, "stop the bot before writing to its database"
-        with contextlib.closing(sqlite3.connect(self.db_path)) as connection, connection:
-            connection.execute(sql, params)
+        self.database.write(sql, params)
 
-    def query(self, sql: str, *params: Any) -> list[sqlite3.Row]:
-        if not self.db_path.exists():
-            return []
-        with self.db() as connection:
-            try:
-                return list(connection.execute(sql, params))
-            except sqlite3.OperationalError:  # tables not created yet
-                return []
+    def query(self, sql: str, *params: Any) -> list[Row]:
+        """The rows of ``sql`` (SQLite's dialect and ``?`` placeholders, on either backend); none
+        while the tables do not exist yet."""
+        return self.database.rows(sql, params)
 
     def turn_statuses(self) -> list[str]:
         return [row["status"] for row in self.query("SELECT status FROM turns ORDER BY id")]
@@ -261,10 +343,10 @@ class CrashRig(UserChat):
             f"{turns} settled turn(s) and no unread mail",
         )
 
-    def tool_calls(self) -> list[sqlite3.Row]:
+    def tool_calls(self) -> list[Row]:
         return self.query("SELECT * FROM tool_calls ORDER BY id")
 
-    def user_rows(self, text: str) -> list[sqlite3.Row]:
+    def user_rows(self, text: str) -> list[Row]:
         return self.query("SELECT * FROM chat_history WHERE role = 'user' AND content = ?", text)
 
     def assert_consistent(self, *user_texts: str) -> None:
@@ -294,9 +376,11 @@ class CrashRig(UserChat):
 
 def write_config(
     path: Path, *, tg_root: str, llm_url: str, tmp_path: Path, **sections: dict[str, Any]
-) -> None:
+) -> dict[str, Any]:
+    """The bot's configuration, written to ``path``; returned as written."""
     raw = config_mapping(tmp_path, llm_url, tg_root, logging={"level": "INFO"}, **sections)
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return raw
 
 
 @asynccontextmanager
@@ -305,7 +389,7 @@ async def crash_rig(tmp_path: Path, **sections: dict[str, Any]) -> AsyncIterator
     On failure the bot's log is printed; on exit a still-running bot is killed."""
     async with HookedTelegram() as tg, FakeOpenAI(models=("main-model", "backup-model")) as llm:
         config = tmp_path / "config.yml"
-        write_config(config, tg_root=tg.root, llm_url=llm.base_url, tmp_path=tmp_path, **sections)
+        raw = write_config(config, tg_root=tg.root, llm_url=llm.base_url, tmp_path=tmp_path, **sections)
         workdir = tmp_path / "workspace"
         workdir.mkdir(parents=True, exist_ok=True)
         rig = CrashRig(
@@ -314,7 +398,7 @@ async def crash_rig(tmp_path: Path, **sections: dict[str, Any]) -> AsyncIterator
             llm=llm,
             config_path=config,
             log_path=tmp_path / "bot.log",
-            db_path=tmp_path / "agentgram.db",
+            database_url=raw["storage"]["url"],
             workdir=workdir,
         )
         try:
@@ -333,3 +417,4 @@ async def crash_rig(tmp_path: Path, **sections: dict[str, Any]) -> AsyncIterator
             for pgid in rig._orphan_groups:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pgid, signal.SIGKILL)
+            rig.database.close()

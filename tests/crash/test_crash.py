@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ALLOWED_USER
+from tests.conftest import ALLOWED_USER, also_on_postgres
 from tests.crash.harness import RESTARTED, CrashRig, cmdline, crash_rig, descendants
 from tests.fakes.openai_server import Hang, Reply, Text, ToolCalls
 from tests.fakes.telegram_server import ApiError
@@ -32,6 +32,7 @@ def lines(path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("kill_point", ["mail_stored", "offset_lost", "request_sent", "llm_request"])
+@also_on_postgres
 async def test_killed_right_after_receiving_a_message_answers_it_once(
     tmp_path: Path, kill_point: str
 ) -> None:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ALLOWED_USER
+from tests.conftest import ALLOWED_USER, also_on_postgres
 from tests.crash.harness import RESTARTED, CrashRig, crash_rig
 from tests.fakes.openai_server import Hang, Reply, Text, ToolCalls
 from tests.fakes.telegram_server import ApiError, SentMessage
@@ -32,6 +32,7 @@ def recorded_calls(rig: CrashRig) -> list[int]:
     return [call for row in rows for call in json.loads(row["value"])["calls"]]
 
 
+@also_on_postgres
 async def test_killed_during_a_tool_call_its_status_line_reads_done_and_interrupted(tmp_path: Path) -> None:
     async with crash_rig(tmp_path, **ALLOW_SHELL) as rig:
         rig.llm.script(

@@ -1,4 +1,5 @@
-"""This suite runs once per Telegram driver (``telegram.library``: ptb and aiogram)."""
+"""This suite runs once per Telegram driver (``telegram.library``: ptb and aiogram), on SQLite;
+the tests marked ``@also_on_postgres`` (tests/conftest.py) run once more, with ptb, on PostgreSQL."""
 
 from __future__ import annotations
 

@@ -72,7 +72,10 @@ async def running_bot(
     """The bot started between fresh fakes; ``known_chats`` exist before it starts (a restart's
     chats: what it sends on start must find them). With ``config_file`` the settings are written
     to ``tmp_path/config.yml`` and loaded from there, as ``agentgram run`` does. ``on`` given
-    fakes (:func:`fakes`), a restart finds its earlier messages in the chat, to edit them."""
+    fakes (:func:`fakes`), a restart finds its earlier messages in the chat, to edit them.
+    The database is a SQLite file in ``tmp_path``, or the one :func:`tests.conftest.use_database`
+    chose (an ``also_on_postgres`` test's ``[ptb-postgres]`` run: one PostgreSQL database for the
+    whole test, so a restart finds what the first bot stored); ``storage={"url": ...}`` sets one."""
     from tests.runtime.core.turn.harness import Recorder
 
     async with _given_or_fresh(on) as (tg, llm):

@@ -7,12 +7,13 @@ from datetime import timedelta
 from pathlib import Path
 
 from agentgram.runtime.infra.storage.models import utcnow
-from tests.conftest import ALLOWED_USER, STRANGER
+from tests.conftest import ALLOWED_USER, STRANGER, also_on_postgres
 from tests.e2e.harness import running_bot
 from tests.fakes.openai_server import Text, ToolCalls
 from tests.fakes.telegram_html import parse_html
 
 
+@also_on_postgres
 async def test_streamed_reply_is_edited_into_place(tmp_path: Path) -> None:
     async with running_bot(tmp_path) as rig:
         rig.tg.refuse_drafts()  # a Bot API server without drafts: the edit path (tests/e2e/test_drafts.py)
@@ -163,7 +164,7 @@ async def test_a_shown_answer_is_marked_delivered_and_a_refused_one_is_not(tmp_p
         )
         rig.say("two")
         await rig.wait_turns(2)
-        session = await rig.bot.runtime.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
+        session = await rig.bot.runtime.chat.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
         rows = [r for r in await rig.bot.runtime.history.all_rows(session.id or 0) if r.role == "assistant"]
         assert [(r.content, r.delivered_at is not None) for r in rows] == [
             ("First.", True),

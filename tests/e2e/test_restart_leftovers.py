@@ -16,7 +16,7 @@ import pytest
 
 import agentgram.bot.telegram.views.delivery as delivery_module
 from agentgram.bot.telegram.core.records import PROMPT, STATUS_LINE
-from tests.conftest import ALLOWED_USER
+from tests.conftest import ALLOWED_USER, also_on_postgres
 from tests.e2e.harness import Rig, fakes, running_bot
 from tests.e2e.test_approvals import PROMPT as PROMPT_TITLE
 from tests.e2e.test_approvals import shell, tap, wait_decided, wait_prompt
@@ -42,13 +42,13 @@ def status_lines(rig: Rig) -> list[SentMessage]:
 
 
 async def records(rig: Rig) -> dict[str, str]:
-    sessions = rig.bot.runtime.sessions
+    sessions = rig.bot.runtime.session_store
     return await sessions.values_with_prefix(STATUS_LINE) | await sessions.values_with_prefix(PROMPT)
 
 
 async def waiting_for_user(rig: Rig) -> None:
     """Until the turn's gate waits for the decision (the user's move from then on)."""
-    approvals, hub = rig.bot.runtime.approvals, rig.bot.runtime.hub
+    approvals, hub = rig.bot.runtime.approval_manager, rig.bot.runtime.hub
     await eventually(
         approvals.pending, lambda pending: bool(pending) and bool(hub.awaited(pending[0].session_id))
     )
@@ -61,6 +61,7 @@ async def assert_no_typing_while_waiting(rig: Rig) -> None:
     assert len(rig.tg.chat_actions) == before, "typing… shown while the turn waits for the user"
 
 
+@also_on_postgres
 async def test_a_prompt_waiting_across_a_restart_is_pointed_at_and_edited_once_decided(
     tmp_path: Path,
 ) -> None:

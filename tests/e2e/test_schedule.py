@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 from agentgram.runtime.infra.storage.models import Role
 from agentgram.runtime.scheduler.jobs import INTERRUPTED
 from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
-from tests.conftest import ALLOWED_USER
+from tests.conftest import ALLOWED_USER, also_on_postgres
 from tests.e2e.harness import Rig, running_bot
 from tests.fakes.openai_server import Hang, Text, ToolCalls
 from tests.fakes.telegram_server import SentMessage
@@ -204,6 +204,7 @@ async def test_tic_command_shows_status_and_switches(tmp_path: Path) -> None:
 # --- cron ------------------------------------------------------------------------------------
 
 
+@also_on_postgres
 async def test_cron_added_by_command_listed_run_paused_and_deleted(tmp_path: Path) -> None:
     async with running_bot(tmp_path) as rig:
         done = runs(rig)

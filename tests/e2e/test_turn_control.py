@@ -21,6 +21,7 @@ from agentgram.runtime.core.mailbox import (
     ControlAction,
     ControlBody,
     Envelope,
+    Priority,
     Sender,
     SenderKind,
     SqlMailbox,
@@ -45,7 +46,7 @@ from agentgram.runtime.infra.storage.models import (
     TurnStatus,
 )
 from agentgram.runtime.infra.storage.sessions import SessionStore
-from tests.conftest import ALLOWED_USER
+from tests.conftest import ALLOWED_USER, also_on_postgres
 from tests.e2e.harness import Rig, running_bot
 from tests.fakes.openai_server import Hang, Reply, Text, ToolCalls
 from tests.runtime.core.turn.harness import Recorder
@@ -92,7 +93,7 @@ def started(rig: Rig) -> list[TurnStarted]:
 
 
 async def session_of(rig: Rig) -> ChatSession:
-    return await rig.bot.runtime.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
+    return await rig.bot.runtime.chat.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
 
 
 async def turns(rig: Rig) -> list[Turn]:
@@ -260,6 +261,7 @@ async def test_stop_during_a_streaming_llm_call_closes_the_stream_at_once(tmp_pa
         assert rig.llm.calls == 1
 
 
+@also_on_postgres
 async def test_stop_kills_a_running_command_and_its_process_group(tmp_path: Path) -> None:
     command = "sleep 30; touch marker"
     async with running_bot(tmp_path, approval=ALLOW_SHELL) as rig:
@@ -336,7 +338,16 @@ async def test_a_stop_mail_that_lands_before_the_cancel_ends_the_turn_at_its_nex
         rig.say("queued")
         await rig.wait_text("Noted")
         session = await session_of(rig)
-        await rig.bot.runtime._control(session, ControlAction.STOP, "stop-without-cancel")
+        runtime = rig.bot.runtime
+        runtime.desk.handle(ControlAction.STOP, lambda _envelope, _replayed: False)  # its cancel comes later
+        stop = Envelope(
+            id="stop-without-cancel",
+            session_id=session.id,
+            sender=Sender(kind=SenderKind.USER),
+            priority=Priority.INTERRUPT,
+            body=ControlBody(action=ControlAction.STOP),
+        )
+        await runtime.mailbox.accept(stop)
         (rig.workdir / "go").touch()
 
         await rig.wait_text("1 queued message was dropped")
@@ -432,7 +443,7 @@ async def test_stop_cancels_a_pending_approval_and_edits_its_prompt(tmp_path: Pa
         session = await session_of(rig)
         calls = [c for e in await rig.bot.runtime.history.entries(session.id or 0) for c in e.calls]
         assert [(c.status, c.result) for c in calls] == [(ToolCallStatus.CANCELLED, "Cancelled by user.")]
-        assert await rig.bot.runtime.approvals.pending(session.id or 0) == []
+        assert await rig.bot.runtime.approval_manager.pending(session.id or 0) == []
 
 
 async def test_new_while_running_stops_quietly(tmp_path: Path) -> None:

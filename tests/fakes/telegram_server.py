@@ -18,6 +18,14 @@ took effect) or at random, seeded and bounded (``chaos``); every such fault is k
 ``injected``. ``revoke_token`` makes every call 401. ``send_raw_update`` and the builders after it
 queue updates a client may not be able to parse (a newer API's types, broken objects).
 
+Webhooks as Telegram's server delivers them (tdlib/telegram-bot-api's ``WebhookActor``): after
+``setWebhook`` every queued update is POSTed to the URL with the ``X-Telegram-Bot-Api-Secret-Token``
+header, one queue per chat — a chat's next update only after the previous one got a 2xx, different
+chats side by side up to ``max_connections`` — and a non-2xx answer (or no answer) is retried with
+backoff (``webhook_first_retry`` doubling up to ``webhook_max_retry``, ``Retry-After`` honoured).
+Every attempt is kept in ``webhook_deliveries``; the last failure is ``getWebhookInfo``'s
+``last_error_message``. While a webhook is set, ``getUpdates`` answers 409.
+
 Files as Telegram keeps them: a user's photo (in sizes, each its own file), voice note, audio,
 video note, video, animation, document or sticker (``send_photo``, ``send_voice`` …, album items
 sharing a ``media_group_id``), or any bytes (``add_file``); ``getFile`` refuses what is over the
@@ -51,6 +59,7 @@ from enum import StrEnum
 from http import HTTPStatus
 from typing import Any, ClassVar
 
+import aiohttp
 from aiohttp import BodyPartReader, web
 from aiohttp.web_request import FileField
 
@@ -69,6 +78,7 @@ __all__ = [
     "RecordedRequest",
     "SentMessage",
     "UploadedFile",
+    "WebhookDelivery",
 ]
 
 MAX_TEXT = 4096
@@ -222,6 +232,18 @@ class RecordedRequest:
     time: float
     status: int = 0  # HTTP status answered (0 while in flight)
     description: str | None = None  # error description when not ok
+
+
+@dataclass(slots=True, frozen=True)
+class WebhookDelivery:
+    """One POST of an update to the webhook: its answer's status (0: no answer) and when."""
+
+    update_id: int
+    status: int
+    time: float
+
+
+_SECRET_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
 
 
 @dataclass(slots=True)
@@ -455,6 +477,15 @@ class FakeTelegram(LoopbackServer):
         self._draftless: set[int] = set()  # chats that refuse drafts with a 400 (refuse_drafts)
         self.confirmed_offset = 0
         self.webhook_url = ""
+        self.webhook_secret: str | None = None
+        self.webhook_max_connections = 40
+        self.webhook_deliveries: list[WebhookDelivery] = []  # every POST to the webhook, in order
+        self.delivered_updates: dict[int, dict[str, Any]] = {}  # what a 2xx confirmed, by update_id
+        self.webhook_first_retry = 0.05  # Telegram's is 1 s; tests wait less
+        self.webhook_max_retry = 1.0  # Telegram's cap is 60-120 s
+        self.webhook_timeout = 30.0  # a POST unanswered this long is a failure (and re-sent)
+        self.webhook_last_error: tuple[int, str] | None = None  # (unix time, message)
+        self._webhook_task: asyncio.Task[None] | None = None
         self.closed = False
         self.logged_out = False
         self.callback_query_ttl: float | None = None  # seconds; None = queries never expire
@@ -504,6 +535,7 @@ class FakeTelegram(LoopbackServer):
     async def stop(self) -> None:
         self._stopping = True  # long polls in flight return at once
         self._changed()
+        await self._stop_webhook()
         await super().stop()
 
     @property
@@ -1480,12 +1512,29 @@ class FakeTelegram(LoopbackServer):
             self._forced &= {u["update_id"] for u in self._updates}
 
     async def _m_setWebhook(self, params: dict[str, Any]) -> bool:
-        self.webhook_url = _str(params, "url") or ""
+        url = _str(params, "url") or ""
+        if url and not url.startswith(("https://", "http://")):  # plain HTTP: a local Bot API server
+            raise _bad("bad webhook: An HTTPS URL must be provided for webhook")
+        secret = _str(params, "secret_token")
+        if secret is not None and not _SECRET_TOKEN.fullmatch(secret):
+            raise _bad("secret token contains unallowed characters")
+        connections = _int(params, "max_connections", required=False) or 40
+        if not 1 <= connections <= 100:
+            raise _bad("bad webhook: invalid max_connections specified")
+        allowed = _json(params, "allowed_updates", "can't parse allowed updates JSON object")
+        if allowed is not None:
+            self._allowed_updates = frozenset(allowed) if allowed else DEFAULT_ALLOWED_UPDATES
+            self._allowed_explicit = bool(allowed)
         if _bool(params, "drop_pending_updates"):
             self._updates.clear()
+        await self._stop_webhook()
+        self.webhook_url, self.webhook_secret, self.webhook_max_connections = url, secret, connections
+        if url:
+            self._webhook_task = asyncio.create_task(self._deliver_webhook(), name="fake webhook")
         return True
 
     async def _m_deleteWebhook(self, params: dict[str, Any]) -> bool:
+        await self._stop_webhook()
         self.webhook_url = ""
         if _bool(params, "drop_pending_updates"):
             if self._updates:
@@ -1494,11 +1543,99 @@ class FakeTelegram(LoopbackServer):
         return True
 
     async def _m_getWebhookInfo(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {
+        info: dict[str, Any] = {
             "url": self.webhook_url,
             "has_custom_certificate": False,
             "pending_update_count": len(self._updates),
         }
+        if self.webhook_url:
+            info["max_connections"] = self.webhook_max_connections
+        if self.webhook_last_error is not None:
+            info["last_error_date"], info["last_error_message"] = self.webhook_last_error
+        return info
+
+    # ---------------------------------------------------------------------------- webhook delivery
+    async def _stop_webhook(self) -> None:
+        task, self._webhook_task = self._webhook_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _deliver_webhook(self) -> None:
+        """Telegram's webhook queues (module docstring): each chat's first queued update is POSTed
+        once the chat has none in flight, at most ``max_connections`` at once."""
+        busy: set[object] = set()
+        room = asyncio.Semaphore(self.webhook_max_connections)
+        tasks: set[asyncio.Task[None]] = set()
+        async with aiohttp.ClientSession() as http:
+            try:
+                while not self._stopping:
+                    self._drop_disallowed()
+                    for update in list(self._updates):
+                        queue = _webhook_queue(update)
+                        if queue in busy:
+                            continue
+                        busy.add(queue)
+                        task = asyncio.create_task(self._deliver_one(http, update, queue, busy, room))
+                        tasks.add(task)
+                        task.add_done_callback(tasks.discard)
+                    event = self._changed_event
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(event.wait(), 0.25)
+            finally:
+                for task in list(tasks):
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _deliver_one(
+        self,
+        http: aiohttp.ClientSession,
+        update: dict[str, Any],
+        queue: object,
+        busy: set[object],
+        room: asyncio.Semaphore,
+    ) -> None:
+        """POST ``update`` until a 2xx, backing off between failures; then it is confirmed."""
+        headers = {"X-Telegram-Bot-Api-Secret-Token": self.webhook_secret} if self.webhook_secret else {}
+        delay = self.webhook_first_retry
+        try:
+            while True:
+                wait: float | None = None
+                async with room:
+                    status, wait = await self._post_update(http, update, headers)
+                self.webhook_deliveries.append(WebhookDelivery(update["update_id"], status, time.time()))
+                if 200 <= status < 300:
+                    self.delivered_updates[update["update_id"]] = dict(update)
+                    self._updates = [u for u in self._updates if u["update_id"] != update["update_id"]]
+                    self.confirmed_offset = max(self.confirmed_offset, update["update_id"] + 1)
+                    return
+                reason = f"Wrong response from the webhook: {status}" if status else "Connection refused"
+                self.webhook_last_error = (int(time.time()), reason)
+                self._changed()
+                await asyncio.sleep(wait if wait is not None else delay)
+                delay = min(delay * 2, self.webhook_max_retry)
+        finally:
+            busy.discard(queue)
+            self._changed()
+
+    async def _post_update(
+        self, http: aiohttp.ClientSession, update: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[int, float | None]:
+        """One POST: the answer's status (0 when none came) and the ``Retry-After`` it asked."""
+        try:
+            async with http.post(
+                self.webhook_url,
+                json=update,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=self.webhook_timeout),
+            ) as response:
+                await response.read()
+                retry_after = response.headers.get("Retry-After")
+                wait = float(retry_after) if retry_after and retry_after.isdigit() else None
+                return response.status, wait
+        except (aiohttp.ClientError, TimeoutError):
+            return 0, None
 
     async def _m_setMyCommands(self, params: dict[str, Any]) -> bool:
         raw = _json(params, "commands", "can't parse commands JSON object")
@@ -1730,6 +1867,19 @@ class FakeTelegram(LoopbackServer):
             "file_id": stored.file_id, "file_unique_id": stored.file_unique_id,
             "file_size": stored.size, "file_path": stored.path,
         }  # fmt: skip
+
+
+def _webhook_queue(update: dict[str, Any]) -> object:
+    """The queue an update waits in: its chat's (Telegram keeps one per chat), else its own."""
+    for kind in ("message", "edited_message", "channel_post", "edited_channel_post"):
+        body = update.get(kind)
+        if isinstance(body, dict) and isinstance(body.get("chat"), dict):
+            return body["chat"].get("id")
+    query = update.get("callback_query")
+    message = query.get("message") if isinstance(query, dict) else None
+    if isinstance(message, dict) and isinstance(message.get("chat"), dict):
+        return message["chat"].get("id")
+    return ("update", update["update_id"])
 
 
 def _default_description(status: int, retry_after: int | None) -> str:

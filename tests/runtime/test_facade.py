@@ -17,16 +17,16 @@ from tests.runtime.core.turn.harness import started_runtime
 async def test_sessions_cross_as_frozen_refs(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     runtime, _ = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
         assert type(session) is SessionRef
         assert (session.chat_id, session.user_id, session.language_code) == (1001, 1001, "en")
         with pytest.raises(dataclasses.FrozenInstanceError):
             session.id = 0  # type: ignore[misc]
-        fresh = await runtime.new_session(1001, user_id=1001, language="en", envelope_id="n1")
+        fresh = await runtime.chat.new_session(1001, user_id=1001, language="en", envelope_id="n1")
         assert type(fresh) is SessionRef and fresh.id != session.id
-        assert await runtime.chat_session(1001, user_id=1001, language="en") == fresh
-        assert await runtime.pending_approvals(fresh) == []
-        overview = runtime.trust_overview(fresh)
+        assert await runtime.chat.chat_session(1001, user_id=1001, language="en") == fresh
+        assert await runtime.approvals.pending_approvals(fresh) == []
+        overview = runtime.approvals.trust_overview(fresh)
         assert overview.bypasses == () and all(rule.origin == "user" for rule in overview.rules)
     finally:
         await runtime.close()
@@ -36,12 +36,12 @@ async def test_a_message_says_whether_its_checkpoint_was_stored(tmp_path: Path, 
     fake_llm.script(Text("hi"))
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
         offset = Checkpoint("test.offset", "8")
-        posted = await runtime.accept_user_message(session, "hello", envelope_id="u1", checkpoint=offset)
+        posted = await runtime.chat.accept_user_message(session, "hello", envelope_id="u1", checkpoint=offset)
         assert posted.result == PostResult.STARTED and posted.checkpoint_stored
         assert await runtime.values.get_value("test.offset") == "8"
-        again = await runtime.accept_user_message(session, "hello", envelope_id="u1", checkpoint=offset)
+        again = await runtime.chat.accept_user_message(session, "hello", envelope_id="u1", checkpoint=offset)
         assert again.result == PostResult.DUPLICATE and again.checkpoint_stored
         await rec.wait_kind("turn_finished")
     finally:
@@ -56,8 +56,8 @@ async def test_the_runtime_runs_on_its_core_settings_alone(tmp_path: Path, fake_
     del raw["advanced"]["telegram"]  # its tuning knobs too (the config's current layout)
     runtime, rec = await started_runtime(settings_from_mapping(raw, {}))
     try:
-        session = await runtime.chat_session(7, user_id=7, language=None)
-        await runtime.post_user_message(session, "hello", envelope_id="u1")
+        session = await runtime.chat.chat_session(7, user_id=7, language=None)
+        await runtime.chat.post_user_message(session, "hello", envelope_id="u1")
         await rec.wait_kind("turn_finished")
     finally:
         await runtime.close()

@@ -26,7 +26,9 @@ async def test_async_with_starts_the_runtime_and_closes_it(runtime: Runtime) -> 
     async with runtime as entered:
         assert entered is runtime and not runtime.closed
         assert _firing(runtime)
-        session, _ = await runtime.sessions.find_or_open(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
+        session, _ = await runtime.session_store.find_or_open(
+            ALLOWED_USER, user_id=ALLOWED_USER, language="en"
+        )
         assert session.id is not None
         runtime.hub.wake(session.id)  # a real worker, idle on an empty mailbox
         worker = runtime.hub.workers[session.id]
@@ -41,7 +43,7 @@ async def test_close_hooks_run_after_the_hub_stopped_and_before_the_database_clo
     seen: list[tuple[bool, int, bool]] = []
 
     async def hook() -> None:
-        session = await runtime.sessions.find_or_open(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
+        session = await runtime.session_store.find_or_open(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
         seen.append((_firing(runtime), len(runtime.hub.workers), session[0].id is not None))
 
     runtime.on_close(hook)

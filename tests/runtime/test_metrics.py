@@ -127,8 +127,8 @@ async def test_a_runtime_counts_a_call_to_an_invented_tool_as_unknown(
     listed = counting("agentgram_tool_calls_total", tool="list_dir", status="done")
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        session = await runtime.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
-        await runtime.post_user_message(session, "look around", envelope_id="m1")
+        session = await runtime.chat.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
+        await runtime.chat.post_user_message(session, "look around", envelope_id="m1")
         await rec.wait_kind("turn_finished")
     finally:
         await runtime.close()

@@ -19,18 +19,18 @@ async def test_the_terminal_and_the_telegram_chat_of_one_user_are_two_sessions(
 ) -> None:
     runtime, _ = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        chat = await runtime.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
-        terminal = await runtime.chat_session(
+        chat = await runtime.chat.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
+        terminal = await runtime.chat.chat_session(
             ALLOWED_USER, user_id=ALLOWED_USER, language=None, source=SessionSource.TERMINAL
         )
         assert terminal.id != chat.id and terminal.source == SessionSource.TERMINAL
-        fresh = await runtime.new_session(
+        fresh = await runtime.chat.new_session(
             ALLOWED_USER, user_id=ALLOWED_USER, language=None, envelope_id="n1", source=SessionSource.TERMINAL
         )
         assert (
-            await runtime.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en") == chat
+            await runtime.chat.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en") == chat
         )  # untouched
-        again = await runtime.chat_session(
+        again = await runtime.chat.chat_session(
             ALLOWED_USER, user_id=None, language=None, source=SessionSource.TERMINAL
         )
         assert again == fresh != terminal
@@ -44,20 +44,20 @@ async def test_a_terminal_turn_speaks_to_the_terminal_and_is_shown_again_and_sea
     fake_llm.script(Text("Paris is the capital."))
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        session = await runtime.chat_session(
+        session = await runtime.chat.chat_session(
             ALLOWED_USER, user_id=ALLOWED_USER, language=None, source=SessionSource.TERMINAL
         )
-        await runtime.post_user_message(session, "capital of France?", envelope_id="t1")
+        await runtime.chat.post_user_message(session, "capital of France?", envelope_id="t1")
         await rec.wait_kind("turn_finished")
         assert {event.to.source for event in rec.events} == {SessionSource.TERMINAL}
         [answer] = [e for e in rec.events if isinstance(e, RoundEnded)]
-        [past] = await runtime.recent_exchanges(session, 3)
+        [past] = await runtime.chat.recent_exchanges(session, 3)
         assert (past.question, past.answer, past.answer_row_id) == (
             "capital of France?",
             "Paris is the capital.",
             answer.row_id,
         )
-        hits = await runtime.search_history(ALLOWED_USER, "Paris")
+        hits = await runtime.chat.search_history(ALLOWED_USER, "Paris")
         assert [hit.session_id for hit in hits] == [session.id]
     finally:
         await runtime.close()

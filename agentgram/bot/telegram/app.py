@@ -14,6 +14,12 @@ firing, the hub stops its consumers without cancelling turns (a restart
 resumes them), queued output is delivered briefly, the database closes — and
 the driver's client closes last.
 
+In webhook mode (``telegram.mode: webhook``, :mod:`.core.webhook`) the listener's socket is bound
+first (a ``telegram.webhook.listen`` in use is a config error before anything starts), ``deleteWebhook``
+and ``getUpdates`` are never called; once the runtime has started the listener serves and
+``setWebhook`` is called (retried like the other start steps). Stopping drains the listener first
+(new POSTs get 503) and never deletes the webhook.
+
 Everything is built by :func:`compose`, the one place the adapter is wired.
 """
 
@@ -21,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -29,9 +37,13 @@ from agentgram.bot.telegram import handlers
 from agentgram.bot.telegram.core.chat_queue import Retry, with_retry
 from agentgram.bot.telegram.core.context import BotContext
 from agentgram.bot.telegram.core.files import MB, TelegramFiles
+from agentgram.bot.telegram.core.incoming import Update
 from agentgram.bot.telegram.core.ingest import Ingest
 from agentgram.bot.telegram.core.metrics import watch
+from agentgram.bot.telegram.core.port import ALLOWED_UPDATES
 from agentgram.bot.telegram.core.router import Dispatcher, JoinedRouter
+from agentgram.bot.telegram.core.webhook import WebhookIngest
+from agentgram.bot.telegram.core.webhook_listener import WebhookListener
 from agentgram.bot.telegram.drivers import Driver, make_driver
 from agentgram.bot.telegram.handlers.commands import menu
 from agentgram.bot.telegram.views.delivery import Delivery
@@ -66,6 +78,8 @@ class TelegramBot:
     shared: BotContext
     ingest: Ingest
     start_retry: Retry = START_RETRY
+    webhook: WebhookListener | None = None
+    """The webhook listener in webhook mode; ``None`` when polling."""
     _ingest_task: asyncio.Task[None] | None = field(default=None, init=False)
 
     async def start(self) -> None:
@@ -76,14 +90,49 @@ class TelegramBot:
         Cancelling it (a signal during the retries) leaves what :meth:`stop` cleans up.
         """
         api = self.driver.api
+        if self.webhook is not None:
+            self.webhook.bind()
         await with_retry(api.get_me, self.start_retry, "start-up: getMe")
-        await with_retry(api.delete_webhook, self.start_retry, "start-up: deleteWebhook")
+        if self.webhook is None:
+            await with_retry(api.delete_webhook, self.start_retry, "start-up: deleteWebhook")
         await self.runtime.start()
         for lang, commands in menu(self.translator).items():  # one menu per language
             register = partial(api.set_my_commands, commands, language_code=lang)
             await with_retry(register, self.start_retry, "start-up: setMyCommands")
-        self._ingest_task = asyncio.create_task(self.ingest.run(), name="ingest")
-        log.info("agentgram is running as @%s (%s)", api.username, self.settings.telegram.library)
+        if self.webhook is not None:
+            await self._start_webhook(self.webhook)
+        else:
+            self._ingest_task = asyncio.create_task(self.ingest.run(), name="ingest")
+        log.info(
+            "agentgram is running as @%s (%s, %s)",
+            api.username,
+            self.settings.telegram.library,
+            self.settings.telegram.mode,
+        )
+
+    async def _start_webhook(self, listener: WebhookListener) -> None:
+        """Serve, then tell Telegram where (updates it holds come once ``setWebhook`` answered)."""
+        await listener.start()
+        hook = self.settings.telegram.webhook
+        assert hook.secret_token is not None, "webhook mode is refused without a secret (config_check)"
+        register = partial(
+            self.driver.api.set_webhook,
+            hook.url,
+            hook.secret_token.get_secret_value(),
+            hook.max_connections,
+            ALLOWED_UPDATES,
+        )
+        await with_retry(register, self.start_retry, "start-up: setWebhook")
+        self._ingest_task = asyncio.create_task(listener.wait(), name="webhook")
+
+    def last_ingest_ok(self) -> float | None:
+        """Monotonic time updates were last known to flow, for the web view's health check: the
+        last returned poll; in webhook mode now while the listener serves (a quiet webhook is not
+        a broken one — its own ``/healthz`` reports Telegram's last delivery error)."""
+        if self.webhook is None:
+            return self.ingest.last_poll_ok
+        serving = self._ingest_task is not None and not self.webhook.ingest.draining
+        return time.monotonic() if serving else None
 
     async def wait(self) -> None:
         assert self._ingest_task is not None
@@ -92,6 +141,8 @@ class TelegramBot:
     async def stop(self) -> None:
         """Ingest first, so nothing new arrives; then the runtime's one ordered shutdown (which
         closes delivery once the hub has stopped, see :func:`compose`); then the driver's client."""
+        if self.webhook is not None:
+            await self.webhook.stop()  # drains: new POSTs get 503; never deleteWebhook
         self.ingest.stop()
         if self._ingest_task is not None:
             self._ingest_task.cancel()
@@ -142,8 +193,31 @@ def compose(
     )
     watch(delivery, ingest)  # the outbox depth and polling lag gauges
     return TelegramBot(
-        settings, driver, runtime, translator, delivery, joined, dispatcher, shared, ingest, start_retry
+        settings,
+        driver,
+        runtime,
+        translator,
+        delivery,
+        joined,
+        dispatcher,
+        shared,
+        ingest,
+        start_retry,
+        _webhook(settings, driver, runtime, partial(dispatcher.process, shared=shared, reraise=True)),
     )
+
+
+def _webhook(
+    settings: BotSettings, driver: Driver, runtime: Runtime, process: Callable[[Update], Awaitable[None]]
+) -> WebhookListener | None:
+    """The webhook listener in webhook mode (the same parser and handlers as polling), else ``None``."""
+    tg = settings.telegram
+    if tg.mode != "webhook":
+        return None
+    assert tg.webhook.secret_token is not None, "webhook mode is refused without a secret (config_check)"
+    secret = tg.webhook.secret_token.get_secret_value()
+    register_secret(secret)
+    return WebhookListener(WebhookIngest(driver.parse, process, runtime, secret), driver.api, tg.webhook)
 
 
 __all__ = ["START_RETRY", "TelegramBot", "compose"]

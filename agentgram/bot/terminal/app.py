@@ -29,10 +29,12 @@ from pathlib import Path
 from agentgram.bot.settings import BotSettings
 from agentgram.bot.terminal.chat import TerminalChat
 from agentgram.bot.terminal.config import ChatSettings, chat_user
-from agentgram.runtime.app import AlreadyRunning, InstanceLock, Runtime, fingerprint
+from agentgram.runtime.app import AlreadyRunning, Runtime, fingerprint
+from agentgram.runtime.door.protocols import Door
 from agentgram.runtime.infra.i18n import Translator
 from agentgram.runtime.infra.log import get_logger
 from agentgram.runtime.infra.tasks import cancel_and_wait
+from agentgram.runtime.schema import take_instance_lock
 
 log = get_logger("terminal")
 
@@ -57,9 +59,7 @@ def route_logs(log_file: Path | None) -> None:
     root.addHandler(to_file)
 
 
-def terminal_for(
-    runtime: Runtime, translator: Translator, settings: BotSettings | ChatSettings
-) -> TerminalChat:
+def terminal_for(runtime: Door, translator: Translator, settings: BotSettings | ChatSettings) -> TerminalChat:
     """The terminal chat on ``runtime``, subscribed (call before the runtime starts)."""
     chat = TerminalChat(
         runtime,
@@ -75,7 +75,7 @@ def terminal_for(
 async def run_alone(settings: ChatSettings) -> int:
     """Lock, start, chat until the user leaves, close; 2 when another agentgram holds the database."""
     try:
-        lock = InstanceLock.acquire(settings.storage.url, fingerprint(""))
+        lock = await take_instance_lock(settings.storage.url, fingerprint(""))
     except AlreadyRunning as error:
         print(str(error), file=sys.stderr)
         return 2

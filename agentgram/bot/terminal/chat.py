@@ -57,7 +57,8 @@ from agentgram.bot.terminal.answers import (
     parse_approval,
     parse_command,
 )
-from agentgram.runtime.app import Runtime, SessionRef, SessionSource, is_headless
+from agentgram.runtime.app import SessionRef, SessionSource, is_headless
+from agentgram.runtime.door.protocols import Door
 from agentgram.runtime.infra.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -133,7 +134,7 @@ class TerminalChat:
     reach it; :meth:`run` reads lines until the user leaves."""
 
     def __init__(
-        self, runtime: Runtime, translator: Translator, user_id: int, *, history: int, alone: bool
+        self, runtime: Door, translator: Translator, user_id: int, *, history: int, alone: bool
     ) -> None:
         self.runtime = runtime
         self.t = translator
@@ -164,7 +165,7 @@ class TerminalChat:
 
     async def session(self) -> SessionRef:
         if self._session is None:
-            self._session = await self.runtime.chat_session(
+            self._session = await self.runtime.chat.chat_session(
                 self.user_id, user_id=self.user_id, language=None, source=SessionSource.TERMINAL
             )
         return self._session
@@ -192,7 +193,7 @@ class TerminalChat:
     async def _greet(self) -> None:
         self.print(view.worded(self.t, "terminal-welcome"))
         session = await self.session()
-        past = await self.runtime.recent_exchanges(session, self.history)
+        past = await self.runtime.chat.recent_exchanges(session, self.history)
         if past:
             self.print(view.worded(self.t, "terminal-history"))
         for exchange in past:
@@ -201,7 +202,7 @@ class TerminalChat:
                 self.print(view.answer(exchange.answer))
             if exchange.answer_row_id is not None:
                 self.screen.shown_answers.add(exchange.answer_row_id)
-        for request in await self.runtime.pending_approvals(session):
+        for request in await self.runtime.approvals.pending_approvals(session):
             self._await_decision(request.request_id, request.tool, can_always=False)
             self.print(
                 view.worded(self.t, "terminal-approval-waiting", tool=request.tool, summary=request.summary)
@@ -277,9 +278,9 @@ class TerminalChat:
 
     async def _post(self, text: str) -> None:
         session = await self.session()
-        if await self.runtime.answer_pending_question(session, text, envelope_id=envelope_id()):
+        if await self.runtime.approvals.answer_pending_question(session, text, envelope_id=envelope_id()):
             return  # the agent asked: this line is the answer
-        posted = await self.runtime.accept_user_message(
+        posted = await self.runtime.chat.accept_user_message(
             session, text, envelope_id=envelope_id(), user_ref=str(self.user_id)
         )
         key = ack_key(posted.result)
@@ -291,7 +292,7 @@ class TerminalChat:
         if option is None:
             await self._post(line)
             return
-        result = await self.runtime.answer_question(
+        result = await self.runtime.approvals.answer_question(
             asked.question_id, option=option, envelope_id=envelope_id()
         )
         if not result.applied:
@@ -299,7 +300,7 @@ class TerminalChat:
 
     async def _decide(self, line: str) -> None:
         pending = self.screen.approvals[0]
-        minutes = self.runtime.trust_minutes
+        minutes = self.runtime.approvals.trust_minutes
         answer = parse_approval(line, minutes, can_always=pending.can_always)
         if answer is None:
             unclear = (
@@ -309,16 +310,16 @@ class TerminalChat:
             return
         request, eid = pending.request_id, envelope_id()
         if answer.verdict is Verdict.TRUST_WHILE:
-            result, minutes, scope = await self.runtime.trust_for_a_while(request, envelope_id=eid)
+            result, minutes, scope = await self.runtime.approvals.trust_for_a_while(request, envelope_id=eid)
             if result.applied:
                 self.print(view.worded(self.t, "terminal-trusted", minutes=minutes, scope=scope))
         elif answer.verdict is Verdict.ALWAYS:
-            result, rule = await self.runtime.trust_always(request, envelope_id=eid)
+            result, rule = await self.runtime.approvals.trust_always(request, envelope_id=eid)
             if rule is not None:
                 self.print(view.worded(self.t, "terminal-always-saved", tool=rule.tool))
         else:
             approved = answer.verdict is Verdict.APPROVE
-            result = await self.runtime.decide(
+            result = await self.runtime.approvals.decide(
                 request, approved=approved, reason=answer.reason, envelope_id=eid
             )
         self._decided(request)
@@ -331,7 +332,7 @@ class TerminalChat:
             case CommandName.STOP:
                 await self._stop(interrupted=False)
             case CommandName.NEW:
-                self._session = await self.runtime.new_session(
+                self._session = await self.runtime.chat.new_session(
                     self.user_id,
                     user_id=self.user_id,
                     language=None,
@@ -342,10 +343,10 @@ class TerminalChat:
                 self.screen.question = None
                 self.print(view.worded(self.t, "new-session"))
             case CommandName.PAUSE:
-                paused = await self.runtime.pause(session, eid)
+                paused = await self.runtime.chat.pause(session, eid)
                 self.print(view.worded(self.t, "pausing" if paused else "nothing-to-pause"))
             case CommandName.RESUME:
-                resumed = await self.runtime.resume(session, eid)
+                resumed = await self.runtime.chat.resume(session, eid)
                 self.print(view.worded(self.t, "resumed" if resumed else "nothing-to-resume"))
             case CommandName.APPROVALS:
                 await self._list_approvals(session)
@@ -357,7 +358,7 @@ class TerminalChat:
                 pass
 
     async def _stop(self, *, interrupted: bool) -> None:
-        result = await self.runtime.stop(await self.session(), envelope_id())
+        result = await self.runtime.chat.stop(await self.session(), envelope_id())
         if interrupted:
             key = "terminal-stopping" if result.was_running else "terminal-interrupt-idle"
             self.print(view.worded(self.t, key))
@@ -365,7 +366,7 @@ class TerminalChat:
             self.print(view.worded(self.t, "nothing-to-stop"))
 
     async def _list_approvals(self, session: SessionRef) -> None:
-        pending = await self.runtime.pending_approvals(session)
+        pending = await self.runtime.approvals.pending_approvals(session)
         if not pending:
             self.print(view.worded(self.t, "approvals-none"))
             return
@@ -377,14 +378,14 @@ class TerminalChat:
 
     async def _cron(self, args: tuple[str, ...]) -> None:
         """``/cron`` lists the user's jobs; ``/cron kill <id>`` stops a running one."""
-        jobs = {job.id: job for job in await self.runtime.scheduler.list_jobs(self.user_id)}
+        jobs = {job.id: job for job in await self.runtime.jobs.list_jobs(self.user_id)}
         job_id = number(args[1]) if len(args) == 2 and args[0] == "kill" else None
         if job_id is not None:
             job = jobs.get(job_id)
             if job is None:
                 self.print(view.worded(self.t, "cron-not-found"))
                 return
-            killed = await self.runtime.kill_job(job.id)
+            killed = await self.runtime.jobs.kill_job(job.id)
             key = "cron-killed" if killed else "cron-not-running"
             self.print(view.worded(self.t, key, title=job.title, id=str(job.id)))
         elif args:
@@ -421,7 +422,7 @@ class TerminalChat:
             case TurnFinished():
                 self._turn_finished(event)
             case ApprovalRequested():
-                self.print(view.approval_prompt(self.t, event.details, self.runtime.trust_minutes))
+                self.print(view.approval_prompt(self.t, event.details, self.runtime.approvals.trust_minutes))
                 self._await_decision(
                     event.request_id, event.details.tool_name, can_always=event.details.can_always
                 )
@@ -471,7 +472,7 @@ class TerminalChat:
         if event.text.strip() and not repeated:
             self.print(view.answer(event.text))
         if not event.has_tool_calls and event.row_id is not None:
-            await self.runtime.answer_shown(event.row_id)  # else a restart shows it again
+            await self.runtime.chat.answer_shown(event.row_id)  # else a restart shows it again
 
     def _tool(self, event: ToolActivity) -> None:
         line = view.tool_line(event.name, event.summary, event.phase, event.runs_command)
@@ -522,4 +523,4 @@ class TerminalChat:
 
     async def _shown(self, outbox_id: int | None) -> None:
         if outbox_id is not None:
-            await self.runtime.output_shown(outbox_id)
+            await self.runtime.chat.output_shown(outbox_id)

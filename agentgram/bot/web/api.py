@@ -90,7 +90,7 @@ async def kill_job(state: WebState, job_id: int) -> bool:
     """The one kill both the API and the Kill button use: 404 unknown, 409 not running."""
     if await state.debug.job(job_id) is None:
         raise HTTPException(404, f"no job {job_id}")
-    if not await state.runtime.kill_job(job_id):
+    if not await state.runtime.jobs.kill_job(job_id):
         raise HTTPException(409, f"job {job_id} is not running")
     return True
 

@@ -18,12 +18,13 @@ from fastapi.responses import JSONResponse, Response
 from agentgram.bot.web import api, pages
 from agentgram.bot.web.auth import token_guard
 from agentgram.bot.web.settings import WebSettings
-from agentgram.bot.web.state import WebRuntime, WebState
+from agentgram.bot.web.state import WebState
 from agentgram.runtime.debug_view import Health, State
+from agentgram.runtime.door.protocols import Door
 from agentgram.runtime.infra import metrics
 
 
-def create_app(runtime: WebRuntime, settings: WebSettings, last_poll: Callable[[], float | None]) -> FastAPI:
+def create_app(runtime: Door, settings: WebSettings, last_poll: Callable[[], float | None]) -> FastAPI:
     assert settings.token is not None, "WebSettings refuses an enabled web view without a token"
     app = FastAPI(title="agentgram", summary="What the agent did: sessions, tool calls, runs, jobs.")
     app.state.web = WebState(runtime, settings, last_poll)

@@ -39,27 +39,28 @@ class _Server(uvicorn.Server):
         yield
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port``; :class:`ConfigError` (``web.listen``) when it cannot be."""
+def bind(host: str, port: int, key: str = "web.listen") -> socket.socket:
+    """A listening socket on ``host:port``; :class:`ConfigError` (naming ``key``) when it cannot be."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         return socket.create_server((host, port), family=family, backlog=128)
     except OSError as error:
         where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         reason = os.strerror(error.errno) if error.errno else str(error)
-        raise ConfigError("web.listen", f"cannot listen on {where}: {reason}") from None
+        raise ConfigError(key, f"cannot listen on {where}: {reason}") from None
 
 
 class WebServer:
     """One uvicorn server on one socket; :meth:`start` returns once it accepts connections."""
 
-    def __init__(self, app: FastAPI, listening: socket.socket) -> None:
+    def __init__(self, app: FastAPI, listening: socket.socket, name: str = "web view") -> None:
         config = uvicorn.Config(
             app, log_config=None, lifespan="off", access_log=False, ws="none", timeout_graceful_shutdown=5
         )
         self._server = _Server(config)
         self._task: asyncio.Task[None] | None = None
         self._socket = listening
+        self._name = name
 
     @property
     def address(self) -> tuple[str, int]:
@@ -68,7 +69,7 @@ class WebServer:
         return str(host), int(port)
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]), name="web")
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]), name=self._name)
         try:
             await self._until_started(self._task)
         except BaseException:
@@ -77,7 +78,7 @@ class WebServer:
             self._socket.close()
             raise
         host, port = self.address
-        log.info("web view on http://%s:%d", host, port)
+        log.info("%s on http://%s:%d", self._name, host, port)
 
     async def _until_started(self, task: asyncio.Task[None]) -> None:
         async with asyncio.timeout(START_TIMEOUT):
@@ -100,4 +101,4 @@ class WebServer:
         await cancel_and_wait(self._task)
         self._task = None
         self._socket.close()
-        log.info("web view stopped")
+        log.info("%s stopped", self._name)

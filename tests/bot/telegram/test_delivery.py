@@ -80,7 +80,7 @@ async def rig(tmp_path: Path, fake_llm: FakeOpenAI, telegram_library: str) -> As
         try:
             await api.get_me()
             async with runtime:
-                session, _ = await runtime.sessions.find_or_open(CHAT, user_id=CHAT, language="en")
+                session, _ = await runtime.session_store.find_or_open(CHAT, user_id=CHAT, language="en")
                 assert session.id is not None
                 to = Address(session_id=session.id, source=session.source, chat_id=CHAT, language="en")
                 yield Rig(tg, runtime, delivery, to)
@@ -173,7 +173,7 @@ async def _request(runtime: Runtime, session_id: int) -> tuple[str, int]:
         session_id=session_id, turn_id=turn_id, result=LLMRound(tool_calls=[call])
     )
     call_id = entry.calls[0].id or 0
-    request, _ = await runtime.approvals.request_for_call(session_id, call_id, CHAT)
+    request, _ = await runtime.approval_manager.request_for_call(session_id, call_id, CHAT)
     return request.id, call_id
 
 
@@ -187,7 +187,7 @@ async def test_an_approval_prompt_that_cannot_be_sent_expires_its_request(rig: R
     rig.tg.fail_next("sendMessage", status=400, description="Bad Request: chat is gone for a moment")
     rig.feed(_asked(rig, request_id, call_id))
     await rig.delivered()
-    request = await rig.runtime.approvals.get(request_id)
+    request = await rig.runtime.approval_manager.get(request_id)
     assert request is not None and request.status == ApprovalStatus.EXPIRED
     [told] = rig.chat()  # not the prompt: the chat is told it could not be shown
     assert "execute_cmd" in told.visible_text and not told.buttons

@@ -20,8 +20,9 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-async def db() -> AsyncIterator[Database]:
-    database = Database("sqlite+aiosqlite://")
+async def db(database_url: str) -> AsyncIterator[Database]:
+    """The scheduler's store on each backend (``tests/conftest.py``'s ``backend``)."""
+    database = Database(database_url)
     await migrate(database)
     yield database
     await database.close()

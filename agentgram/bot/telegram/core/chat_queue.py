@@ -262,6 +262,21 @@ class QueuedBot:
     async def delete_webhook(self) -> None:
         await self.queues.call(None, self.api.delete_webhook)
 
+    async def set_webhook(
+        self,
+        url: str,
+        secret_token: str,
+        max_connections: int,
+        allowed_updates: Sequence[str] = port.ALLOWED_UPDATES,
+    ) -> None:
+        await self.queues.call(
+            None, lambda: self.api.set_webhook(url, secret_token, max_connections, allowed_updates)
+        )
+
+    async def get_webhook_info(self) -> port.WebhookInfo:
+        """A read for ``/healthz``, outside the queues (a paused queue must not stall a probe)."""
+        return await self.api.get_webhook_info()
+
     async def set_my_commands(
         self, commands: Sequence[port.BotCommand], *, language_code: str | None = None
     ) -> None:

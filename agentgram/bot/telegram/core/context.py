@@ -11,13 +11,14 @@ from agentgram.bot.telegram.core.access_list import AccessList
 from agentgram.bot.telegram.core.incoming import Update
 from agentgram.bot.telegram.core.router import HandlerContext
 from agentgram.bot.telegram.views.delivery import Delivery
-from agentgram.runtime.app import Runtime, SessionRef
+from agentgram.runtime.app import SessionRef
+from agentgram.runtime.door.protocols import Door
 from agentgram.runtime.infra.i18n import Translator
 
 
 @dataclass(slots=True)
 class BotContext:
-    runtime: Runtime
+    runtime: Door
     settings: BotSettings
     translator: Translator
     delivery: Delivery
@@ -45,14 +46,21 @@ class BotContext:
     async def session(self, update: Update) -> SessionRef:
         chat, user = update.effective_chat, update.effective_user
         assert chat is not None
-        return await self.runtime.chat_session(
+        return await self.runtime.chat.chat_session(
             chat.id, user_id=user.id if user else None, language=self.lang(update)
         )
 
 
 def envelope_id(update: Update) -> str:
-    """Mail ids derive from Telegram's sequential ``update_id``: redelivery is a duplicate."""
-    return f"tg:{update.update_id}"
+    """Mail ids derive from Telegram's sequential ``update_id``: redelivery is a duplicate.
+
+    A webhook's update also carries its window (:func:`.webhook.dedup_window`, the day of its
+    message): ``update_id``s restart at random after a week without updates, and a new update must
+    not be taken for an old one's redelivery. Polled updates keep the plain id (:mod:`.ingest`).
+    """
+    if update.dedup_window is None:
+        return f"tg:{update.update_id}"
+    return f"tg:{update.update_id}:{update.dedup_window}"
 
 
 def bot_context(context: HandlerContext) -> BotContext:

@@ -152,6 +152,9 @@ class Update:
     callback_query: CallbackQuery | None = None
     other_user: User | None = None  # the sender of a kind agentgram does not handle (my_chat_member…)
     other_chat: Chat | None = None
+    dedup_window: str | None = None
+    """Set by webhook ingest (:mod:`.webhook`): what, beside ``update_id``, keys the update's mail
+    (:func:`~.context.envelope_id`); ``None`` for polled updates."""
 
     @property
     def effective_message(self) -> Message | None:
@@ -200,7 +203,10 @@ def from_library(update: Any, api: BotApi) -> Update:
         callback_query=_query(query, api) if query is not None else None,
         other_user=_user(getattr(other, "from_user", None) or getattr(other, "user", None)),
         other_chat=_chat(getattr(other, "chat", None)),
-        **messages,
+        message=messages["message"],
+        edited_message=messages["edited_message"],
+        channel_post=messages["channel_post"],
+        edited_channel_post=messages["edited_channel_post"],
     )
 
 

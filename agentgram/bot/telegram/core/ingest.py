@@ -253,7 +253,7 @@ class Ingest:
             except Exception as error:
                 batch.poison.append(_poison(update_id, raw, error))
                 continue
-            if _is_known(update):
+            if is_known(update):
                 batch.lanes.setdefault(_lane(update), []).append(update)
         return batch
 
@@ -298,7 +298,7 @@ class Ingest:
             pass
 
 
-def _is_known(update: Update) -> bool:
+def is_known(update: Update) -> bool:
     """An update of a type this version of agentgram handles (unknown types are extra keys)."""
     return (
         update.message is not None or update.edited_message is not None or update.callback_query is not None

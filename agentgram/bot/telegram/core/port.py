@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -171,6 +172,16 @@ class BotCommand:
     description: str
 
 
+@dataclass(slots=True, frozen=True)
+class WebhookInfo:
+    """``getWebhookInfo``'s answer, the part agentgram reports (``/healthz`` in webhook mode)."""
+
+    url: str
+    pending_update_count: int = 0
+    last_error_date: datetime | None = None
+    last_error_message: str | None = None
+
+
 class BotApi(Protocol):
     """What the adapter asks of Telegram. Every method raises this module's errors only."""
 
@@ -183,7 +194,20 @@ class BotApi(Protocol):
         """The bot's user id, once :meth:`get_me` answered (which messages are its own)."""
 
     async def get_me(self) -> BotIdentity: ...
-    async def delete_webhook(self) -> None: ...
+    async def delete_webhook(self) -> None:
+        """Polling's start only: a bot in webhook mode never calls it (it would end the webhook)."""
+
+    async def set_webhook(
+        self,
+        url: str,
+        secret_token: str,
+        max_connections: int,
+        allowed_updates: Sequence[str] = ALLOWED_UPDATES,
+    ) -> None:
+        """``setWebhook`` (idempotent), never with ``drop_pending_updates``: updates Telegram
+        holds for the bot are delivered, not dropped."""
+
+    async def get_webhook_info(self) -> WebhookInfo: ...
     async def set_my_commands(
         self, commands: Sequence[BotCommand], *, language_code: str | None = None
     ) -> None: ...
@@ -258,4 +282,5 @@ __all__ = [
     "TelegramError",
     "Text",
     "TimedOut",
+    "WebhookInfo",
 ]

@@ -158,7 +158,9 @@ class Dispatcher:
     def handlers(self, group: int) -> tuple[Handler, ...]:
         return next((handlers for number, handlers in self.groups if number == group), ())
 
-    async def process(self, update: Update, shared: BotContext) -> None:
+    async def process(self, update: Update, shared: BotContext, *, reraise: bool = False) -> None:
+        """Run the update's handlers; a failing one is logged, or with ``reraise`` raised (the
+        webhook answers by it: a database that failed a handler is a 503, see :mod:`.webhook`)."""
         try:
             for group, handlers in self.groups:
                 for handler in handlers:
@@ -171,6 +173,8 @@ class Dispatcher:
         except StopUpdate:
             return
         except Exception:
+            if reraise:
+                raise
             log.exception("handler failed on update %s", update.update_id)
 
 

@@ -47,6 +47,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import aiohttp
+
+import agentgram.bot.telegram.drivers.aiogram_models  # noqa: F401  (first: see its docstring)
+
+# isort: split
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.session.middlewares.base import BaseRequestMiddleware, NextRequestMiddlewareType
@@ -102,6 +106,7 @@ from agentgram.bot.telegram.core.port import (
     TelegramError,
     Text,
     TimedOut,
+    WebhookInfo,
 )
 from agentgram.bot.telegram.core.ratelimit import UNLIMITED, UNMETERED
 
@@ -172,6 +177,26 @@ class AiogramApi:
     async def delete_webhook(self) -> None:
         with _mapped():
             await self._bot.delete_webhook()
+
+    async def set_webhook(
+        self,
+        url: str,
+        secret_token: str,
+        max_connections: int,
+        allowed_updates: Sequence[str] = ALLOWED_UPDATES,
+    ) -> None:
+        with _mapped():
+            await self._bot.set_webhook(
+                url,
+                secret_token=secret_token,
+                max_connections=max_connections,
+                allowed_updates=list(allowed_updates),
+            )
+
+    async def get_webhook_info(self) -> WebhookInfo:
+        with _mapped():
+            info = await self._bot.get_webhook_info()
+        return WebhookInfo(info.url, info.pending_update_count, info.last_error_date, info.last_error_message)
 
     async def set_my_commands(
         self, commands: Sequence[BotCommand], *, language_code: str | None = None

@@ -173,6 +173,28 @@ class PtbApi:
         async with _mapped():
             await self.bot.delete_webhook()
 
+    async def set_webhook(
+        self,
+        url: str,
+        secret_token: str,
+        max_connections: int,
+        allowed_updates: Sequence[str] = port.ALLOWED_UPDATES,
+    ) -> None:
+        async with _mapped():
+            await self.bot.set_webhook(
+                url,
+                secret_token=secret_token,
+                max_connections=max_connections,
+                allowed_updates=list(allowed_updates),
+            )
+
+    async def get_webhook_info(self) -> port.WebhookInfo:
+        async with _mapped():
+            info = await self.bot.get_webhook_info()
+        return port.WebhookInfo(
+            info.url, info.pending_update_count, info.last_error_date, info.last_error_message
+        )
+
     async def set_my_commands(
         self, commands: Sequence[port.BotCommand], *, language_code: str | None = None
     ) -> None:

@@ -22,7 +22,7 @@ from agentgram.bot.telegram.handlers import buttons
 from agentgram.bot.telegram.handlers.buttons import callback_query
 from agentgram.bot.telegram.views.render import escape
 from agentgram.bot.telegram.views.wording import local_time, scope_text
-from agentgram.runtime.app import Bypass, DecisionResult, Rule
+from agentgram.runtime.app import Bypass, Decision, Rule
 from agentgram.runtime.core.approvals.trust import describe
 
 # --- the prompt's buttons ------------------------------------------------------------
@@ -30,21 +30,23 @@ from agentgram.runtime.core.approvals.trust import describe
 
 async def _decide(update: Update, ctx: BotContext, button: Button) -> None:
     approved = button.action == ButtonAction.APPROVE
-    result = await ctx.runtime.decide(
+    result = await ctx.runtime.approvals.decide(
         button.arg, approved=approved, reason=None, envelope_id=envelope_id(update)
     )
     await _toast(update, ctx, result, "approval-approved" if approved else "approval-rejected")
 
 
 async def _trust_15(update: Update, ctx: BotContext, button: Button) -> None:
-    result, minutes, scope = await ctx.runtime.trust_for_a_while(button.arg, envelope_id=envelope_id(update))
+    result, minutes, scope = await ctx.runtime.approvals.trust_for_a_while(
+        button.arg, envelope_id=envelope_id(update)
+    )
     covered = scope_text(ctx.translator, ctx.lang(update), scope)
     await _toast(update, ctx, result, "trust-bypass-on", minutes=minutes, scope=covered)
 
 
 async def _always(update: Update, ctx: BotContext, button: Button) -> None:
     """Show the rule "Always" would save; nothing is saved or decided until it is confirmed."""
-    rule = await ctx.runtime.propose_always(button.arg)
+    rule = await ctx.runtime.approvals.propose_always(button.arg)
     if rule is None:
         await buttons.answer(update, ctx.text(update, "approval-stale"))
         return
@@ -65,7 +67,7 @@ async def _always(update: Update, ctx: BotContext, button: Button) -> None:
 
 async def _always_confirm(update: Update, ctx: BotContext, button: Button) -> None:
     query = callback_query(update)
-    result, rule = await ctx.runtime.trust_always(button.arg, envelope_id=envelope_id(update))
+    result, rule = await ctx.runtime.approvals.trust_always(button.arg, envelope_id=envelope_id(update))
     await _toast(update, ctx, result, "approval-approved")
     message = query.message
     if message is None:
@@ -84,9 +86,7 @@ async def _always_cancel(update: Update, ctx: BotContext, button: Button) -> Non
         await query.delete_message()
 
 
-async def _toast(
-    update: Update, ctx: BotContext, result: DecisionResult, key: str, **params: str | int
-) -> None:
+async def _toast(update: Update, ctx: BotContext, result: Decision, key: str, **params: str | int) -> None:
     text = ctx.text(update, key, **params) if result.applied else ctx.text(update, "approval-stale")
     await buttons.answer(update, text)
 
@@ -102,7 +102,7 @@ async def list_approvals(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
-    pending = await ctx.runtime.pending_approvals(await ctx.session(update), limit=APPROVALS_SHOWN)
+    pending = await ctx.runtime.approvals.pending_approvals(await ctx.session(update), limit=APPROVALS_SHOWN)
     if not pending:
         await send_html(context.bot, chat.id, ctx.text(update, "approvals-none"))
         return
@@ -119,7 +119,7 @@ async def list_trust(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
-    trust = ctx.runtime.trust_overview(await ctx.session(update))
+    trust = ctx.runtime.approvals.trust_overview(await ctx.session(update))
     if not trust.bypasses and not trust.rules:
         await send_html(context.bot, chat.id, ctx.text(update, "trust-none"))
         return
@@ -145,12 +145,12 @@ def _rule_line(rule: Rule) -> str:
 
 
 async def _revoke_bypass(update: Update, ctx: BotContext, button: Button) -> None:
-    removed = ctx.runtime.revoke_bypass(await ctx.session(update), _scope_from_arg(button.arg))
+    removed = ctx.runtime.approvals.revoke_bypass(await ctx.session(update), _scope_from_arg(button.arg))
     await _revoked(update, ctx, removed)
 
 
 async def _revoke_rule(update: Update, ctx: BotContext, button: Button) -> None:
-    removed = button.arg.isdigit() and await ctx.runtime.revoke_rule(int(button.arg))
+    removed = button.arg.isdigit() and await ctx.runtime.approvals.revoke_rule(int(button.arg))
     await _revoked(update, ctx, removed)
 
 

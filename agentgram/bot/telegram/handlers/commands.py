@@ -73,7 +73,7 @@ async def new(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     chat, user = update.effective_chat, update.effective_user
     assert chat is not None
-    await ctx.runtime.new_session(
+    await ctx.runtime.chat.new_session(
         chat.id, user_id=user.id if user else None, language=ctx.lang(update), envelope_id=envelope_id(update)
     )
     await _reply(update, context, "new-session")
@@ -81,18 +81,18 @@ async def new(update: Update, context: HandlerContext) -> None:
 
 async def stop(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
-    await ctx.runtime.stop(await ctx.session(update), envelope_id(update))
+    await ctx.runtime.chat.stop(await ctx.session(update), envelope_id(update))
 
 
 async def pause(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
-    running = await ctx.runtime.pause(await ctx.session(update), envelope_id(update))
+    running = await ctx.runtime.chat.pause(await ctx.session(update), envelope_id(update))
     await _reply(update, context, "pausing" if running else "nothing-to-pause")
 
 
 async def resume(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
-    resumed = await ctx.runtime.resume(await ctx.session(update), envelope_id(update))
+    resumed = await ctx.runtime.chat.resume(await ctx.session(update), envelope_id(update))
     await _reply(update, context, "resumed" if resumed else "nothing-to-resume")
 
 

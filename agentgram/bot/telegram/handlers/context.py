@@ -48,7 +48,7 @@ def _when(update: Update, ctx: BotContext, moment: datetime) -> str:
 
 async def context_(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
-    usage = await ctx.runtime.context_usage(await ctx.session(update))
+    usage = await ctx.runtime.chat.context_usage(await ctx.session(update))
     lines = [
         ctx.text(
             update,
@@ -88,7 +88,7 @@ _COMPACT_KEYS = {
 
 async def compact(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
-    report = await ctx.runtime.compact(await ctx.session(update))
+    report = await ctx.runtime.chat.compact(await ctx.session(update))
     await _say(update, ctx, ctx.text(update, _COMPACT_KEYS[report.outcome], rows=report.folded_rows))
 
 
@@ -101,7 +101,7 @@ async def search(update: Update, context: HandlerContext) -> None:
     if not words:
         await _say(update, ctx, ctx.text(update, "search-usage"))
         return
-    hits = await ctx.runtime.search_history(_chat_id(update), words, SEARCH_HITS)
+    hits = await ctx.runtime.chat.search_history(_chat_id(update), words, SEARCH_HITS)
     if not hits:
         await _say(update, ctx, ctx.text(update, "search-none", words=escape(words)))
         return
@@ -129,7 +129,9 @@ def _open_buttons(hits: list[SearchHit]) -> Keyboard:
 
 
 async def open_exchange(update: Update, ctx: BotContext, button: Button) -> None:
-    exchange = await ctx.runtime.exchange(_chat_id(update), int(button.arg)) if button.arg.isdigit() else None
+    exchange = (
+        await ctx.runtime.chat.exchange(_chat_id(update), int(button.arg)) if button.arg.isdigit() else None
+    )
     if exchange is None:
         await buttons.answer(update, ctx.text(update, "search-gone"))
         return

@@ -30,7 +30,7 @@ async def jobs(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
-    running = ctx.runtime.running_calls(await ctx.session(update))
+    running = ctx.runtime.calls.running_calls(await ctx.session(update))
     if not running:
         await send_html(context.bot, chat.id, ctx.text(update, "jobs-none"))
         return
@@ -60,7 +60,7 @@ def _stop_buttons(update: Update, ctx: BotContext, running: list[RunningCall]) -
 async def stop_call(update: Update, ctx: BotContext, button: Button) -> None:
     """⏹ on a running call: cancelled only if it runs in this chat's session (the arg is untrusted)."""
     session = await ctx.session(update)
-    stopping = button.arg.isdigit() and await ctx.runtime.cancel_call(
+    stopping = button.arg.isdigit() and await ctx.runtime.calls.cancel_call(
         session, int(button.arg), envelope_id=envelope_id(update)
     )
     await buttons.answer(update, ctx.text(update, "jobs-toast-stopping" if stopping else "jobs-toast-gone"))

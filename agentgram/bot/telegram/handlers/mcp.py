@@ -25,7 +25,7 @@ async def mcp(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
-    servers = await ctx.runtime.mcp_overview(await ctx.session(update))
+    servers = await ctx.runtime.sessions.mcp_overview(await ctx.session(update))
     if not servers:
         await send_html(context.bot, chat.id, ctx.text(update, "mcp-none"))
         return

@@ -110,7 +110,7 @@ async def _post(
     message = update.message
     assert message is not None
     session = await ctx.session(update)
-    posted = await ctx.runtime.accept_user_message(
+    posted = await ctx.runtime.chat.accept_user_message(
         session,
         text,
         envelope_id=envelope_id(update),
@@ -127,7 +127,11 @@ async def _post(
     result = posted.result
     # what the turn waits for is read now, as the message is taken in: the chat's queue may hold
     # the reaction below behind the prompt's own send
-    awaited = await ctx.runtime.awaited_approval(session) if result == PostResult.WAITING_APPROVAL else None
+    awaited = (
+        await ctx.runtime.approvals.awaited_approval(session)
+        if result == PostResult.WAITING_APPROVAL
+        else None
+    )
     if result in _READ_AT_NEXT_STEP:
         try:
             await message.set_reaction("👀")
@@ -165,14 +169,16 @@ async def _reject_with_reason(update: Update, ctx: BotContext) -> bool:
     assert message is not None and message.reply_to_message is not None
     request_id = _prompt_request(message.reply_to_message, update.get_bot().id)
     if request_id is None:
-        request = await ctx.runtime.approval_for_message(message.chat_id, message.reply_to_message.message_id)
+        request = await ctx.runtime.approvals.approval_for_message(
+            message.chat_id, message.reply_to_message.message_id
+        )
         if request is None:
             return False
         if request.status != ApprovalStatus.PENDING:
             await _say_stale(update, ctx)
             return True
         request_id = request.request_id
-    result = await ctx.runtime.decide(
+    result = await ctx.runtime.approvals.decide(
         request_id, approved=False, reason=message.text, envelope_id=envelope_id(update), how=DecidedBy.REPLY
     )
     if not result.applied:

@@ -58,7 +58,7 @@ def _item(update: Update, ctx: BotContext, info: ModelInfo) -> str:
 
 def _model_list(update: Update, ctx: BotContext, current: ModelInfo) -> tuple[str, Keyboard | None]:
     """The list and its buttons, as sent and as redrawn after a switch."""
-    choices = ctx.runtime.model_choices
+    choices = ctx.runtime.sessions.model_choices
     if len(choices) == 1:
         return ctx.text(update, "models-only-one", model=escape(current.model)), None
     lines = [
@@ -86,12 +86,12 @@ async def model(update: Update, context: HandlerContext) -> None:
     if args:
         await _switch_by_name(update, ctx, session, args[0])
         return
-    html, keyboard = _model_list(update, ctx, await ctx.runtime.session_model(session))
+    html, keyboard = _model_list(update, ctx, await ctx.runtime.sessions.session_model(session))
     await send_html(update.get_bot(), _chat_id(update), html, reply_markup=keyboard)
 
 
 async def _switch_by_name(update: Update, ctx: BotContext, session: SessionRef, name: str) -> None:
-    chosen = await ctx.runtime.choose_model(session, name)
+    chosen = await ctx.runtime.sessions.choose_model(session, name)
     if chosen is None:
         html = ctx.text(update, "models-unknown", name=escape(name))
     else:
@@ -101,10 +101,10 @@ async def _switch_by_name(update: Update, ctx: BotContext, session: SessionRef, 
 
 async def _picked(update: Update, ctx: BotContext, button: Button) -> None:
     session = await ctx.session(update)
-    chosen = await ctx.runtime.choose_model(session, button.arg)
+    chosen = await ctx.runtime.sessions.choose_model(session, button.arg)
     if chosen is None:
         await buttons.answer(update, ctx.text(update, "models-unknown-toast"))
-        chosen = await ctx.runtime.session_model(session)
+        chosen = await ctx.runtime.sessions.session_model(session)
     else:
         await buttons.answer(update, ctx.text(update, "models-switched-toast", name=chosen.name))
     html, keyboard = _model_list(update, ctx, chosen)
@@ -151,7 +151,7 @@ def _cost_text(update: Update, ctx: BotContext, cost: SessionCost) -> str:
 
 async def cost(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
-    usage = await ctx.runtime.session_cost(await ctx.session(update))
+    usage = await ctx.runtime.sessions.session_cost(await ctx.session(update))
     await send_html(update.get_bot(), _chat_id(update), _cost_text(update, ctx, usage))
 
 

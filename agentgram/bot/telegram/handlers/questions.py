@@ -25,7 +25,9 @@ async def _answer(update: Update, ctx: BotContext, button: Button) -> None:
         await buttons.answer(update, ctx.text(update, "question-toast-stale"))
         return
     question_id, option = parsed
-    result = await ctx.runtime.answer_question(question_id, option=option, envelope_id=envelope_id(update))
+    result = await ctx.runtime.approvals.answer_question(
+        question_id, option=option, envelope_id=envelope_id(update)
+    )
     await buttons.answer(
         update, ctx.text(update, "question-toast-answered" if result.applied else "question-toast-stale")
     )
@@ -34,7 +36,7 @@ async def _answer(update: Update, ctx: BotContext, button: Button) -> None:
 async def answer_by_text(update: Update, ctx: BotContext, text: str) -> bool:
     """``text`` answers the session's pending question, if it has one (then it is no message)."""
     session = await ctx.session(update)
-    return await ctx.runtime.answer_pending_question(session, text, envelope_id=envelope_id(update))
+    return await ctx.runtime.approvals.answer_pending_question(session, text, envelope_id=envelope_id(update))
 
 
 router = Router("questions", buttons={ButtonAction.QUESTION_ANSWER: _answer})

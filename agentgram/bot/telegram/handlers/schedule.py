@@ -33,10 +33,10 @@ from agentgram.bot.telegram.core.sender import edit_html, send_html
 from agentgram.bot.telegram.handlers import buttons
 from agentgram.bot.telegram.views.render import escape
 from agentgram.bot.telegram.views.wording import local_time, schedule_error, schedule_text
+from agentgram.runtime.door.protocols import JobsDoor
 from agentgram.runtime.scheduler.commands import split_schedule
 from agentgram.runtime.scheduler.jobs import JobFinished, JobNotFound
 from agentgram.runtime.scheduler.schedule import ScheduleError
-from agentgram.runtime.scheduler.service import SchedulerService
 from agentgram.runtime.scheduler.tic import DeferBusy, Run, SkipNothingToDo, SkipQuiet
 from agentgram.runtime.scheduler.values import Job, JobSpec, TicRecord, TicRunStatus
 
@@ -71,7 +71,7 @@ _SKIP_REASONS = {
 
 async def tic(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
-    service = ctx.runtime.scheduler
+    service = ctx.runtime.jobs
     args = context.args or []
     sub = args[0].lower() if args else ""
     if not sub:
@@ -97,7 +97,7 @@ async def tic(update: Update, context: HandlerContext) -> None:
         await _say(update, ctx, "tic-usage")
 
 
-async def _tic_status(update: Update, ctx: BotContext, service: SchedulerService) -> None:
+async def _tic_status(update: Update, ctx: BotContext, service: JobsDoor) -> None:
     status = await service.tic_status()
     tz = ctx.runtime.timezone
     last = ctx.text(update, "tic-never")
@@ -154,9 +154,9 @@ async def cron(update: Update, context: HandlerContext) -> None:
 
 
 async def _add(update: Update, ctx: BotContext, text: str) -> None:
-    service = ctx.runtime.scheduler
+    service = ctx.runtime.jobs
     try:
-        schedule, prompt = split_schedule(text, ctx.runtime.timezone, service.clock.now())
+        schedule, prompt = split_schedule(text, ctx.runtime.timezone, service.now())
         job = await service.add_job(
             JobSpec(title="", schedule=schedule, prompt=prompt, chat_id=_chat_id(update))
         )
@@ -177,10 +177,10 @@ async def _add(update: Update, ctx: BotContext, text: str) -> None:
 
 
 async def _kill(update: Update, ctx: BotContext, job_id: int) -> None:
-    service = ctx.runtime.scheduler
+    service = ctx.runtime.jobs
     try:
         job = await service.job(job_id, chat_id=_chat_id(update))
-        killed = await service.kill(job_id, chat_id=_chat_id(update))
+        killed = await service.kill_job(job_id, chat_id=_chat_id(update))
     except JobNotFound:
         await _say(update, ctx, "cron-not-found")
         return
@@ -189,7 +189,7 @@ async def _kill(update: Update, ctx: BotContext, job_id: int) -> None:
 
 
 async def _list(update: Update, ctx: BotContext) -> None:
-    jobs = await ctx.runtime.scheduler.list_jobs(_chat_id(update))
+    jobs = await ctx.runtime.jobs.list_jobs(_chat_id(update))
     if not jobs:
         await _say(update, ctx, "cron-none")
         return
@@ -248,7 +248,7 @@ async def _pressed_job(update: Update, ctx: BotContext, button: Button) -> Job |
     try:
         if not button.arg.isdigit():
             raise JobNotFound(-1)  # not a job id the codec would make: answered like a deleted job
-        return await ctx.runtime.scheduler.job(int(button.arg), chat_id=_chat_id(update))
+        return await ctx.runtime.jobs.job(int(button.arg), chat_id=_chat_id(update))
     except JobNotFound:
         await _gone(update, ctx)
         return None
@@ -279,7 +279,7 @@ async def _run_now(update: Update, ctx: BotContext, button: Button) -> None:
     if job is None:
         return
     try:
-        started = await ctx.runtime.scheduler.run_now(job.id, chat_id=_chat_id(update))
+        started = await ctx.runtime.jobs.run_now(job.id, chat_id=_chat_id(update))
     except JobNotFound:  # deleted in between
         await _gone(update, ctx)
         return
@@ -294,7 +294,7 @@ async def _toggle(update: Update, ctx: BotContext, button: Button) -> None:
     enable = button.action == ButtonAction.CRON_RESUME
     key = "cron-resumed" if enable else "cron-paused"
     try:
-        job = await ctx.runtime.scheduler.set_enabled(job.id, enable, chat_id=_chat_id(update))
+        job = await ctx.runtime.jobs.set_enabled(job.id, enable, chat_id=_chat_id(update))
     except JobNotFound:  # deleted in between
         await _gone(update, ctx)
         return
@@ -327,7 +327,7 @@ async def _delete_confirm(update: Update, ctx: BotContext, button: Button) -> No
     if job is None:
         return
     try:
-        await ctx.runtime.scheduler.delete_job(job.id, chat_id=_chat_id(update))
+        await ctx.runtime.jobs.delete_job(job.id, chat_id=_chat_id(update))
     except JobNotFound:  # deleted in between: the card goes all the same
         pass
     await buttons.answer(update, ctx.text(update, "cron-deleted", title=_toast_title(job)))

@@ -18,7 +18,7 @@ async def skills(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     chat = update.effective_chat
     assert chat is not None
-    found = ctx.runtime.skills()
+    found = ctx.runtime.sessions.skills()
     if not found:
         await send_html(context.bot, chat.id, ctx.text(update, "skills-none"))
         return

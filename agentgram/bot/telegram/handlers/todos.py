@@ -17,7 +17,7 @@ async def todos(update: Update, context: HandlerContext) -> None:
     chat = update.effective_chat
     assert chat is not None
     session = await ctx.session(update)
-    items = await ctx.runtime.todos(session)
+    items = await ctx.runtime.chat.todos(session)
     html = todos_view.todos_html(ctx.translator, ctx.lang(update), items)
     await todos_view.send(context.bot, ctx.runtime.values, chat.id, session.id, html)
 

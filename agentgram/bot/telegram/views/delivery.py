@@ -63,7 +63,8 @@ from agentgram.bot.telegram.views.render import escape, markdown_to_html
 from agentgram.bot.telegram.views.reports import report_html
 from agentgram.bot.telegram.views.status_line import StatusView, close_left_line
 from agentgram.bot.telegram.views.stream import EditPace, StreamView
-from agentgram.runtime.app import ApprovalStatus, Runtime, SessionSource
+from agentgram.runtime.app import ApprovalStatus, SessionSource
+from agentgram.runtime.door.protocols import Door
 from agentgram.runtime.infra.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -130,7 +131,7 @@ class Delivery:
     def __init__(
         self,
         bot: BotApi,
-        runtime: Runtime,
+        runtime: Door,
         translator: Translator,
         edit_interval: float,
         *,
@@ -182,7 +183,7 @@ class Delivery:
             """The chat's turn is blocked on a decision — also one whose prompt a previous process
             sent, which a resumed turn waits on without a new :class:`ApprovalRequested`."""
             session = box.turn_session
-            return session is not None and self.runtime.waits_for_decision(session)
+            return session is not None and self.runtime.approvals.waits_for_decision(session)
 
         actions = ChatActions(self.bot, chat_id, self._tasks, waits_for_user, TYPING_AFTER, TYPING_EVERY)
         box = ChatOutbox(chat_id, stream, status, actions, pace)
@@ -320,7 +321,7 @@ class Delivery:
         await self._flush(box, force=True)
         await send_html(self.bot, box.chat_id, html, silent=silent, reply_to=reply_to, retry=PERSISTENT)
         if outbox_id is not None:
-            await self.runtime.output_shown(outbox_id)
+            await self.runtime.chat.output_shown(outbox_id)
 
     async def _on_delta(self, box: ChatOutbox, text: str) -> None:
         if not box.stream.add(text):
@@ -335,7 +336,7 @@ class Delivery:
         shown = await self._flush(box, force=True, retry=PERSISTENT)
         box.stream.end()
         if shown and not event.has_tool_calls and event.row_id is not None:
-            await self.runtime.answer_shown(event.row_id)  # else a restart sends it
+            await self.runtime.chat.answer_shown(event.row_id)  # else a restart sends it
 
     async def _on_turn_finished(self, box: ChatOutbox, event: TurnFinished) -> None:
         await self._flush(box, force=True, retry=BRIEF)  # the tool lines' final ✓ / ✗
@@ -367,7 +368,7 @@ class Delivery:
             await self._prompt_not_shown(box, event)
             return
         await self.records.save_prompt(PromptShown(event.request_id, sent.message_id, prompt.body))
-        await self.runtime.prompt_shown(event.request_id, box.chat_id, sent.message_id)
+        await self.runtime.approvals.prompt_shown(event.request_id, box.chat_id, sent.message_id)
         if prompt.attachment is not None:
             try:
                 attached = FileUpload(
@@ -391,7 +392,7 @@ class Delivery:
             event.request_id,
             box.chat_id,
         )
-        await self.runtime.prompt_not_shown(event.request_id)
+        await self.runtime.approvals.prompt_not_shown(event.request_id)
         notice = self.t.t(box.language, "approval-not-shown", tool=escape(event.details.tool_name))
         await send_html(self.bot, box.chat_id, notice, retry=BRIEF)
 
@@ -434,7 +435,7 @@ class Delivery:
         finally:
             box.actions.stop()
         if event.outbox_id is not None:
-            await self.runtime.output_shown(event.outbox_id)
+            await self.runtime.chat.output_shown(event.outbox_id)
 
     async def _file_not_sent(self, box: ChatOutbox, name: str, reason: str) -> None:
         text = self.t.t(box.language, "file-send-failed", name=escape(name), reason=escape(reason))

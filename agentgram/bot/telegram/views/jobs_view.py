@@ -59,12 +59,19 @@ class KeyValues(Protocol):
     async def values_with_prefix(self, prefix: str) -> dict[str, str]: ...
 
 
+class Runs(Protocol):
+    """A tracked call's run as it stands (the door's ``calls`` part has it)."""
+
+    async def call_run(self, run_id: int) -> CallRun | None: ...
+
+
 class JobsRuntime(Protocol):
     """What the lines need of the runtime: its key-value store and a run as it stands."""
 
     @property
     def values(self) -> KeyValues: ...
-    async def call_run(self, run_id: int) -> CallRun | None: ...
+    @property
+    def calls(self) -> Runs: ...
 
 
 # --- wording (the one place a tracked call reads in the chat) -----------------------------------
@@ -218,7 +225,7 @@ class JobLines:
             await self.runtime.values.delete_value(key)
             return
         run_id, chat_id, message_id, command, lang = record
-        run = await self.runtime.call_run(run_id)
+        run = await self.runtime.calls.call_run(run_id)
         if run is None or run.finished_at is None or run.status not in _ENDED:
             html = ended_html(self.t, lang, command, "orphaned", "")
         else:

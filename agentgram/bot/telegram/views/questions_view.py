@@ -16,7 +16,8 @@ from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, enco
 from agentgram.bot.telegram.core.port import BotApi, Keyboard, KeyButton
 from agentgram.bot.telegram.core.sender import PERSISTENT, edit_html, send_html
 from agentgram.bot.telegram.views.render import escape
-from agentgram.runtime.app import QuestionStatus, Runtime
+from agentgram.runtime.app import QuestionStatus
+from agentgram.runtime.door.protocols import Door
 from agentgram.runtime.infra.events import QuestionAsked, QuestionResolved
 from agentgram.runtime.infra.i18n import Translator
 
@@ -58,7 +59,7 @@ def parse_button(arg: str) -> tuple[str, int] | None:
 
 
 async def show(
-    bot: BotApi, runtime: Runtime, t: Translator, lang: str | None, event: QuestionAsked | QuestionResolved
+    bot: BotApi, runtime: Door, t: Translator, lang: str | None, event: QuestionAsked | QuestionResolved
 ) -> None:
     chat_id = event.to.chat_id
     assert chat_id is not None
@@ -68,7 +69,7 @@ async def show(
         keyboard = question_keyboard(event.question_id, event.options)
         sent = await send_html(bot, chat_id, html, reply_markup=keyboard, retry=PERSISTENT)
         if sent is not None:
-            await runtime.question_shown(event.question_id, chat_id, sent.message_id)
+            await runtime.approvals.question_shown(event.question_id, chat_id, sent.message_id)
         return
     if event.message_id is None:  # never shown: nothing to edit
         return

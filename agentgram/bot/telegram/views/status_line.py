@@ -19,7 +19,8 @@ from agentgram.bot.telegram.core.records import ChatRecords, StatusLine
 from agentgram.bot.telegram.core.sender import BRIEF, PERSISTENT, Edit, MessageGroup, Retry, edit_html
 from agentgram.bot.telegram.views.render import escape
 from agentgram.bot.telegram.views.split import split_html
-from agentgram.runtime.app import Runtime, ToolCallStatus
+from agentgram.runtime.app import ToolCallStatus
+from agentgram.runtime.door.protocols import Door
 from agentgram.runtime.infra.events import ToolActivity, ToolPhase
 from agentgram.runtime.infra.i18n import Translator
 
@@ -124,12 +125,12 @@ class StatusView:
 
 
 async def close_left_line(
-    bot: BotApi, t: Translator, runtime: Runtime, records: ChatRecords, line: StatusLine
+    bot: BotApi, t: Translator, runtime: Door, records: ChatRecords, line: StatusLine
 ) -> None:
     """Close a line a previous process left: each call with its final mark or "interrupted"."""
     interrupted = t.t(line.language, "tool-interrupted")
     rows = []
-    for call in await runtime.call_states(line.call_ids):
+    for call in await runtime.calls.call_states(line.call_ids):
         phase = _CLOSED_PHASE.get(call.status)
         shown = ToolLine(call.name, call.summary, phase or ToolPhase.RUNNING, call.runs_command)
         rows.append(shown.html(None if phase else interrupted))

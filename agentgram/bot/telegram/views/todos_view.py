@@ -18,7 +18,8 @@ from typing import Protocol
 from agentgram.bot.telegram.core.port import BotApi
 from agentgram.bot.telegram.core.sender import PERSISTENT, Edit, edit_html, send_html
 from agentgram.bot.telegram.views.render import escape
-from agentgram.runtime.app import Runtime, TodoItem, TodoStatus
+from agentgram.runtime.app import TodoItem, TodoStatus
+from agentgram.runtime.door.protocols import Door
 from agentgram.runtime.infra.events import TodosChanged
 from agentgram.runtime.infra.i18n import Translator
 
@@ -70,7 +71,7 @@ async def send(bot: BotApi, store: KeyValues, chat_id: int, session_id: int, htm
         await remember(store, chat_id, session_id, sent.message_id)
 
 
-async def show(bot: BotApi, runtime: Runtime, t: Translator, lang: str | None, event: TodosChanged) -> None:
+async def show(bot: BotApi, runtime: Door, t: Translator, lang: str | None, event: TodosChanged) -> None:
     """The changed list: its message edited, or a new one when there is none to edit."""
     chat_id = event.to.chat_id
     assert chat_id is not None

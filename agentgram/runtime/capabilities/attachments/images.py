@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # Pillow is imported on the first image: ~2.5 MB a bot without photos never needs
     from PIL import Image
@@ -47,10 +47,40 @@ class _Key:
     size: int
 
 
+class Images(Protocol):
+    """Where the images the model sees are read from (:class:`ImageCache`, or :data:`NO_IMAGES`)."""
+
+    @property
+    def sends(self) -> bool:
+        """Whether any image is sent at all (``False``: every image is only its ``[image: …]`` line)."""
+        ...
+
+    async def load(self, paths: Iterable[Path]) -> None: ...
+
+    def get(self, path: Path) -> str | None: ...
+
+
+class _NoImages:
+    """Vision is off: no image is read, none is sent."""
+
+    sends = False
+
+    async def load(self, paths: Iterable[Path]) -> None:
+        return None
+
+    def get(self, path: Path) -> str | None:
+        return None
+
+
+NO_IMAGES: Images = _NoImages()
+
+
 class ImageCache:
     """Data URLs of images on disk. The cache keeps at most ``budget_bytes`` of them and drops the
     least recently used first. A file that is no image is remembered as ``None`` so it is not
     decoded again every round."""
+
+    sends = True
 
     def __init__(self, max_px: int, *, budget_bytes: int = 64 * 1024 * 1024) -> None:
         self._max_px = max_px

@@ -2,14 +2,19 @@
 
 Modelled on the approval service (:mod:`runtime.approvals.manager`): a
 question is a database row bound to the tool call that asked it; settling it
-(``pending`` → answered, superseded or cancelled) happens once, in one
-transaction, and wakes the call waiting on it. A call re-run after a restart
+(``pending`` → answered or cancelled) happens once — one compare-and-set
+statement, so of concurrent answers (a button and a text, two processes)
+exactly one applies — and wakes the call waiting on it. A call re-run after a restart
 finds its own row — still pending (still answerable: its buttons keep
 working, and the next text the user sends is its answer) or answered
 meanwhile — so nothing is asked twice.
 
 A session has at most one pending question: asking a new one supersedes the
 older ones (parallel sub-agents may ask at once; the user answers the newest).
+Asking locks the session's row first, so concurrent asks in one session take
+turns, and supersedes with one compare-and-set statement (an answer that lands
+first stands); the memory learns of it after the commit, in commit order, so the
+last to commit is the one pending.
 Which question a session's text would answer is kept in memory
 (:meth:`QuestionManager.pending_in`), filled from the database on start and
 kept as questions are asked and settled, so an ordinary message costs no read.
@@ -21,15 +26,20 @@ import asyncio
 import secrets
 from dataclasses import dataclass
 
-from sqlmodel import col, select
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
 
 from agentgram.runtime.infra.events import QuestionStatus
 from agentgram.runtime.infra.log import get_logger
-from agentgram.runtime.infra.storage.db import Database
-from agentgram.runtime.infra.storage.models import utcnow
+from agentgram.runtime.infra.storage.concurrency import lock_rows
+from agentgram.runtime.infra.storage.db import Database, after_commit
+from agentgram.runtime.infra.storage.models import ChatSession, utcnow
 from agentgram.runtime.infra.storage.question_rows import QuestionRow
+from agentgram.runtime.infra.storage.rows import table_of
 
 log = get_logger("questions")
+_QUESTIONS = table_of(QuestionRow)
+_SESSIONS = table_of(ChatSession)
 
 
 @dataclass(slots=True, frozen=True)
@@ -73,26 +83,20 @@ class QuestionManager:
         self, session_id: int, tool_call_id: int, chat_id: int | None, question: str, options: list[str]
     ) -> Asked:
         """The call's question, opened if it has none; opening supersedes the session's others."""
-        async with self._db.write() as tx:
-            existing = (
-                await tx.exec(select(QuestionRow).where(QuestionRow.tool_call_id == tool_call_id))
-            ).first()
+
+        def open_question(tx: Session) -> Asked:
+            lock_rows(tx.connection(), _SESSIONS, [session_id])  # one ask of the session at a time
+            existing = tx.exec(select(QuestionRow).where(QuestionRow.tool_call_id == tool_call_id)).first()
             if existing is not None:
-                return Asked(
-                    existing, show=existing.status == QuestionStatus.PENDING and existing.message_id is None
-                )
-            older = list(
-                (
-                    await tx.exec(
-                        select(QuestionRow).where(
-                            QuestionRow.session_id == session_id, QuestionRow.status == QuestionStatus.PENDING
-                        )
-                    )
-                ).all()
+                show = existing.status == QuestionStatus.PENDING and existing.message_id is None
+                return Asked(existing, show=show)
+            supersede = (
+                sa.update(_QUESTIONS)
+                .where(_QUESTIONS.c.session_id == session_id, _QUESTIONS.c.status == QuestionStatus.PENDING)
+                .values(status=QuestionStatus.SUPERSEDED, settled_at=utcnow())
+                .returning(*_QUESTIONS.c)
             )
-            for row in older:
-                row.status, row.settled_at = QuestionStatus.SUPERSEDED, utcnow()
-                tx.add(row)
+            older = tuple(QuestionRow(**found._mapping) for found in tx.connection().execute(supersede))
             row = QuestionRow(
                 id=secrets.token_hex(6),
                 session_id=session_id,
@@ -102,21 +106,27 @@ class QuestionManager:
                 options=options,
             )
             tx.add(row)
-        for old in older:
+            after_commit(tx.connection(), lambda: self._opened(row, older))  # in commit order
+            return Asked(row, show=True, superseded=older)
+
+        return await self._db.write_orm(open_question)
+
+    def _opened(self, row: QuestionRow, superseded: tuple[QuestionRow, ...]) -> None:
+        for old in superseded:
             self._wake(old.id)
-        self._pending[session_id] = row.id
-        return Asked(row, show=True, superseded=tuple(older))
+        self._pending[row.session_id] = row.id
 
     async def get(self, question_id: str) -> QuestionRow | None:
         async with self._db.read() as tx:
             return await tx.get(QuestionRow, question_id)
 
     async def attach_message(self, question_id: str, chat_id: int, message_id: int) -> None:
-        async with self._db.write() as tx:
-            row = await tx.get(QuestionRow, question_id)
-            if row is not None:
-                row.chat_id, row.message_id = chat_id, message_id
-                tx.add(row)
+        attach = (
+            sa.update(_QUESTIONS)
+            .where(_QUESTIONS.c.id == question_id)
+            .values(chat_id=chat_id, message_id=message_id)
+        )
+        await self._db.write_sync(lambda tx: tx.execute(attach))
 
     async def answer(self, question_id: str, answer: str) -> Settled:
         return await self._settle(question_id, QuestionStatus.ANSWERED, answer)
@@ -138,12 +148,23 @@ class QuestionManager:
         return cancelled
 
     async def _settle(self, question_id: str, status: QuestionStatus, answer: str | None) -> Settled:
-        async with self._db.write() as tx:
-            row = await tx.get(QuestionRow, question_id)
-            if row is None or row.status != QuestionStatus.PENDING:
-                return Settled(applied=False, row=row)
-            row.status, row.answer, row.settled_at = status, answer, utcnow()
-            tx.add(row)
+        """``pending`` → ``status`` in one compare-and-set statement (of concurrent settles one applies)."""
+        settle = (
+            sa.update(_QUESTIONS)
+            .where(_QUESTIONS.c.id == question_id, _QUESTIONS.c.status == QuestionStatus.PENDING)
+            .values(status=status, answer=answer, settled_at=utcnow())
+            .returning(*_QUESTIONS.c)
+        )
+        current = sa.select(_QUESTIONS).where(_QUESTIONS.c.id == question_id)
+
+        def write(tx: sa.Connection) -> tuple[QuestionRow | None, bool]:
+            settled = tx.execute(settle).first()
+            found = settled or tx.execute(current).first()
+            return (None if found is None else QuestionRow(**found._mapping)), settled is not None
+
+        row, applied = await self._db.write_sync(write)
+        if row is None or not applied:
+            return Settled(applied=False, row=row)
         log.info(
             "question %s %s session=%s",
             question_id,

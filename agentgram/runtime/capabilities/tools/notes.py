@@ -29,15 +29,21 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+import sqlalchemy as sa
 from pydantic import Field
+from sqlalchemy import Connection
 from sqlmodel import col, select
 
 from agentgram.runtime.capabilities.tools.base import Tool, ToolArgs, ToolContext, ToolScope
 from agentgram.runtime.infra.errors import ToolError
 from agentgram.runtime.infra.events import EventBus, TodoItem, TodosChanged, TodoStatus
+from agentgram.runtime.infra.storage.concurrency import upsert
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.models import utcnow
 from agentgram.runtime.infra.storage.notes_rows import ScratchpadRow, TodoListRow
+
+_SCRATCHPAD: sa.Table = ScratchpadRow.__table__  # type: ignore[attr-defined]
+_TODOS: sa.Table = TodoListRow.__table__  # type: ignore[attr-defined]
 
 MAX_KEYS = 50
 MAX_VALUE_CHARS = 2000
@@ -76,21 +82,21 @@ class NoteStore:
             return {row.key: row.value for row in rows.all()}
 
     async def set_note(self, session_id: int, key: str, value: str | None) -> int:
-        """Set (or, with ``None``, remove) one note; the number of notes afterwards."""
+        """Set (or, with ``None``, remove) one note; the number of notes afterwards. One statement
+        each (an upsert, a delete), so parallel calls of a round never race on the key."""
+        table = _SCRATCHPAD
+
+        def write(conn: Connection) -> int:
+            mine = table.c.session_id == session_id
+            if value is None:
+                conn.execute(sa.delete(table).where(mine, table.c.key == key))
+            else:
+                row = {"session_id": session_id, "key": key, "value": value, "updated_at": utcnow()}
+                upsert(conn, table, row, keys=("session_id", "key"), update=("value", "updated_at"))
+            return int(conn.execute(sa.select(sa.func.count()).select_from(table).where(mine)).scalar_one())
+
         try:
-            async with self._db.write() as tx:
-                row = await tx.get(ScratchpadRow, (session_id, key))
-                if value is None:
-                    if row is not None:
-                        await tx.delete(row)
-                elif row is None:
-                    tx.add(ScratchpadRow(session_id=session_id, key=key, value=value))
-                else:
-                    row.value, row.updated_at = value, utcnow()
-                    tx.add(row)
-                await tx.flush()
-                rows = await tx.exec(select(ScratchpadRow.key).where(ScratchpadRow.session_id == session_id))
-                return len(rows.all())
+            return await self._db.write_sync(write)
         finally:  # after the commit: a read that overlapped it keeps no copy
             self._changed(session_id)
 
@@ -102,17 +108,20 @@ class NoteStore:
     async def set_todos(self, session_id: int, items: Sequence[TodoItem]) -> bool:
         """Replace the list; ``False`` when it was exactly this already (nothing to show)."""
         stored = [{"text": item.text, "status": str(item.status)} for item in items]
-        try:
-            async with self._db.write() as tx:
-                row = await tx.get(TodoListRow, session_id)
-                if row is not None and row.items == stored:
-                    return False
-                if row is None:
-                    row = TodoListRow(session_id=session_id, items=stored)
-                else:
-                    row.items, row.updated_at = stored, utcnow()
-                tx.add(row)
+        table = _TODOS
+
+        def write(conn: Connection) -> bool:
+            current = conn.execute(
+                sa.select(table.c["items"]).where(table.c.session_id == session_id)
+            ).first()
+            if current is not None and current[0] == stored:
+                return False
+            row = {"session_id": session_id, "items": stored, "updated_at": utcnow()}
+            upsert(conn, table, row, keys=("session_id",), update=("items", "updated_at"))
             return True
+
+        try:
+            return await self._db.write_sync(write)
         finally:  # after the commit: a read that overlapped it keeps no copy
             self._changed(session_id)
 

@@ -2,8 +2,11 @@
 
 A pending request is a database row bound to one tool call; its opaque id
 is what the chat adapter puts in button data, so buttons keep working across
-restarts. A decision applies once (``pending`` → decided in one transaction);
-a second tap finds the row decided and is reported stale. Waiters are
+restarts. A decision applies once: ``pending`` → decided is one compare-and-set
+statement (``UPDATE … WHERE status = 'pending' RETURNING``), so of concurrent
+decisions (two taps, a tap and the timeout, two processes) exactly one applies
+and the others find the row decided and are reported stale. Opening a call's
+request locks the call's row first, so concurrent openers share one request. Waiters are
 in-memory futures woken by the decision; after a restart the resumed gate
 reads the stored decision instead. Which request a session's turn waits on
 right now is its session worker's to say (``SessionHub.awaited``), not this
@@ -18,13 +21,16 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlmodel import col, delete, select
+import sqlalchemy as sa
+from sqlalchemy import Connection
+from sqlmodel import Session, col, delete, select
 
 from agentgram.runtime.core.approvals.bypass import Bypass, BypassTable
 from agentgram.runtime.core.approvals.rules import SEEDED_RULES, Action, CallFacts, Rule, decide
 from agentgram.runtime.infra.config import ApprovalSettings
 from agentgram.runtime.infra.log import get_logger
 from agentgram.runtime.infra.metrics import APPROVAL_DECISIONS, APPROVAL_TRUST
+from agentgram.runtime.infra.storage.concurrency import advisory_lock, lock_rows
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.models import (
     ApprovalRequestRow,
@@ -33,8 +39,15 @@ from agentgram.runtime.infra.storage.models import (
     ToolCallRow,
     utcnow,
 )
+from agentgram.runtime.infra.storage.rows import table_of
 
 log = get_logger("approvals")
+_REQUESTS = table_of(ApprovalRequestRow)
+_RULES = table_of(ApprovalRuleRow)
+_CALLS = table_of(ToolCallRow)
+RULES_LOCK = int.from_bytes(b"agrules")
+"""The PostgreSQL advisory lock :meth:`ApprovalManager.load_rules` holds: starts replace the
+seeded rules one after another, never both adding theirs."""
 
 
 class DecidedBy(enum.StrEnum):
@@ -80,9 +93,13 @@ class ApprovalManager:
         changed default takes effect after an upgrade.
         """
         configured = [Rule(origin="config", **rule.model_dump()) for rule in self._settings.rules]
-        async with self._db.write() as tx:
-            await tx.exec(delete(ApprovalRuleRow).where(col(ApprovalRuleRow.origin).in_(("seed", "config"))))
+
+        def replace(tx: Session) -> None:
+            advisory_lock(tx.connection(), RULES_LOCK)
+            tx.exec(delete(ApprovalRuleRow).where(col(ApprovalRuleRow.origin).in_(("seed", "config"))))
             tx.add_all(_row(rule) for rule in (*SEEDED_RULES, *configured))
+
+        await self._db.write_orm(replace)
         await self._refresh()
 
     async def _refresh(self) -> None:
@@ -104,11 +121,10 @@ class ApprovalManager:
         return _rule(row)
 
     async def delete_rule(self, rule_id: int) -> bool:
-        async with self._db.write() as tx:
-            row = await tx.get(ApprovalRuleRow, rule_id)
-            if row is None or row.origin != "user":
-                return False
-            await tx.delete(row)
+        """Delete a rule the user saved (seeded and configured rules stay); whether one was."""
+        gone = sa.delete(_RULES).where(_RULES.c.id == rule_id, _RULES.c.origin == "user")
+        if not await self._db.write_sync(lambda tx: tx.execute(gone).rowcount > 0):
+            return False
         await self._refresh()
         return True
 
@@ -132,14 +148,15 @@ class ApprovalManager:
     async def request_for_call(
         self, session_id: int, tool_call_id: int, chat_id: int | None
     ) -> tuple[ApprovalRequestRow, bool]:
-        """The call's request, opened if none exists; ``True`` when newly opened."""
-        async with self._db.write() as tx:
-            existing = (
-                await tx.exec(
-                    select(ApprovalRequestRow)
-                    .where(ApprovalRequestRow.tool_call_id == tool_call_id)
-                    .order_by(col(ApprovalRequestRow.created_at).desc())
-                )
+        """The call's request, opened if none exists; ``True`` when newly opened. The call's row
+        is locked first, so of concurrent openers one opens and the others find its request."""
+
+        def open_request(tx: Session) -> tuple[ApprovalRequestRow, bool]:
+            lock_rows(tx.connection(), _CALLS, [tool_call_id])
+            existing = tx.exec(
+                select(ApprovalRequestRow)
+                .where(ApprovalRequestRow.tool_call_id == tool_call_id)
+                .order_by(col(ApprovalRequestRow.created_at).desc())
             ).first()
             if existing is not None and existing.status in (
                 ApprovalStatus.PENDING,
@@ -156,18 +173,21 @@ class ApprovalManager:
                 expires_at=expires,
             )
             tx.add(row)
-        return row, True
+            return row, True
+
+        return await self._db.write_orm(open_request)
 
     async def get(self, request_id: str) -> ApprovalRequestRow | None:
         async with self._db.read() as tx:
             return await tx.get(ApprovalRequestRow, request_id)
 
     async def attach_message(self, request_id: str, chat_id: int, message_id: int) -> None:
-        async with self._db.write() as tx:
-            row = await tx.get(ApprovalRequestRow, request_id)
-            if row is not None:
-                row.chat_id, row.message_id = chat_id, message_id
-                tx.add(row)
+        attach = (
+            sa.update(_REQUESTS)
+            .where(_REQUESTS.c.id == request_id)
+            .values(chat_id=chat_id, message_id=message_id)
+        )
+        await self._db.write_sync(lambda tx: tx.execute(attach))
 
     async def by_message(self, chat_id: int, message_id: int) -> ApprovalRequestRow | None:
         async with self._db.read() as tx:
@@ -195,16 +215,14 @@ class ApprovalManager:
     async def _transition(
         self, request_id: str, status: ApprovalStatus, reason: str | None, how: DecidedBy
     ) -> DecisionResult:
-        async with self._db.write() as tx:
-            row = await tx.get(ApprovalRequestRow, request_id)
-            if row is None:
-                return DecisionResult(applied=False, status=ApprovalStatus.EXPIRED, request=None)
-            if row.status != ApprovalStatus.PENDING:
-                return DecisionResult(applied=False, status=ApprovalStatus(row.status), request=row)
-            row.status, row.reason, row.decided_at = status, reason, utcnow()
-            tx.add(row)
-            call = await tx.get(ToolCallRow, row.tool_call_id)
-        log_decision(request_id, call.name if call is not None else "?", status, how, row.session_id)
+        row, applied, tool = await self._db.write_sync(
+            lambda tx: _compare_and_set(tx, request_id, status, reason)
+        )
+        if row is None:
+            return DecisionResult(applied=False, status=ApprovalStatus.EXPIRED, request=None)
+        if not applied:
+            return DecisionResult(applied=False, status=ApprovalStatus(row.status), request=row)
+        log_decision(request_id, tool or "?", status, how, row.session_id)
         self._wake(request_id)
         return DecisionResult(applied=True, status=status, request=row)
 
@@ -278,6 +296,24 @@ def log_decision(request_id: str | None, tool: str, decision: str, how: DecidedB
         session_id,
         extra={"request": request_id, "tool": tool, "decision": decision, "how": how, "session": session_id},
     )
+
+
+def _compare_and_set(
+    tx: Connection, request_id: str, status: ApprovalStatus, reason: str | None
+) -> tuple[ApprovalRequestRow | None, bool, str | None]:
+    """Decide the request if it is still pending, in one statement: the row as it stands,
+    whether this decision applied, and (if it did) the call's tool name."""
+    decided = tx.execute(
+        sa.update(_REQUESTS)
+        .where(_REQUESTS.c.id == request_id, _REQUESTS.c.status == ApprovalStatus.PENDING)
+        .values(status=status, reason=reason, decided_at=utcnow())
+        .returning(*_REQUESTS.c)
+    ).first()
+    if decided is None:
+        found = tx.execute(sa.select(_REQUESTS).where(_REQUESTS.c.id == request_id)).first()
+        return (None if found is None else ApprovalRequestRow(**found._mapping)), False, None
+    tool = tx.execute(sa.select(_CALLS.c.name).where(_CALLS.c.id == decided.tool_call_id)).scalar()
+    return ApprovalRequestRow(**decided._mapping), True, tool
 
 
 def _seconds_until(moment: datetime | None) -> float | None:

@@ -23,6 +23,21 @@ needs and one insert, run as one synchronous call (``Database.write_sync``: on
 SQLite a single hop to a worker thread, not several per statement); each
 envelope is still decided on its own, in arrival order, so receipts, seqs and
 refusals are those of one-at-a-time accepts.
+
+Sequence numbers are settled by the database, gap-free per session in commit
+order, whoever writes (several mailboxes, several processes on one PostgreSQL):
+a batch's transaction first locks its sessions' rows (``SELECT … FOR NO KEY
+UPDATE`` in id order, so two batches never deadlock; inserts referencing the
+rows do not wait), then reads the highest seq, so the next batch into a session
+reads after this one committed. The lock, not a per-session counter column,
+because the rows are there already and a counter would be a second truth beside
+``max(seq)``. On SQLite the one writer gives the same order and no lock is
+taken. Envelopes go in with ``ON CONFLICT (envelope_id) DO NOTHING``: an id a
+concurrent batch into another session committed meanwhile (the locks do not
+order those) is not inserted, and the whole batch is decided again after it,
+which then reports it as a duplicate — never an ``IntegrityError`` to a caller.
+Rows go in sorted by envelope id, so two such batches wait on each other's ids
+one way only; a deadlock the database breaks anyway is decided again too.
 """
 
 from __future__ import annotations
@@ -35,6 +50,7 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, update
+from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, col, select
 
 from agentgram.runtime.core.mailbox.batch import Batcher
@@ -50,6 +66,7 @@ from agentgram.runtime.core.mailbox.envelope import (
 from agentgram.runtime.core.mailbox.unread_view import UnreadView
 from agentgram.runtime.infra.errors import MailboxFull, StorageError
 from agentgram.runtime.infra.log import get_logger
+from agentgram.runtime.infra.storage.concurrency import insert_for, lock_rows, retryable
 from agentgram.runtime.infra.storage.db import Database, after_commit
 from agentgram.runtime.infra.storage.models import ChatSession, MailRow, utcnow
 from agentgram.runtime.infra.storage.sessions import upsert_value
@@ -136,7 +153,18 @@ class SqlMailbox(_Listeners):
 
     async def _store(self, batch: list[_Accept]) -> list[Receipt | Exception]:
         """Decide and insert a batch in one transaction; one outcome per envelope."""
-        outcomes, fresh = await self._db.write_sync(lambda conn: self._store_in(conn, batch))
+        for _ in range(_ATTEMPTS):
+            try:
+                outcomes, fresh = await self._db.write_sync(lambda conn: self._store_in(conn, batch))
+                break
+            except _Raced:  # rolled back; deciding again finds the concurrent envelope
+                continue
+            except DBAPIError as exc:
+                if not retryable(exc):  # a deadlock the database broke by rolling this batch back
+                    raise
+                log.warning("mailbox batch rolled back by the database (%s); deciding it again", exc.orig)
+        else:
+            raise StorageError(f"a batch of {len(batch)} envelopes kept racing concurrent accepts")
         for envelope in fresh:
             try:
                 self._notify(envelope)
@@ -150,6 +178,7 @@ class SqlMailbox(_Listeners):
         """The batch's transaction (on SQLite, one blocking call on a worker thread):
         its outcomes and the envelopes it inserted."""
         envelopes = [item.envelope for item in batch]
+        lock_rows(conn, _SESSIONS, (e.session_id for e in envelopes))  # seqs in commit order
         facts, seen = _facts(conn, envelopes)
         outcomes = [self._decide(envelope, facts, seen) for envelope in envelopes]
         fresh = [
@@ -158,8 +187,7 @@ class SqlMailbox(_Listeners):
             if isinstance(outcome, Receipt) and not outcome.duplicate
         ]
         if fresh:
-            now = utcnow()
-            conn.execute(sa.insert(_MAIL), [_to_row(envelope, now) for envelope in fresh])
+            _insert(conn, fresh)
             after_commit(conn, lambda: self._view.accepted(fresh))
         return _store_checkpoints(conn, batch, outcomes), fresh
 
@@ -271,20 +299,46 @@ class _Accept:
     effect: Effect | None = None
 
 
+_ATTEMPTS = 5
+"""How often a batch is decided again after a concurrent accept took one of its envelope ids."""
+
+
+class _Raced(Exception):
+    """A concurrent transaction committed an envelope id of the batch (into another session)."""
+
+
+def _insert(conn: Connection, fresh: list[Envelope]) -> None:
+    """Insert the batch's new envelopes; :class:`_Raced` (the transaction rolls back) if a
+    concurrent one committed one of their ids first."""
+    now = utcnow()
+    statement = (
+        insert_for(conn, _MAIL).on_conflict_do_nothing(index_elements=["envelope_id"]).returning(_MAIL.c.id)
+    )
+    rows = sorted((_to_row(envelope, now) for envelope in fresh), key=lambda row: row["envelope_id"])
+    inserted = conn.execute(statement, rows).all()  # in id order: two batches never wait crosswise
+    if len(inserted) != len(fresh):
+        raise _Raced
+
+
 def _store_checkpoints(
     conn: Connection, batch: list[_Accept], outcomes: list[Receipt | Exception]
 ) -> list[Receipt | Exception]:
-    """Write each accepted envelope's checkpoint in the batch's transaction, in arrival order (the
-    latest value of a key wins); the outcomes, their receipts saying so (they are handed out only
-    once the transaction committed). A redelivery is confirmed too."""
+    """Run each accepted envelope's effect and write its checkpoint in the batch's transaction;
+    the outcomes, their receipts saying so (they are handed out only once the transaction
+    committed). A redelivery is confirmed too. A key's latest value in arrival order wins, and
+    the keys are written in key order (two concurrent batches never wait on each other's keys
+    crosswise)."""
     stored: list[Receipt | Exception] = []
+    latest: dict[str, str] = {}
     for item, outcome in zip(batch, outcomes, strict=True):
         if item.effect is not None and isinstance(outcome, Receipt):
             item.effect(conn)
         if item.checkpoint is not None and isinstance(outcome, Receipt):
-            upsert_value(conn, item.checkpoint.key, item.checkpoint.value)
+            latest[item.checkpoint.key] = item.checkpoint.value
             outcome = outcome.model_copy(update={"checkpoint_stored": True})
         stored.append(outcome)
+    for key in sorted(latest):
+        upsert_value(conn, key, latest[key])
     return stored
 
 

@@ -51,7 +51,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import ValidationError
 
-from agentgram.runtime.capabilities.attachments.images import WIRE_FORMATS, ImageCache
+from agentgram.runtime.capabilities.attachments.images import NO_IMAGES, WIRE_FORMATS, Images
 from agentgram.runtime.capabilities.mcp.images import noted_images
 from agentgram.runtime.capabilities.mcp.tools import PREFIX as MCP_PREFIX
 from agentgram.runtime.core.mailbox.envelope import Attachment
@@ -83,8 +83,8 @@ class ContextSettings:
     vision: bool = True
     max_history_images: int = 4
     inline_text_kb: int = 32
-    images: ImageCache | None = None
-    """Where the images the model sees are read from; ``None``: no image is sent (lines only)."""
+    images: Images = NO_IMAGES
+    """Where the images the model sees are read from; :data:`NO_IMAGES`: none is sent (lines only)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -285,7 +285,7 @@ def prepared_attachments(meta: dict[str, Any]) -> list[PreparedAttachment]:
 def shown_images(entries: list[HistoryEntry], settings: ContextSettings) -> frozenset[str]:
     """Paths of the images the model sees: the current turn's, and the newest
     ``max_history_images`` of earlier turns."""
-    if not settings.vision or settings.images is None:
+    if not settings.vision or not settings.images.sends:
         return frozenset()
     boundary = current_turn_start(entries)
     current = [p for e in entries[boundary:] for p in _image_paths(e)]
@@ -351,10 +351,9 @@ class AttachmentView:
 
     def path_url(self, path: str) -> str | None:
         """The data URL of the workdir-relative ``path`` if it is one of the images shown."""
-        cache = self.settings.images
-        if cache is None or path not in self.images:
+        if path not in self.images:
             return None
-        return cache.get(self.settings.workdir / path)
+        return self.settings.images.get(self.settings.workdir / path)
 
     def inline_text(self, prepared: PreparedAttachment) -> str | None:
         limit = self.settings.inline_text_kb * 1024

@@ -82,8 +82,7 @@ async def round_history(
 
 async def load_images(context: ContextSettings, entries: list[HistoryEntry]) -> None:
     """Read (off the event loop) the images a context shows, before its synchronous build."""
-    if context.images is not None:
-        await context.images.load(images_needed(entries, context))
+    await context.images.load(images_needed(entries, context))
 
 
 def main_level(deps: TurnDeps, session: ChatSession) -> Level:

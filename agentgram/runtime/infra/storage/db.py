@@ -1,12 +1,18 @@
-"""The database handle: one engine, serialized short write transactions.
+"""The database handle: one engine, short write transactions.
 
 SQLite rules (see platform notes): WAL is switched on explicitly, every
 connection gets a busy timeout, and write transactions start with
 ``BEGIN IMMEDIATE`` so a read-then-write never fails with "database is
 locked". Writes from this process go through one ``asyncio.Lock``, so only
-one connection ever writes at a time (which also sidesteps SQLite's WAL-reset
-bug in older versions). PostgreSQL needs none of this and gets plain
-transactions.
+one connection ever writes at a time (one writer is SQLite's nature; it also
+sidesteps SQLite's WAL-reset bug in older versions).
+
+PostgreSQL gets no write lock: each write is its own transaction on a
+connection of the pool (``storage.pool_size``), concurrent with the others,
+at READ COMMITTED. Every read-then-write is therefore one statement or takes
+a row lock (``INSERT … ON CONFLICT``, compare-and-set updates, ``SELECT … FOR
+NO KEY UPDATE``, partial unique indexes: :mod:`.upsert`, the stores), so the
+database settles races and a caller never sees an ``IntegrityError`` for one.
 
 :meth:`Database.write_sync` runs a whole write transaction as one blocking
 call on a worker thread, over a dedicated synchronous connection to the same
@@ -16,8 +22,12 @@ such as the mailbox's accept.
 
 :func:`after_commit` lets code that runs inside someone else's transaction
 (a cursor move, a history row) keep an in-memory view in step with what
-committed: the callback runs on the event loop after the commit, still under
-the write lock, so views see commits in commit order — and never a rollback.
+committed: the callback runs on the event loop after the commit, and views
+see commits in commit order — and never a rollback. On SQLite the write lock
+orders them; on PostgreSQL a transaction that registered callbacks commits
+under a short commit lock and runs them before releasing it (transactions
+without callbacks commit freely), so this process's commits that views
+follow are issued, and seen, one after another.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ import asyncio
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -144,7 +154,8 @@ class Database:
         self.engine: AsyncEngine = create_async_engine(url, **kwargs)
         self._sync_engine: Engine | None = None
         self._sync_read_engine: Engine | None = None
-        self._write_lock = asyncio.Lock()
+        self._write_lock = asyncio.Lock()  # SQLite's one writer
+        self._commit_lock = asyncio.Lock()  # PostgreSQL: commits whose hooks views follow, in order
         if self.is_sqlite:
             self._install_sqlite_rules(self.engine.sync_engine, always_write=False)
 
@@ -161,8 +172,21 @@ class Database:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
-        """One short write transaction, committed on exit, serialized in-process."""
+        """One short write transaction, committed on exit: serialized in-process on SQLite,
+        concurrent with the others on PostgreSQL (see the module docstring)."""
+        if not self.is_sqlite:
+            async with self._transaction() as session:
+                yield session
+            return
         async with self._write_lock:
+            async with self._transaction() as session:
+                yield session
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[AsyncSession]:
+        """A write transaction on a connection of its own; its after-commit hooks run once it
+        committed (on PostgreSQL under the commit lock, so in this process's commit order)."""
+        async with AsyncExitStack() as ordered:  # holds the commit lock, when taken, past the hooks
             async with self.engine.connect() as conn:
                 info = conn.sync_connection.info  # type: ignore[union-attr]
                 info["write"] = True
@@ -170,6 +194,8 @@ class Database:
                     async with AsyncSession(bind=conn, expire_on_commit=False) as session:
                         async with session.begin():
                             yield session
+                            if not self.is_sqlite and info.get(_AFTER_COMMIT):
+                                await ordered.enter_async_context(self._commit_lock)
                     hooks = _take_hooks(info)  # reached only after the commit
                 finally:
                     info.pop("write", None)

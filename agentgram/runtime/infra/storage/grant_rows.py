@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 from sqlmodel import Field, SQLModel, col, select
 
+from agentgram.runtime.infra.storage.concurrency import insert_ignoring
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.models import utcnow
 from agentgram.runtime.infra.storage.rows import table_of
@@ -78,7 +79,8 @@ class GrantStore:
                     {"session_id": session_id, "frame": frame, "server": s, "granted_at": utcnow()}
                     for s in new
                 ]
-                tx.execute(sa.insert(_GRANTS), rows)
+                # a concurrent grant of the same server may have landed meanwhile: it stands
+                insert_ignoring(tx, _GRANTS, rows, keys=["session_id", "frame", "server"])
 
             await self._db.write_sync(write)
         after = before | set(new)

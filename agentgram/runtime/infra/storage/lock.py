@@ -45,9 +45,10 @@ from typing import Self
 
 from sqlalchemy.engine import make_url
 
-from agentgram.runtime.infra.errors import ConfigError, RuntimeFailure
+from agentgram.runtime.infra.errors import RuntimeFailure
 from agentgram.runtime.infra.log import get_logger
 from agentgram.runtime.infra.storage.db import PRIVATE_DIR, PRIVATE_FILE
+from agentgram.runtime.infra.storage.reach import refusal
 
 log = get_logger("storage.lock")
 
@@ -251,11 +252,6 @@ def _holder_of(application_name: str) -> tuple[str | None, int | None]:
 
 
 def _as_failure(error: BaseException) -> BaseException:
-    """Refused credentials are the config's mistake (one line, exit 2); the rest stays as it is."""
-    import asyncpg
-
-    if isinstance(error, asyncpg.InvalidAuthorizationSpecificationError | asyncpg.InvalidPasswordError):
-        return ConfigError("storage.url", f"PostgreSQL refused the credentials: {error}")
-    if isinstance(error, asyncpg.InvalidCatalogNameError):
-        return ConfigError("storage.url", f"no such database: {error}")
-    return error
+    """Refused credentials are the config's mistake (one line, exit 2, :func:`.reach.refusal`);
+    the rest stays as it is."""
+    return refusal(error) or error

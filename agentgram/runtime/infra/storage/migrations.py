@@ -39,7 +39,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
-from sqlalchemy import Connection, MetaData, String, inspect, text
+from sqlalchemy import Connection, Integer, MetaData, String, inspect, text
 from sqlalchemy.types import TypeDecorator, TypeEngine
 from sqlmodel import SQLModel
 
@@ -115,15 +115,20 @@ def compare_type(
     inspected_type: TypeEngine[Any],
     metadata_type: TypeEngine[Any],
 ) -> bool | None:
-    """Alembic's type comparison, except that an unbounded ``TEXT`` and ``VARCHAR`` are the same.
+    """Alembic's type comparison, except that an unbounded ``TEXT`` and ``VARCHAR`` are the same,
+    and on SQLite ``INTEGER`` and ``BIGINT`` too.
 
     Schema step 5 added ``tool_calls.wrappers`` as ``TEXT`` where the model says ``VARCHAR``: on
     SQLite (one affinity) and on PostgreSQL (one storage) the two are the same column, and
-    rebuilding a big table once to rename its type would risk more than it fixes.
+    rebuilding a big table once to rename its type would risk more than it fixes. Revision 0007
+    made the chat ids ``BIGINT`` on PostgreSQL only: SQLite's ``INTEGER`` holds 64 bits already.
     """
     inspected_type, metadata_type = _plain(inspected_type), _plain(metadata_type)
     if isinstance(inspected_type, String) and isinstance(metadata_type, String):
         if inspected_type.length is None and metadata_type.length is None:
+            return False
+    if context.dialect.name == "sqlite" and isinstance(inspected_type, Integer):
+        if isinstance(metadata_type, Integer):
             return False
     return None  # Alembic's own comparison
 

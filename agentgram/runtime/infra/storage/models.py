@@ -5,7 +5,9 @@ upgrades older databases in place. Statuses and kinds are ``StrEnum`` columns
 (:class:`~runtime.storage.types.StrEnumType`): plain strings in the database, so
 it stays readable by hand, and enum members when read. Datetimes are UTC-aware
 both ways (:data:`~runtime.storage.types.UTCDateTime`, every ``datetime`` field's
-type). The mail vocabulary (sender, priority, kind) is defined here, under the
+type). A chat platform's ids (chat, user, message) are ``BigInteger`` columns in every table:
+a chat platform's exceed 32 bits (a supergroup's ``-100…``), PostgreSQL's ``integer`` does not hold them.
+The mail vocabulary (sender, priority, kind) is defined here, under the
 mailbox that uses it, because its table stores it.
 """
 
@@ -15,7 +17,7 @@ import enum
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from agentgram.runtime.infra.storage.types import StrEnumType
@@ -128,12 +130,22 @@ class OutboxKind(enum.StrEnum):
 
 class ChatSession(SQLModel, table=True):
     __tablename__ = "sessions"
-    __table_args__ = (Index("ix_sessions_chat_active", "source", "chat_id", "active"),)
+    __table_args__ = (
+        # one active session per chat: the database's rule (revision 0008, runtime.infra.storage.sessions)
+        Index(
+            "ux_sessions_active_chat",
+            "source",
+            "chat_id",
+            unique=True,
+            sqlite_where=text("active"),
+            postgresql_where=text("active"),
+        ),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     source: SessionSource = Field(sa_type=StrEnumType(SessionSource))
-    chat_id: int | None = None
-    user_id: int | None = None
+    chat_id: int | None = Field(default=None, sa_type=BigInteger)
+    user_id: int | None = Field(default=None, sa_type=BigInteger)
     agent_id: str = "main"
     is_interactive: bool = True  # stored for the debug view; False exactly when is_headless(source)
     is_ephemeral: bool = False  # stored for the debug view; the runtime asks is_headless(source)
@@ -244,8 +256,8 @@ class ApprovalRequestRow(SQLModel, table=True):
         default=ApprovalStatus.PENDING, index=True, sa_type=StrEnumType(ApprovalStatus)
     )
     reason: str | None = None
-    chat_id: int | None = None
-    message_id: int | None = None
+    chat_id: int | None = Field(default=None, sa_type=BigInteger)
+    message_id: int | None = Field(default=None, sa_type=BigInteger)
     created_at: datetime = Field(default_factory=utcnow)
     decided_at: datetime | None = None
     expires_at: datetime | None = None
@@ -275,7 +287,7 @@ class OutboxRow(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     session_id: int
     source: SessionSource = Field(sa_type=StrEnumType(SessionSource))
-    chat_id: int
+    chat_id: int = Field(sa_type=BigInteger)
     language: str | None = None
     kind: OutboxKind = Field(sa_type=StrEnumType(OutboxKind))
     payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))

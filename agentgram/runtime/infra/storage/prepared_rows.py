@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy import JSON, Column
 from sqlmodel import Field, Session, SQLModel
 
+from agentgram.runtime.infra.storage.concurrency import insert_ignoring
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.models import utcnow
 from agentgram.runtime.infra.storage.types import UTCDateTime
@@ -45,12 +46,8 @@ class PreparedStore:
     async def put(self, envelope_id: str, session_id: int, attachments: list[dict[str, Any]]) -> None:
         values = {"envelope_id": envelope_id, "session_id": session_id, "attachments": attachments}
 
-        def write(tx: sa.Connection) -> None:
-            exists = tx.execute(
-                sa.select(_ROWS.c.envelope_id).where(_ROWS.c.envelope_id == envelope_id)
-            ).first()
-            if exists is None:
-                tx.execute(sa.insert(_ROWS).values({**values, "created_at": utcnow()}))
+        def write(tx: sa.Connection) -> None:  # the first put of an envelope stands
+            insert_ignoring(tx, _ROWS, {**values, "created_at": utcnow()}, keys=["envelope_id"])
 
         await self._db.write_sync(write)
 

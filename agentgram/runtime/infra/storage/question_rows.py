@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column
+from sqlalchemy import JSON, BigInteger, Column
 from sqlmodel import Field, SQLModel
 
 from agentgram.runtime.infra.events import QuestionStatus
@@ -31,8 +31,8 @@ class QuestionRow(SQLModel, table=True):
         default=QuestionStatus.PENDING, index=True, sa_type=StrEnumType(QuestionStatus)
     )
     answer: str | None = None
-    chat_id: int | None = None
-    message_id: int | None = None
+    chat_id: int | None = Field(default=None, sa_type=BigInteger)
+    message_id: int | None = Field(default=None, sa_type=BigInteger)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     settled_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 

@@ -29,11 +29,14 @@ def _columns(model: type[SQLModel]) -> tuple[tuple[str, str], ...]:
     return tuple((prop.key, prop.columns[0].key) for prop in mapper.column_attrs)
 
 
+def row_values(row: SQLModel) -> dict[str, Any]:
+    """``row``'s columns by column name, as a Core statement takes them."""
+    return {column: getattr(row, attribute) for attribute, column in _columns(type(row))}
+
+
 def insert_row(conn: Connection, row: SQLModel) -> int:
     """Insert ``row`` (its ``id`` unset) and give it the id it got."""
-    values: dict[str, Any] = {
-        column: getattr(row, attribute) for attribute, column in _columns(type(row)) if attribute != "id"
-    }
+    values = {column: value for column, value in row_values(row).items() if column != "id"}
     result = conn.execute(sa.insert(table_of(type(row))).values(values))
     key = result.inserted_primary_key
     assert key is not None

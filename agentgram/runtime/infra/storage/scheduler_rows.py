@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 from datetime import datetime
 
-from sqlalchemy import Index
+from sqlalchemy import BigInteger, Index
 from sqlmodel import Field, SQLModel
 
 from agentgram.runtime.infra.storage.models import utcnow
@@ -64,7 +64,7 @@ class ScheduledJob(SQLModel, table=True):
     kind: ScheduleKind = Field(sa_type=StrEnumType(ScheduleKind))
     timezone: str
     prompt: str
-    chat_id: int
+    chat_id: int = Field(sa_type=BigInteger)
     enabled: bool = True
     approvals: JobApprovals = Field(default=JobApprovals.DENY, sa_type=StrEnumType(JobApprovals))
     anchor_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)

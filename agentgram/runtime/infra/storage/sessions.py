@@ -3,6 +3,12 @@
 One interactive session per chat and source (a chat platform's chat, the terminal)
 is *active*; ``/new`` closes it and opens a fresh one. Headless sessions (tic,
 cron) are ephemeral and never active.
+
+"One active session per chat" is the database's rule, not this module's: a partial
+unique index on ``(source, chat_id) WHERE active`` (revision 0008). Opening a chat's
+session is one ``INSERT … ON CONFLICT DO NOTHING``; whoever loses a race reads the
+winner's row, so concurrent first messages of a chat (or several processes on one
+PostgreSQL) share one session. Key-value facts are upserts (:mod:`.concurrency`).
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, insert, update
 from sqlmodel import Session, col, select
 
+from agentgram.runtime.infra.errors import StorageError
+from agentgram.runtime.infra.storage.concurrency import insert_for, upsert
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.models import (
     INTERACTIVE_SOURCES,
@@ -25,7 +33,7 @@ from agentgram.runtime.infra.storage.models import (
     TurnStatus,
     utcnow,
 )
-from agentgram.runtime.infra.storage.rows import insert_row, table_of
+from agentgram.runtime.infra.storage.rows import insert_row, row_values, table_of
 
 _SESSIONS = table_of(ChatSession)
 _TURNS = table_of(Turn)
@@ -136,15 +144,19 @@ class SessionStore:
     ) -> ChatSession:
         """Close the chat's active session and open a fresh one (``/new``)."""
 
-        def reopen(tx: Session) -> ChatSession:
-            for old in tx.exec(_active_query(chat_id, source)).all():
-                old.active = False
-                old.closed_at = utcnow()
-                tx.add(old)
+        def reopen(tx: Connection) -> ChatSession:
             fresh = ChatSession(source=source, chat_id=chat_id, user_id=user_id, language_code=language)
-            return _create(tx, fresh)
+            for _ in range(_ATTEMPTS):  # a concurrent /new opened one meanwhile: close that too
+                tx.execute(
+                    update(_SESSIONS)
+                    .where(*_active_chat(source, chat_id))
+                    .values(active=False, closed_at=utcnow())
+                )
+                if _insert_active(tx, fresh):
+                    return fresh
+            raise StorageError(f"chat {chat_id} kept opening sessions while /new closed them")
 
-        return await self._db.write_orm(reopen)
+        return await self._db.write_sync(reopen)
 
     async def create_headless(
         self, source: SessionSource, chat_id: int | None, *, auto_deny: bool = True
@@ -177,11 +189,8 @@ class SessionStore:
         return insert_row(tx, Turn(session_id=session_id))
 
     async def set_turn_status(self, turn_id: int, status: TurnStatus) -> None:
-        async with self._db.write() as tx:
-            turn = await tx.get(Turn, turn_id)
-            if turn is not None:
-                turn.status = status
-                tx.add(turn)
+        change = update(_TURNS).where(_TURNS.c.id == turn_id).values(status=status)
+        await self._db.write_sync(lambda tx: tx.execute(change))
 
     async def open_turns(self) -> list[Turn]:
         """Turns a previous process left running or paused."""
@@ -213,10 +222,7 @@ class SessionStore:
     # --- key/value ---------------------------------------------------------
 
     async def delete_value(self, key: str) -> None:
-        async with self._db.write() as tx:
-            row = await tx.get(KeyValue, key)
-            if row is not None:
-                await tx.delete(row)
+        await self._db.write_sync(lambda tx: tx.execute(sa.delete(_VALUES).where(_VALUES.c.key == key)))
 
     async def values_with_prefix(self, prefix: str) -> dict[str, str]:
         async with self._db.read() as tx:
@@ -249,11 +255,40 @@ class SessionStore:
 
 
 def upsert_value(tx: Connection, key: str, value: str) -> None:
-    """Set a key/value fact inside the caller's transaction."""
-    now = utcnow()
-    changed = tx.execute(update(_VALUES).where(_VALUES.c.key == key).values(value=value, updated_at=now))
-    if changed.rowcount == 0:
-        tx.execute(insert(_VALUES).values(key=key, value=value, updated_at=now))
+    """Set a key/value fact inside the caller's transaction (one statement: concurrent sets of a
+    key never collide; the last to commit wins)."""
+    values = {"key": key, "value": value, "updated_at": utcnow()}
+    upsert(tx, _VALUES, values, keys=["key"], update=["value", "updated_at"])
+
+
+_ATTEMPTS = 8
+"""How often opening a chat's session retries when a concurrent /new keeps moving the active one."""
+
+
+def _active_chat(source: SessionSource, chat_id: int) -> tuple[sa.ColumnElement[bool], ...]:
+    return _SESSIONS.c.source == source, _SESSIONS.c.chat_id == chat_id, _ACTIVE
+
+
+_ACTIVE = _SESSIONS.c.active
+"""The predicate of the partial unique index ``ux_sessions_active_chat``, word for word (an
+``ON CONFLICT`` names the index by its columns and this predicate)."""
+
+
+def _insert_active(tx: Connection, session: ChatSession) -> bool:
+    """Insert ``session`` as its chat's active one with its root frame, unless the chat has one."""
+    values = {k: v for k, v in row_values(session).items() if k != "id"}
+    statement = (
+        insert_for(tx, _SESSIONS)
+        .values(values)
+        .on_conflict_do_nothing(index_elements=["source", "chat_id"], index_where=_ACTIVE)
+        .returning(_SESSIONS.c.id)
+    )
+    session_id = tx.execute(statement).scalar()
+    if session_id is None:
+        return False
+    session.id = int(session_id)
+    insert_row(tx, StackFrame(session_id=session.id, depth=0, agent_id=session.agent_id))
+    return True
 
 
 def _active_query(chat_id: int, source: SessionSource = SessionSource.CHAT):  # type: ignore[no-untyped-def]
@@ -273,22 +308,19 @@ def _find_or_create(
     tx: Connection, source: SessionSource, chat_id: int, user_id: int | None, language: str | None
 ) -> tuple[ChatSession, bool]:
     """The chat's active session, created if it has none, its language updated: one transaction
-    of Core statements (the ORM's unit of work costs as much again, on a first message's path)."""
-    row = tx.execute(
-        sa.select(_SESSIONS)
-        .where(
-            _SESSIONS.c.source == source,
-            _SESSIONS.c.chat_id == chat_id,
-            _SESSIONS.c.active.is_(True),
-        )
-        .order_by(_SESSIONS.c.id.desc())
-        .limit(1)
-    ).first()
-    if row is None:
+    of Core statements (the ORM's unit of work costs as much again, on a first message's path).
+
+    The insert goes first and the unique index decides: a chat that has a session (or gets one
+    from a concurrent writer) costs a conflict and a read, a new chat one insert."""
+    for _ in range(_ATTEMPTS):  # the active session may be closed (/new) between insert and read
         session = ChatSession(source=source, chat_id=chat_id, user_id=user_id, language_code=language)
-        session_id = insert_row(tx, session)
-        insert_row(tx, StackFrame(session_id=session_id, depth=0, agent_id=session.agent_id))
-        return session, True
+        if _insert_active(tx, session):
+            return session, True
+        row = tx.execute(sa.select(_SESSIONS).where(*_active_chat(source, chat_id))).first()
+        if row is not None:
+            break
+    else:
+        raise StorageError(f"chat {chat_id} has no active session and none can be opened")
     session = ChatSession(**row._mapping)
     if language is not None and session.language_code != language:
         tx.execute(update(_SESSIONS).where(_SESSIONS.c.id == session.id).values(language_code=language))

@@ -22,6 +22,7 @@ from sqlmodel import Field, Session, SQLModel, col, select
 
 from agentgram.runtime.infra.llm.models import ModelRegistry, TokenUsage
 from agentgram.runtime.infra.llm.types import LLMClient
+from agentgram.runtime.infra.storage.concurrency import upsert
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.models import HistoryRow, Role, utcnow
 from agentgram.runtime.infra.storage.rows import table_of
@@ -62,9 +63,11 @@ class UsageStore:
         """Store the session's choice (``None``: back to the default)."""
 
         def write(tx: Connection) -> None:
-            tx.execute(sa.delete(_CHOICES).where(_CHOICES.c.session_id == session_id))
-            if name is not None:
-                tx.execute(sa.insert(_CHOICES).values(session_id=session_id, name=name, chosen_at=utcnow()))
+            if name is None:
+                tx.execute(sa.delete(_CHOICES).where(_CHOICES.c.session_id == session_id))
+            else:  # one statement: concurrent choices never collide, the last to commit stands
+                values = {"session_id": session_id, "name": name, "chosen_at": utcnow()}
+                upsert(tx, _CHOICES, values, keys=["session_id"], update=["name", "chosen_at"])
 
         await self._db.write_sync(write)
         self._remember(session_id, name)

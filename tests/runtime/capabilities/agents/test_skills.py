@@ -56,8 +56,8 @@ def finished(rec: Recorder) -> list[TurnFinished]:
 
 
 async def chat(runtime: Any, text: str, envelope: str) -> None:
-    session = await runtime.chat_session(1001, user_id=1001, language="en")
-    await runtime.post_user_message(session, text, envelope_id=envelope)
+    session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+    await runtime.chat.post_user_message(session, text, envelope_id=envelope)
 
 
 # --- the catalog ------------------------------------------------------------------------

@@ -59,8 +59,8 @@ async def with_files(config: Any, files: PlatformFiles) -> tuple[Runtime, Record
 
 
 async def posted(runtime: Runtime, text: str, attachments: list[Attachment], envelope: str = "u1") -> Any:
-    session = await runtime.chat_session(1001, user_id=1001, language="en")
-    await runtime.accept_user_message(session, text, envelope_id=envelope, attachments=attachments)
+    session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+    await runtime.chat.accept_user_message(session, text, envelope_id=envelope, attachments=attachments)
     return session
 
 
@@ -137,7 +137,7 @@ async def test_stop_cancels_a_fetch_and_the_message_is_dropped(tmp_path: Path, f
         doc = Attachment(kind="document", file_id="slow", name="big.bin", size=4)
         session = await posted(runtime, "take this", [doc])
         await files.asked_for(["slow"])
-        stopped = await runtime.stop(session, "s1")
+        stopped = await runtime.chat.stop(session, "s1")
         assert stopped.was_running
         await rec.wait_kind("notice")
         assert [n.key for n in rec.of("notice")] in (["stopped-dropped"], ["stopped"])
@@ -183,8 +183,8 @@ async def test_a_voice_note_is_transcribed_the_chat_told_and_the_model_reads_it_
     runtime, rec = await with_files(config, files)
     try:
         voice = Attachment(kind="voice", file_id="v1", mime_type="audio/ogg", size=len(ogg), duration=3)
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.accept_user_message(
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.accept_user_message(
             session, "", envelope_id="u1", chat_message_id=77, attachments=[voice]
         )
         await rec.wait_kind("turn_finished")
@@ -212,8 +212,8 @@ async def test_a_failed_transcription_says_why_and_keeps_the_audio(
     runtime, rec = await with_files(make_settings(tmp_path, fake_llm.base_url), files)
     try:
         voice = Attachment(kind="voice", file_id="v1", mime_type="audio/ogg", size=4)
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.accept_user_message(session, "", envelope_id="u1", attachments=[voice])
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.accept_user_message(session, "", envelope_id="u1", attachments=[voice])
         await rec.wait_kind("turn_finished")
         [failed] = [n for n in rec.of("notice") if n.key == "voice-failed"]
         assert "transcription failed" in str(failed.params["reason"])

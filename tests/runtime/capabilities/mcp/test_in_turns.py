@@ -34,8 +34,8 @@ async def test_an_allowed_call_runs_and_its_real_result_reaches_the_model(
     rules = {"rules": [{"tool": "mcp__time__*", "action": "allow"}]}
     runtime, rec = await started_runtime(settings(tmp_path, fake_llm, approval=rules))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "time in Tokyo?", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "time in Tokyo?", envelope_id="u1")
         await rec.wait_kind("turn_finished", timeout=30)
         offered = {tool["function"]["name"]: tool["function"] for tool in fake_llm.requests[0]["tools"]}
         assert offered[TOOL]["parameters"]["required"] == ["timezone"]
@@ -52,8 +52,8 @@ async def test_a_servers_approval_setting_is_a_rule_for_its_tools(
     fake_llm.script(ToolCalls([Call(TOOL, {"timezone": "UTC"}, id="c_t")]), Text("done"))
     runtime, rec = await started_runtime(settings(tmp_path, fake_llm, server={"approval": "allow"}))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "time?", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "time?", envelope_id="u1")
         await rec.wait_kind("turn_finished", timeout=30)
         assert rec.of("approval_requested") == []
         assert json.loads(tool_results(fake_llm.requests[1])[0])["timezone"] == "UTC"
@@ -65,8 +65,8 @@ async def test_a_call_no_rule_matches_asks_for_approval(tmp_path: Path, fake_llm
     fake_llm.script(ToolCalls([Call(TOOL, {"timezone": "UTC"}, id="c_t")]), Text("done"))
     runtime, rec = await started_runtime(settings(tmp_path, fake_llm))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "time?", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "time?", envelope_id="u1")
         await rec.wait_kind("approval_requested", timeout=30)
         (asked,) = rec.of("approval_requested")
         assert isinstance(asked, ApprovalRequested)
@@ -85,8 +85,8 @@ async def test_a_server_that_cannot_start_leaves_the_runtime_running(
         server = runtime.mcp.get("time")
         assert server is not None and server.state is ServerState.FAILED
         assert runtime.tools.get(TOOL) is None
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "hi", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "hi", envelope_id="u1")
         await rec.wait_kind("turn_finished", timeout=30)
     finally:
         await runtime.close()

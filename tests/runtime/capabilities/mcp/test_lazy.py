@@ -40,10 +40,10 @@ async def test_activation_offers_the_servers_tools_from_the_next_round_of_the_sa
     )
     runtime, rec = await started_runtime(settings(tmp_path, fake_llm))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        (before,) = await runtime.mcp_overview(session)
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        (before,) = await runtime.sessions.mcp_overview(session)
         assert (before.state, before.tools, before.activated) == (ServerState.STOPPED, None, False)
-        await runtime.post_user_message(session, "time in Tokyo?", envelope_id="u1")
+        await runtime.chat.post_user_message(session, "time in Tokyo?", envelope_id="u1")
         await rec.wait_kind("turn_finished", timeout=30)
 
         first, second, third = fake_llm.requests
@@ -55,7 +55,7 @@ async def test_activation_offers_the_servers_tools_from_the_next_round_of_the_sa
         assert offered(second)[TOOL]["parameters"]["required"] == ["timezone"]
         assert json.loads(tool_results(third)[1])["timezone"] == "Asia/Tokyo"
 
-        (after,) = await runtime.mcp_overview(session)
+        (after,) = await runtime.sessions.mcp_overview(session)
         assert after.state is ServerState.RUNNING and after.activated
         assert after.tools is not None and after.tools >= 2
     finally:
@@ -66,8 +66,8 @@ async def test_the_grant_survives_a_restart_and_new_clears_it(tmp_path: Path, fa
     fake_llm.script(ToolCalls([Call("activate_tools", {"servers": ["time"]}, id="c_a")]), Text("ready"))
     runtime, rec = await started_runtime(settings(tmp_path, fake_llm))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "get the clock ready", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "get the clock ready", envelope_id="u1")
         await rec.wait_kind("turn_finished", timeout=30)
     finally:
         await runtime.close()
@@ -77,19 +77,19 @@ async def test_the_grant_survives_a_restart_and_new_clears_it(tmp_path: Path, fa
     )
     runtime, rec = await started_runtime(settings(tmp_path, fake_llm))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        (status,) = await runtime.mcp_overview(session)
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        (status,) = await runtime.sessions.mcp_overview(session)
         assert status.activated and status.state is ServerState.STOPPED  # granted, not started yet
-        await runtime.post_user_message(session, "what time is it?", envelope_id="u2")
+        await runtime.chat.post_user_message(session, "what time is it?", envelope_id="u2")
         await rec.wait_kind("turn_finished", timeout=30)
         restarted = fake_llm.requests[2]
         assert TOOL in offered(restarted)  # from the first round after the restart
         assert json.loads(tool_results(fake_llm.requests[3])[-1])["timezone"] == "UTC"
 
-        fresh = await runtime.new_session(1001, user_id=1001, language="en", envelope_id="n1")
-        (status,) = await runtime.mcp_overview(fresh)
+        fresh = await runtime.chat.new_session(1001, user_id=1001, language="en", envelope_id="n1")
+        (status,) = await runtime.sessions.mcp_overview(fresh)
         assert not status.activated
-        await runtime.post_user_message(fresh, "hello", envelope_id="u3")
+        await runtime.chat.post_user_message(fresh, "hello", envelope_id="u3")
         await rec.wait_kind("turn_finished", count=2, timeout=30)
         assert TOOL not in offered(fake_llm.requests[4]) and "activate_tools" in offered(fake_llm.requests[4])
     finally:
@@ -102,8 +102,8 @@ async def test_an_unknown_server_is_a_readable_error_and_nothing_is_granted(
     fake_llm.script(ToolCalls([Call("activate_tools", {"servers": ["github"]}, id="c_a")]), Text("oh"))
     runtime, rec = await started_runtime(settings(tmp_path, fake_llm))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "open an issue", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "open an issue", envelope_id="u1")
         await rec.wait_kind("turn_finished", timeout=30)
         (error,) = tool_results(fake_llm.requests[1])
         assert "no MCP server named 'github'" in error and "time" in error
@@ -116,12 +116,12 @@ async def test_a_server_that_cannot_start_is_not_granted(tmp_path: Path, fake_ll
     fake_llm.script(ToolCalls([Call("activate_tools", {"servers": ["time"]}, id="c_a")]), Text("oh"))
     runtime, rec = await started_runtime(settings(tmp_path, fake_llm, command="/nonexistent/mcp-server"))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "time?", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "time?", envelope_id="u1")
         await rec.wait_kind("turn_finished", timeout=30)
         (error,) = tool_results(fake_llm.requests[1])
         assert "could not start" in error
-        (status,) = await runtime.mcp_overview(session)
+        (status,) = await runtime.sessions.mcp_overview(session)
         assert status.state is ServerState.FAILED and not status.activated
     finally:
         await runtime.close()
@@ -131,8 +131,8 @@ async def test_without_lazy_servers_there_is_no_activate_tools(tmp_path: Path, f
     fake_llm.script(Text("hi"))
     runtime, rec = await started_runtime(settings(tmp_path, fake_llm, lazy=False))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "hello", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "hello", envelope_id="u1")
         await rec.wait_kind("turn_finished", timeout=30)
         tools = offered(fake_llm.requests[0])
         assert "activate_tools" not in tools and TOOL in tools
@@ -163,8 +163,8 @@ async def test_a_sub_agent_starts_without_its_parents_grants_and_activates_its_o
     )
     runtime, rec = await started_runtime(settings(tmp_path, fake_llm))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "ask the helper", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "ask the helper", envelope_id="u1")
         await rec.wait_kind("turn_finished", timeout=30)
         _, main_granted, child_first, child_granted, main_after = fake_llm.requests
         assert TOOL in offered(main_granted)

@@ -29,12 +29,12 @@ async def test_a_call_after_the_server_was_killed_gets_an_answer_or_a_readable_e
     )
     runtime, rec = await started_runtime(settings(tmp_path, fake_llm, approval=ALLOW))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "time?", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "time?", envelope_id="u1")
         await rec.wait_kind("turn_finished", timeout=30)
         assert kill_time_servers() == 1
 
-        await runtime.post_user_message(session, "time again?", envelope_id="u2")
+        await runtime.chat.post_user_message(session, "time again?", envelope_id="u2")
         await rec.wait_kind("turn_finished", 2, timeout=30)
         finished = rec.of("turn_finished")[-1]
         assert isinstance(finished, TurnFinished) and finished.outcome is OutcomeKind.FINAL
@@ -58,10 +58,10 @@ async def test_a_running_server_is_in_the_process_ledger_until_it_closes(
     try:
         server = runtime.mcp.get("time")
         assert server is not None and server.pid is not None
-        recorded = await runtime.sessions.values_with_prefix(PREFIX)
+        recorded = await runtime.session_store.values_with_prefix(PREFIX)
         assert recorded == {f"{PREFIX}{server.pid}": start_time(server.pid)}
         await server.close()
         assert server.pid is None and time_servers() == 0
-        assert await runtime.sessions.values_with_prefix(PREFIX) == {}
+        assert await runtime.session_store.values_with_prefix(PREFIX) == {}
     finally:
         await runtime.close()

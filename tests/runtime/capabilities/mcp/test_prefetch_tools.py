@@ -20,8 +20,8 @@ async def test_a_request_with_the_same_messages_but_other_tools_is_asked_again(
     fake_llm.script(Hang(first_text="stale", seconds=30), Text("fresh"))
     runtime, _ = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        ref = await runtime.chat_session(1001, user_id=1001, language="en")
-        session = await runtime.sessions.get(ref.id)
+        ref = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        session = await runtime.session_store.get(ref.id)
         assert session is not None
         services = runtime.hub.deps
         runner = TurnRunner.root(services, session, 0, Address.of(session))

@@ -36,16 +36,16 @@ async def test_a_granted_server_that_hangs_on_start_delays_only_the_first_reques
     config = make_settings(tmp_path, fake_llm.base_url, mcp={"servers": {"hang": HANGING}})
     runtime, rec = await started_runtime(config)
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
         await runtime.mcp_catalog.grants.grant(session.id, ROOT_FRAME, ["hang"])  # as before a restart
         began = time.monotonic()
-        await runtime.post_user_message(session, "hi", envelope_id="u1")
+        await runtime.chat.post_user_message(session, "hi", envelope_id="u1")
         await fake_llm.wait_for_requests(1, timeout=30)
         assert time.monotonic() - began < 2, "one wait of the server's 1s timeout, not its start's 60s"
         await rec.wait_kind("turn_finished", timeout=30)
         assert not any(name.startswith("mcp__hang__") for name in offered(fake_llm.requests[0]))
         began = time.monotonic()
-        await runtime.post_user_message(session, "hi again", envelope_id="u2")
+        await runtime.chat.post_user_message(session, "hi again", envelope_id="u2")
         await fake_llm.wait_for_requests(2, timeout=30)
         assert time.monotonic() - began < 0.8, "no round waits for it again"
         await rec.wait_kind("turn_finished", 2, timeout=30)
@@ -68,12 +68,12 @@ async def test_an_eager_server_that_failed_at_start_is_listed_in_the_background_
         assert server is not None and server.state is ServerState.FAILED
         script.write_text(f"#!/bin/sh\nexec {sys.executable} {' '.join(TIME_SERVER['args'])}\n")
         script.chmod(0o755)
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "first", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "first", envelope_id="u1")
         await rec.wait_kind("turn_finished", timeout=30)
         assert "mcp__time__get_current_time" not in offered(fake_llm.requests[0])
         await poll_until(lambda: server.listed is not None)
-        await runtime.post_user_message(session, "second", envelope_id="u2")
+        await runtime.chat.post_user_message(session, "second", envelope_id="u2")
         await rec.wait_kind("turn_finished", 2, timeout=30)
         assert "mcp__time__get_current_time" in offered(fake_llm.requests[1])
     finally:

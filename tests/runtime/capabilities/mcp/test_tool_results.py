@@ -33,9 +33,9 @@ def tool_results(request: dict[str, Any]) -> list[str]:
 
 
 async def one_turn(runtime: Runtime, rec: Recorder, text: str) -> TurnFinished:
-    session = await runtime.chat_session(1001, user_id=1001, language="en")
+    session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
     count = len(rec.of("turn_finished"))
-    await runtime.post_user_message(session, text, envelope_id=f"u-{text}")
+    await runtime.chat.post_user_message(session, text, envelope_id=f"u-{text}")
     await rec.wait_kind("turn_finished", count + 1, timeout=30)
     finished = rec.of("turn_finished")[-1]
     assert isinstance(finished, TurnFinished)
@@ -66,10 +66,10 @@ async def test_stop_cancels_a_call_in_flight_and_the_server_still_answers(
     )
     runtime, rec = await started_runtime(settings(tmp_path, fake_llm))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "sleep long", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "sleep long", envelope_id="u1")
         await rec.wait_for(lambda: any(running(e, "mcp__test__slow") for e in rec.events), timeout=30)
-        stopped = await runtime.stop(session, "s1")
+        stopped = await runtime.chat.stop(session, "s1")
         assert stopped.was_running
         await rec.wait_kind("turn_finished", timeout=10)
         (finished,) = rec.of("turn_finished")
@@ -97,7 +97,7 @@ async def test_an_erroring_tool_gives_the_model_its_message(tmp_path: Path, fake
         await one_turn(runtime, rec, "try it")
         (result,) = tool_results(fake_llm.requests[1])
         assert "disk on fire" in result
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
         call = await runtime.history.call_by_model_id(session.id or 0, "c_f")
         assert call is not None and call.status == ToolCallStatus.FAILED
     finally:

@@ -26,10 +26,10 @@ async def test_scratchpad_is_its_own_system_message_and_the_static_prefix_stays_
     note = Call("update_scratchpad", {"key": "db_url", "value": "postgres://localhost/mydb"})
     llm = ScriptedLLM.script(Round(calls=[note]), Round(text="Noted."), Round(text="Still here."))
     async with runtime_with(tmp_path, llm) as (runtime, rec):
-        session = await runtime.chat_session(CHAT, user_id=CHAT, language="en")
-        await runtime.post_user_message(session, "remember the db", envelope_id="u1")
+        session = await runtime.chat.chat_session(CHAT, user_id=CHAT, language="en")
+        await runtime.chat.post_user_message(session, "remember the db", envelope_id="u1")
         await rec.wait_kind("turn_finished")
-        await runtime.post_user_message(session, "and now?", envelope_id="u2")
+        await runtime.chat.post_user_message(session, "and now?", envelope_id="u2")
         await rec.wait_kind("turn_finished", 2)
     before, after_note, next_turn = (request.messages for request in llm.requests)
     assert before[0] == after_note[0] == next_turn[0]  # the static message, byte-identical
@@ -45,8 +45,8 @@ async def test_write_todos_tells_the_chat_only_when_the_list_changes(tmp_path: P
     write = Call("write_todos", {"items": items})
     llm = ScriptedLLM.script(Round(calls=[write]), Round(calls=[write]), Round(text="Working."))
     async with runtime_with(tmp_path, llm) as (runtime, rec):
-        session = await runtime.chat_session(CHAT, user_id=CHAT, language="en")
-        await runtime.post_user_message(session, "fix the bug", envelope_id="u1")
+        session = await runtime.chat.chat_session(CHAT, user_id=CHAT, language="en")
+        await runtime.chat.post_user_message(session, "fix the bug", envelope_id="u1")
         await rec.wait_kind("turn_finished")
         changed = rec.of("todos_changed")
         assert len(changed) == 1 and isinstance(changed[0], TodosChanged)
@@ -55,9 +55,9 @@ async def test_write_todos_tells_the_chat_only_when_the_list_changes(tmp_path: P
             TodoItem(text="fix it", status=TodoStatus.IN_PROGRESS),
         )
         assert changed[0].items == expected
-        assert await runtime.todos(session) == expected
-        fresh = await runtime.new_session(CHAT, user_id=CHAT, language="en", envelope_id="n1")
-        assert await runtime.todos(fresh) == ()
+        assert await runtime.chat.todos(session) == expected
+        fresh = await runtime.chat.new_session(CHAT, user_id=CHAT, language="en", envelope_id="n1")
+        assert await runtime.chat.todos(fresh) == ()
 
 
 async def test_the_notes_message_is_read_once_and_follows_every_write(tmp_path: Path) -> None:

@@ -32,8 +32,8 @@ async def test_a_workspace_file_is_recorded_then_published_and_an_image_goes_as_
     try:
         (runtime.workdir / "chart.png").write_bytes(b"\x89PNG fake")
         (runtime.workdir / "r.csv").write_text("a,b\n1,2\n")
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "send them", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "send them", envelope_id="u1")
         await rec.wait_kind("turn_finished")
         photo, doc = (e for e in rec.events if isinstance(e, FileOutput))
         assert (photo.path, photo.caption, photo.as_photo) == (
@@ -60,8 +60,8 @@ async def test_a_file_over_the_upload_limit_is_an_error_naming_the_limit(
         runtime.max_upload_bytes = 1024 * 1024
         with (runtime.workdir / "big.bin").open("wb") as fh:
             fh.truncate(2 * 1024 * 1024)
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "send it", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "send it", envelope_id="u1")
         await rec.wait_kind("turn_finished")
         [result] = tool_results(fake_llm.requests[1])
         assert "big.bin is 2.0 MB; the chat takes files up to 1.0 MB" in result
@@ -76,8 +76,8 @@ async def test_a_file_outside_the_workdir_asks_first(tmp_path: Path, fake_llm: F
     fake_llm.script(ToolCalls([Call("send_file", {"path": str(outside)})]), Text("ok"))
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "send it", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "send it", envelope_id="u1")
         await rec.wait_kind("approval_requested")
         assert not [e for e in rec.events if isinstance(e, FileOutput)]
     finally:

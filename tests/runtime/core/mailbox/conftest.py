@@ -1,4 +1,5 @@
-"""One mailbox contract, two implementations: every test here runs on SQLite and in memory."""
+"""One mailbox contract, two implementations: every test here runs on SQLite, on PostgreSQL and
+in memory."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from agentgram.runtime.core.mailbox.mailbox import Mailbox
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.migrations import migrate
 from agentgram.runtime.infra.storage.sessions import SessionStore
+from tests.backends import database
 
 MAX_UNREAD = 4
 
@@ -28,8 +30,8 @@ class Box:
     db: Database | None = None
 
 
-async def sql_box(path: Path, max_unread: int = MAX_UNREAD) -> Box:
-    db = Database(f"sqlite+aiosqlite:///{path}")
+async def sql_box(path: Path, max_unread: int = MAX_UNREAD, *, url: str | None = None) -> Box:
+    db = Database(url or f"sqlite+aiosqlite:///{path}")
     await migrate(db)
     sessions = SessionStore(db)
     chat_ids = itertools.count(1)
@@ -51,14 +53,15 @@ def memory_box(max_unread: int = MAX_UNREAD) -> Box:
     return Box("memory", MemoryMailbox(max_unread), new_session)
 
 
-@pytest.fixture(params=["sql", "memory"])
+@pytest.fixture(params=["sql", "postgres", "memory"])
 async def box(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Box]:
     if request.param == "memory":
         yield memory_box()
         return
-    made = await sql_box(tmp_path / "mail.db")
-    try:
-        yield made
-    finally:
-        assert made.db is not None
-        await made.db.close()
+    async with database("sqlite" if request.param == "sql" else "postgres", tmp_path, "mail.db") as url:
+        made = await sql_box(tmp_path / "mail.db", url=url)
+        try:
+            yield made
+        finally:
+            assert made.db is not None
+            await made.db.close()

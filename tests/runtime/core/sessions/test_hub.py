@@ -51,7 +51,7 @@ class Rig:
         return set(self.runtime.hub.workers)
 
     async def chat(self) -> ChatSession:
-        return await self.runtime.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
+        return await self.runtime.chat.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
 
     async def evictions(self, session_id: int, count: int = 1) -> None:
         await self.rec.wait_for(lambda: self.evicted.count(session_id) >= count)
@@ -129,14 +129,14 @@ async def test_an_idle_chat_worker_is_evicted_and_the_next_message_has_the_whole
     async with hub_rig(tmp_path, fake_llm) as rig:
         session = await rig.chat()
         sid = session.id or 0
-        assert await rig.runtime.post_user_message(session, "My name is Ada.", envelope_id="u1") == (
+        assert await rig.runtime.chat.post_user_message(session, "My name is Ada.", envelope_id="u1") == (
             PostResult.STARTED
         )
         await rig.rec.wait_for(lambda: len(rig.finished()) == 1)
         await rig.evictions(sid)
         assert not rig.held_in_memory(sid), "the session's views went with its worker"
 
-        assert await rig.runtime.post_user_message(session, "What's my name?", envelope_id="u2") == (
+        assert await rig.runtime.chat.post_user_message(session, "What's my name?", envelope_id="u2") == (
             PostResult.STARTED
         )
         await rig.rec.wait_for(lambda: len(rig.finished()) == 2)
@@ -160,14 +160,16 @@ async def test_a_turn_waiting_for_approval_keeps_its_worker_and_the_decision_goe
     async with hub_rig(tmp_path, fake_llm) as rig:
         session = await rig.chat()
         sid = session.id or 0
-        await rig.runtime.post_user_message(session, "say hi", envelope_id="u1")
+        await rig.runtime.chat.post_user_message(session, "say hi", envelope_id="u1")
         await rig.rec.wait_kind("approval_requested")
         [asked] = [e for e in rig.rec.events if isinstance(e, ApprovalRequested)]
         worker = rig.runtime.hub.workers[sid]
         await asyncio.sleep(LONGER_THAN_IDLE)  # an absence: nothing to wait for but time
         assert rig.evicted == [] and rig.runtime.hub.workers[sid] is worker and worker.busy
 
-        result = await rig.runtime.decide(asked.request_id, approved=True, reason=None, envelope_id="d1")
+        result = await rig.runtime.approvals.decide(
+            asked.request_id, approved=True, reason=None, envelope_id="d1"
+        )
         assert result.applied
         await rig.rec.wait_for(lambda: len(rig.finished()) == 1)
         assert rig.finished()[0].text == "It said hi."
@@ -181,11 +183,11 @@ async def test_a_paused_turn_survives_eviction_and_resume_continues_it(
     async with hub_rig(tmp_path, fake_llm, approval=ALLOW_SHELL) as rig:
         session = await rig.chat()
         sid = session.id or 0
-        await rig.runtime.post_user_message(session, "long job", envelope_id="u1")
+        await rig.runtime.chat.post_user_message(session, "long job", envelope_id="u1")
         await rig.rec.wait_for(
             lambda: any(isinstance(e, ToolActivity) and e.phase == ToolPhase.RUNNING for e in rig.rec.events)
         )
-        assert await rig.runtime.pause(session, "p1")
+        assert await rig.runtime.chat.pause(session, "p1")
         await asyncio.sleep(LONGER_THAN_IDLE)  # a turn with a pause pending is still running
         assert rig.evicted == [] and await rig.runtime.hub.pause_pending(sid)
         (rig.runtime.workdir / "go").touch()
@@ -194,13 +196,13 @@ async def test_a_paused_turn_survives_eviction_and_resume_continues_it(
         assert paused.outcome == OutcomeKind.PAUSED
         await rig.evictions(sid)
 
-        assert await rig.runtime.post_user_message(session, "one more thing", envelope_id="u2") == (
+        assert await rig.runtime.chat.post_user_message(session, "one more thing", envelope_id="u2") == (
             PostResult.PAUSED
         )
         await rig.evictions(sid, 2)  # a new worker saw the message wait for /resume, then idled out
         assert fake_llm.calls == 1 and await rig.runtime.mailbox.unread(sid) != []
 
-        assert await rig.runtime.resume(session, "r1")
+        assert await rig.runtime.chat.resume(session, "r1")
         await rig.rec.wait_for(lambda: len(rig.finished()) == 2)
         resumed = rig.finished()[1]
         assert (resumed.turn_id, resumed.outcome) == (paused.turn_id, OutcomeKind.FINAL)
@@ -216,21 +218,21 @@ async def test_a_stop_for_an_evicted_paused_session_cancels_its_turn(
     async with hub_rig(tmp_path, fake_llm, approval=ALLOW_SHELL) as rig:
         session = await rig.chat()
         sid = session.id or 0
-        await rig.runtime.post_user_message(session, "long job", envelope_id="u1")
+        await rig.runtime.chat.post_user_message(session, "long job", envelope_id="u1")
         await rig.rec.wait_for(
             lambda: any(isinstance(e, ToolActivity) and e.phase == ToolPhase.RUNNING for e in rig.rec.events)
         )
-        assert await rig.runtime.pause(session, "p1")
+        assert await rig.runtime.chat.pause(session, "p1")
         (rig.runtime.workdir / "go").touch()
         await rig.rec.wait_for(lambda: len(rig.finished()) == 1)
         await rig.evictions(sid)
 
-        assert not (await rig.runtime.stop(session, "s1")).was_running
+        assert not (await rig.runtime.chat.stop(session, "s1")).was_running
         await rig.rec.wait_for(lambda: "stopped" in rig.notices())
-        latest = await rig.runtime.sessions.latest_turn(sid)
+        latest = await rig.runtime.session_store.latest_turn(sid)
         assert latest is not None and latest.status == TurnStatus.CANCELLED
         await rig.evictions(sid, 2)
-        assert not await rig.runtime.resume(session, "r1"), "nothing left to resume"
+        assert not await rig.runtime.chat.resume(session, "r1"), "nothing left to resume"
 
 
 async def test_a_late_approval_tap_for_an_evicted_session_is_stale_and_settled(
@@ -240,15 +242,17 @@ async def test_a_late_approval_tap_for_an_evicted_session_is_stale_and_settled(
     async with hub_rig(tmp_path, fake_llm) as rig:
         session = await rig.chat()
         sid = session.id or 0
-        await rig.runtime.post_user_message(session, "say hi", envelope_id="u1")
+        await rig.runtime.chat.post_user_message(session, "say hi", envelope_id="u1")
         await rig.rec.wait_kind("approval_requested")
         [asked] = [e for e in rig.rec.events if isinstance(e, ApprovalRequested)]
-        await rig.runtime.stop(session, "s1")
+        await rig.runtime.chat.stop(session, "s1")
         await rig.rec.wait_for(lambda: "stopped" in rig.notices())
         await rig.evictions(sid)
 
-        result = await rig.runtime.decide(asked.request_id, approved=True, reason=None, envelope_id="d1")
-        assert not result.applied and result.request is not None
+        result = await rig.runtime.approvals.decide(
+            asked.request_id, approved=True, reason=None, envelope_id="d1"
+        )
+        assert not result.applied and result.request_id is not None
         await rig.evictions(sid, 2)  # a new worker consumed the decision, which had nothing to act on
         assert await rig.runtime.mailbox.unread(sid) == []
         assert fake_llm.calls == 1 and [f.outcome for f in rig.finished()] == [OutcomeKind.CANCELLED]

@@ -52,8 +52,8 @@ def alive(pid: int) -> bool:
 
 
 async def chat(runtime: Runtime, text: str, envelope: str = "u1") -> Any:
-    session = await runtime.chat_session(1001, user_id=1001, language="en")
-    await runtime.post_user_message(session, text, envelope_id=envelope)
+    session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+    await runtime.chat.post_user_message(session, text, envelope_id=envelope)
     return session
 
 
@@ -149,7 +149,7 @@ async def test_wait_for_mail_wakes_on_the_users_message_and_times_out_at_the_cap
         session = await chat(runtime, "wait for me")
         await rec.wait_for(lambda: len(fake_llm.requests) >= 1)
         await asyncio.sleep(0.2)
-        await runtime.post_user_message(session, "here I am", envelope_id="u2")
+        await runtime.chat.post_user_message(session, "here I am", envelope_id="u2")
         started = asyncio.get_running_loop().time()
         await turns(rec, 1)
         took = asyncio.get_running_loop().time() - started
@@ -207,16 +207,16 @@ async def test_stop_cancels_the_sessions_running_calls_without_waking_it(
     try:
         session = await chat(runtime, "start")
         await turns(rec, 1)
-        assert [c.call_id for c in runtime.running_calls(session)] == ["call_long"]
-        stopped = await runtime.stop(session, "s1")
+        assert [c.call_id for c in runtime.calls.running_calls(session)] == ["call_long"]
+        stopped = await runtime.chat.stop(session, "s1")
         assert stopped.was_running
         await rec.wait_kind("call_finished")
-        assert runtime.running_calls(session) == []
+        assert runtime.calls.running_calls(session) == []
         await rec.wait_kind("notice")
         assert [n.key for n in rec.of("notice")] == ["stopped"]  # not "nothing to stop": a call was
         await asyncio.sleep(0.3)
         assert len(finished(rec)) == 1  # the user stopped it: no turn to report it
-        await runtime.post_user_message(session, "what happened?", envelope_id="u2")
+        await runtime.chat.post_user_message(session, "what happened?", envelope_id="u2")
         await turns(rec, 2)
         text = "\n".join(m["content"] or "" for m in fake_llm.requests[2]["messages"] if m["role"] == "user")
         assert "tool call call_long (execute_cmd) cancelled]" in text and "/stop" in text
@@ -233,14 +233,16 @@ async def test_the_chats_stop_button_cancels_one_call(tmp_path: Path, fake_llm: 
     try:
         session = await chat(runtime, "start")
         await turns(rec, 1)
-        [running] = runtime.running_calls(session)
-        other = await runtime.chat_session(2002, user_id=2002, language="en")
-        assert not await runtime.cancel_call(
+        [running] = runtime.calls.running_calls(session)
+        other = await runtime.chat.chat_session(2002, user_id=2002, language="en")
+        assert not await runtime.calls.cancel_call(
             other, running.run_id, envelope_id="tap-1"
         )  # not that chat's call
-        assert await runtime.cancel_call(session, running.run_id, envelope_id="tap-2")
+        assert await runtime.calls.cancel_call(session, running.run_id, envelope_id="tap-2")
         await rec.wait_kind("call_finished")
-        assert not await runtime.cancel_call(session, running.run_id, envelope_id="tap-3")  # gone already
+        assert not await runtime.calls.cancel_call(
+            session, running.run_id, envelope_id="tap-3"
+        )  # gone already
         [done] = [e for e in rec.events if isinstance(e, CallFinished)]
         assert done.status == RunStatus.CANCELLED
     finally:

@@ -41,11 +41,11 @@ async def test_the_first_round_adopts_the_request_sent_while_the_turn_opened(
     fake_llm.script(Text("Hi!"), Text("Fine."))
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "hello", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "hello", envelope_id="u1")
         await rec.wait_kind("turn_finished")
         assert len(adopted) == 1 and fake_llm.calls == 1, "the prefetched request was the turn's request"
-        await runtime.post_user_message(session, "how are you?", envelope_id="u2")
+        await runtime.chat.post_user_message(session, "how are you?", envelope_id="u2")
         await rec.wait_kind("turn_finished", 2)
         assert len(adopted) == 2 and fake_llm.calls == 2
         assert fake_llm.closed_streams == 0
@@ -62,10 +62,10 @@ async def test_a_turn_that_failed_unanswered_does_not_spoil_the_next_prefetch(
     fake_llm.script(Error(400, "bad request"), Text("Now it works."))
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url, llm={"max_retries": 0}))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "first", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "first", envelope_id="u1")
         await rec.wait_kind("turn_finished")
-        await runtime.post_user_message(session, "second", envelope_id="u2")
+        await runtime.chat.post_user_message(session, "second", envelope_id="u2")
         await rec.wait_kind("turn_finished", 2)
         outcomes = [e.outcome for e in rec.of("turn_finished") if isinstance(e, TurnFinished)]
         assert outcomes == [OutcomeKind.FAILED, OutcomeKind.FINAL]
@@ -83,8 +83,8 @@ async def test_a_request_that_asked_something_else_is_cancelled_and_asked_again(
     fake_llm.script(Hang(first_text="stale", seconds=30), Text("fresh"))
     runtime, _ = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        ref = await runtime.chat_session(1001, user_id=1001, language="en")
-        session = await runtime.sessions.get(ref.id)
+        ref = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        session = await runtime.session_store.get(ref.id)
         assert session is not None
         services = runtime.hub.deps
         runner = TurnRunner.root(services, session, 0, Address.of(session))
@@ -104,8 +104,8 @@ async def test_a_stop_while_the_turn_is_opened_starts_it_cancelled(
 ) -> None:
     fake_llm.script(Text("warmed up"), Hang(first_text="never shown", seconds=30))
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
-    session = await runtime.chat_session(1001, user_id=1001, language="en")
-    await runtime.post_user_message(session, "warm up", envelope_id="u0")
+    session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+    await runtime.chat.post_user_message(session, "warm up", envelope_id="u0")
     await rec.wait_kind("turn_finished")
     opening, go_on = asyncio.Event(), asyncio.Event()
     open_turn = steps.open_turn
@@ -117,11 +117,11 @@ async def test_a_stop_while_the_turn_is_opened_starts_it_cancelled(
 
     monkeypatch.setattr(steps, "open_turn", slow_open)
     try:
-        await runtime.post_user_message(session, "start", envelope_id="u1")
+        await runtime.chat.post_user_message(session, "start", envelope_id="u1")
         await opening.wait()
         await fake_llm.wait_for_requests(2)  # the prefetched request is already out
         assert runtime.hub.is_busy(session.id or 0), "a turn being opened counts as running"
-        stopped = await runtime.stop(session, "stop-1")
+        stopped = await runtime.chat.stop(session, "stop-1")
         assert stopped.was_running
         go_on.set()
         await rec.wait_kind("turn_finished", 2)

@@ -18,8 +18,8 @@ async def test_text_turn_streams_and_finishes(tmp_path: Path, fake_llm: FakeOpen
     fake_llm.script(Text("Hello there, friend!", chunk_size=5))
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "hi", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "hi", envelope_id="u1")
         await rec.wait_kind("turn_finished")
         finished = rec.of("turn_finished")[0]
         assert isinstance(finished, TurnFinished) and finished.text == "Hello there, friend!"
@@ -41,8 +41,8 @@ async def test_tool_round_trip_pairs_history(tmp_path: Path, fake_llm: FakeOpenA
     fake_llm.script(ToolCalls([("read_file", {"path": "notes.md"})]), Text("You need milk."))
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "what's in my notes?", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "what's in my notes?", envelope_id="u1")
         await rec.wait_kind("turn_finished")
         second = fake_llm.requests[1]["messages"]
         roles = [m["role"] for m in second]
@@ -58,8 +58,8 @@ async def test_reasoning_and_usage_are_stored_per_row(tmp_path: Path, fake_llm: 
     fake_llm.script(Text("42", reasoning="let me think", usage=(120, 7)))
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "answer?", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "answer?", envelope_id="u1")
         await rec.wait_kind("turn_finished")
         rows = await runtime.history.all_rows(session.id or 0)
         assistant = rows[-1]
@@ -77,13 +77,13 @@ async def test_exhausted_after_max_rounds(tmp_path: Path, fake_llm: FakeOpenAI) 
         make_settings(tmp_path, fake_llm.base_url, llm={"max_tool_rounds": 3})
     )
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "loop forever", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "loop forever", envelope_id="u1")
         await rec.wait_kind("turn_finished")
         finished = rec.of("turn_finished")[0]
         assert finished.outcome == "exhausted"  # type: ignore[union-attr]
         assert finished.failure is None  # type: ignore[union-attr]
-        turn = await runtime.sessions.latest_turn(session.id or 0)
+        turn = await runtime.session_store.latest_turn(session.id or 0)
         assert turn is not None and turn.error == "Exceeded 3 tool-call rounds without a final answer."
         assert fake_llm.calls == 3
     finally:
@@ -96,8 +96,8 @@ async def test_bad_tool_arguments_and_unknown_tools_are_failed_results(
     fake_llm.script(ToolCalls([("read_file", {"nope": 1}), ("teleport", {})]), Text("ok"))
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "go", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "go", envelope_id="u1")
         await rec.wait_kind("turn_finished")
         tool_messages = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
         assert tool_messages[0]["content"].startswith("Error: invalid arguments")
@@ -114,8 +114,8 @@ async def test_the_model_reads_one_error_prefix_for_an_unknown_tool(
     fake_llm.script(ToolCalls([("summon_genie", {})]), Text("ok"))
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "go", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "go", envelope_id="u1")
         await rec.wait_kind("turn_finished")
         [tool] = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
         assert tool["content"].startswith("Error: unknown tool 'summon_genie'. Available tools: ")
@@ -131,7 +131,7 @@ async def test_a_new_chats_first_message_reads_nothing_back(
     fake_llm.script(Text("Welcome!"))
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        session = await runtime.chat_session(2002, user_id=2002, language="en")  # created now
+        session = await runtime.chat.chat_session(2002, user_id=2002, language="en")  # created now
         reads: list[object] = []
         read_sync = runtime.db.read_sync
 
@@ -140,7 +140,7 @@ async def test_a_new_chats_first_message_reads_nothing_back(
             return await read_sync(fn)
 
         monkeypatch.setattr(runtime.db, "read_sync", counted)
-        await runtime.post_user_message(session, "hello", envelope_id="u1")
+        await runtime.chat.post_user_message(session, "hello", envelope_id="u1")
         await rec.wait_kind("turn_finished")
         assert reads == []
         assert fake_llm.requests[0]["messages"][1:-1] == [{"role": "user", "content": "hello"}]

@@ -75,8 +75,8 @@ async def test_a_before_hook_denies_rewrites_and_answers_calls_and_the_chain_is_
     ]
     runtime, rec = await started_runtime(settings(tmp_path, fake_llm, wrappers))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "go", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "go", envelope_id="u1")
         await rec.wait_kind("turn_finished", timeout=20)
         denied, rewritten, answered, cut = tool_results(fake_llm.requests[1])
         assert "no recursive deletes" in denied
@@ -100,8 +100,8 @@ async def test_a_call_no_wrapper_matches_records_no_chain(tmp_path: Path, fake_l
     wrappers = [{"match": {"tool": "execute_*"}, "decorators": [{"timeout": {"seconds": 5}}]}]
     runtime, rec = await started_runtime(settings(tmp_path, fake_llm, wrappers))
     try:
-        session = await runtime.chat_session(1001, user_id=1001, language="en")
-        await runtime.post_user_message(session, "go", envelope_id="u1")
+        session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
+        await runtime.chat.post_user_message(session, "go", envelope_id="u1")
         await rec.wait_kind("turn_finished")
         row = await runtime.history.call_by_model_id(session.id, "c_ls")
         assert row is not None and row.status == ToolCallStatus.DONE and row.wrappers is None

@@ -1,0 +1,67 @@
+"""The sessions part of the door (``rt.sessions``): what a session runs on and what it has
+used — its model (``/model``, a choice stored as control mail first), its cost (``/usage``), the
+skills loaded at start (``/skills``) and its MCP servers (``/mcp``)."""
+
+from __future__ import annotations
+
+import uuid
+
+from agentgram.runtime.capabilities.agents.skills import Skill, SkillCatalog
+from agentgram.runtime.capabilities.mcp.catalog import McpCatalog, McpServerStatus
+from agentgram.runtime.core.mailbox import ControlAction, ControlBody
+from agentgram.runtime.core.sessions.control import ControlDesk
+from agentgram.runtime.door.control import control_mail
+from agentgram.runtime.door.values import SessionRef
+from agentgram.runtime.infra.config import DEFAULT_MODEL_NAME
+from agentgram.runtime.infra.llm.models import ModelInfo, ModelRegistry, SessionCost, session_cost
+from agentgram.runtime.infra.storage.usage_rows import UsageStore
+
+
+class Sessions:
+    def __init__(
+        self,
+        *,
+        models: ModelRegistry,
+        usage: UsageStore,
+        desk: ControlDesk,
+        skill_catalog: SkillCatalog,
+        mcp_catalog: McpCatalog,
+    ) -> None:
+        self.models = models
+        self.usage = usage
+        self.desk = desk
+        self.skill_catalog = skill_catalog
+        self.mcp_catalog = mcp_catalog
+
+    @property
+    def model_choices(self) -> tuple[ModelInfo, ...]:
+        """The models ``/model`` offers: ``llm.model`` as ``default`` first, then ``llm.models``."""
+        return self.models.infos
+
+    async def session_model(self, session: SessionRef) -> ModelInfo:
+        """The model the session's turns run on."""
+        return self.models.info(await self.usage.chosen(session.id))
+
+    async def choose_model(self, session: SessionRef, name: str) -> ModelInfo | None:
+        """Switch the session to the named model from its next request on; ``None`` for a name
+        not configured (nothing changes)."""
+        if not self.models.knows(name):
+            return None
+        body = ControlBody(action=ControlAction.MODEL, model=None if name == DEFAULT_MODEL_NAME else name)
+        envelope_id = f"model:{session.id}:{uuid.uuid4().hex}"
+        await self.desk.send(control_mail(session.id, body, envelope_id), bool)
+        return self.models.info(name)
+
+    async def session_cost(self, session: SessionRef) -> SessionCost:
+        """The session's tokens per model (its rounds and its sub-agents'), priced where prices are set."""
+        usage, chosen = await self.usage.usage(session.id), await self.usage.chosen(session.id)
+        return session_cost(self.models, usage, chosen)
+
+    def skills(self) -> tuple[Skill, ...]:
+        """The Agent Skills loaded at start, sorted by name (``/skills``)."""
+        return self.skill_catalog.skills
+
+    async def mcp_overview(self, session: SessionRef) -> list[McpServerStatus]:
+        """Every enabled MCP server, sorted by name, with its state and whether ``session``
+        activated it (``/mcp``)."""
+        return await self.mcp_catalog.status(session.id)
