@@ -65,7 +65,8 @@ class Answers(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class SessionControl:
-    """The parts control acts on; :meth:`register` gives the desk one handler per kind."""
+    """The parts control acts on; :meth:`register` gives the desk one handler per kind beyond the
+    hub's own (pause and resume, acknowledged: the turn and the worker read them)."""
 
     turns: Turns
     calls: Calls
@@ -80,8 +81,6 @@ class SessionControl:
 
     def register(self, desk: ControlDesk) -> None:
         desk.handle(ControlAction.STOP, self.stop)
-        desk.handle(ControlAction.PAUSE, _acknowledged)
-        desk.handle(ControlAction.RESUME, _acknowledged)
         desk.handle(ControlAction.CANCEL_CALLS, self.cancel_calls)
         desk.handle(ControlAction.COMPACT, self.compact_now)
         desk.handle(ControlAction.MODEL, self.model)
@@ -128,10 +127,6 @@ class SessionControl:
         body = envelope.body
         assert isinstance(body, QuestionAnswerBody)
         return await self.answers.answer(body.question_id, body.answer)
-
-
-def _acknowledged(envelope: Envelope, replayed: bool) -> bool:
-    return True
 
 
 def _control(envelope: Envelope) -> ControlBody:
