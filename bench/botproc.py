@@ -153,10 +153,10 @@ async def start_bot(args: argparse.Namespace) -> tuple[Callable[[], Awaitable[No
     if args.kind == "agentgram-nolimit":  # diagnostic: without the 30 requests/s AIORateLimiter
         bot.application.bot._rate_limiter = None
     if args.kind == "agentgram-oldsession":  # diagnostic: a chat's session opened as before issue 12
-        old_session_path(bot.runtime.session_store)
+        old_session_path(bot.runtime.parts.session_store)
     await bot.start()
     freeze_startup_heap()  # as `agentgram run` does
-    return bot.stop, bot.runtime.db.engine.dialect.name
+    return bot.stop, bot.runtime.parts.db.engine.dialect.name
 
 
 def old_session_path(sessions: Any) -> None:

@@ -78,16 +78,16 @@ class Driver:
         self.runtime = runtime
         self.recorded = asyncio.Event()
         self.evicted = asyncio.Event()
-        runtime.scheduler.run_listeners.append(self._recorded)
-        runtime.scheduler.tic_listeners.append(self._recorded)
-        runtime.hub.evict_listeners.append(lambda _: self.evicted.set())
+        runtime.parts.scheduler.run_listeners.append(self._recorded)
+        runtime.parts.scheduler.tic_listeners.append(self._recorded)
+        runtime.parts.hub.evict_listeners.append(lambda _: self.evicted.set())
 
     def _recorded(self, _: JobRun | TicRun) -> None:
         self.recorded.set()
 
     async def one(self, kind: str, job_id: int) -> None:
         self.recorded.clear()
-        scheduler = self.runtime.scheduler
+        scheduler = self.runtime.parts.scheduler
         if kind == "cron":
             started = await scheduler.run_now(job_id)
         else:
@@ -100,7 +100,7 @@ class Driver:
         """Until the last run's worker is gone (it goes right after its turn, maybe a step later)."""
 
         async def evicted() -> None:
-            while self.runtime.hub.workers:
+            while self.runtime.parts.hub.workers:
                 self.evicted.clear()
                 await self.evicted.wait()
 
@@ -115,11 +115,11 @@ def sample(runtime: Runtime, runs: int, started: float) -> dict[str, Any]:
     return {
         "runs": runs,
         "rss_mb": round(psutil.Process().memory_info().rss / 2**20, 2),
-        "workers": len(runtime.hub.workers),
+        "workers": len(runtime.parts.hub.workers),
         "tasks": len(asyncio.all_tasks()),
         # diagnostics: how many sessions the in-memory views hold (bounded LRUs)
-        "unread_views": len(runtime.mailbox._view._views),
-        "history_tails": len(runtime.history.tails._views),
+        "unread_views": len(runtime.parts.mailbox._view._views),
+        "history_tails": len(runtime.parts.history.tails._views),
         "seconds": round(time.perf_counter() - started, 2),
     }
 
@@ -130,8 +130,8 @@ async def measure(workdir: Path, llm: FakeOpenAI, opts: Options) -> list[dict[st
     runtime = Runtime(settings(workdir, llm.base_url), format_rules="", home_chat_id=CHAT)
     await runtime.start()
     try:
-        await runtime.session_store.find_or_open(CHAT, user_id=CHAT, language="en")  # the user's chat
-        job = await runtime.scheduler.add_job(
+        await runtime.parts.session_store.find_or_open(CHAT, user_id=CHAT, language="en")  # the user's chat
+        job = await runtime.parts.scheduler.add_job(
             JobSpec(title="Backups", schedule="every 24h", prompt="Check the backups.", chat_id=CHAT)
         )
         driver = Driver(runtime)

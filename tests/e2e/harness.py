@@ -89,7 +89,7 @@ async def running_bot(
             settings = make_settings(tmp_path, llm.base_url, tg.root, **sections)
         bot = compose(settings)
         recorder = Recorder()
-        bot.runtime.bus.subscribe(recorder)
+        bot.runtime.parts.bus.subscribe(recorder)
         await bot.start()
         rig = Rig(tg, llm, bot, settings.agent.workdir.resolve())
         rig._recorder = recorder

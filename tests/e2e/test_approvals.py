@@ -41,7 +41,7 @@ async def wait_prompt(rig: Rig, count: int = 1, prompt_text: str = PROMPT) -> Se
     await rig.tg.wait_for(lambda: len(prompts(rig, prompt_text)) >= count)
     prompt = prompts(rig, prompt_text)[count - 1]
     deadline = asyncio.get_running_loop().time() + 5.0
-    while await rig.bot.runtime.approval_manager.by_message(ALLOWED_USER, prompt.message_id) is None:
+    while await rig.bot.runtime.parts.approval_manager.by_message(ALLOWED_USER, prompt.message_id) is None:
         assert asyncio.get_running_loop().time() < deadline, "the prompt's message id was never stored"
         await asyncio.sleep(0.01)
     return prompt
@@ -195,7 +195,7 @@ async def test_a_strangers_tap_is_refused_and_runs_nothing(tmp_path: Path) -> No
         assert await toast(rig, 2) == "This button isn't for you."
         assert rig.tg.callback_answers[0].text == "This button isn't for you."
         assert prompt.buttons == keyboard and not prompt.edits
-        assert await rig.bot.runtime.approval_manager.pending() != []
+        assert await rig.bot.runtime.parts.approval_manager.pending() != []
         tap(rig, prompt, "❌ Reject")
         await rig.wait_turns()
         assert not (rig.workdir / "ran.txt").exists()
@@ -221,7 +221,7 @@ async def test_garbage_callback_data_is_answered_and_runs_nothing(tmp_path: Path
         ]
         assert not (rig.workdir / "ran.txt").exists()
         assert prompt.buttons == keyboard and not prompt.edits
-        assert [r.message_id for r in await rig.bot.runtime.approval_manager.pending()] == [prompt.message_id]
+        assert [r.message_id for r in await rig.bot.runtime.parts.approval_manager.pending()] == [prompt.message_id]
         assert rig.llm.calls == 1
 
 
@@ -251,7 +251,7 @@ async def test_trust_for_a_while_expires(tmp_path: Path) -> None:
         tap(rig, prompt, "⏱ 15 min")
         await rig.wait_turns()
         session = await rig.bot.runtime.chat.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
-        bypasses = rig.bot.runtime.approval_manager.bypasses
+        bypasses = rig.bot.runtime.parts.approval_manager.bypasses
         await rig.tg.wait_for(lambda: not bypasses.active(session.id or 0, utcnow()))
         rig.say("second")
         second = await wait_prompt(rig, 2)
@@ -269,13 +269,13 @@ async def test_always_shows_the_rule_saves_it_on_confirm_and_approves(tmp_path: 
         tap(rig, prompt, "🔁 Always")
         confirm = await rig.wait_text("without asking?")
         assert "Always allow execute_cmd echo hello * without asking?" in confirm.visible_text
-        assert [r for r in rig.bot.runtime.approval_manager.rules() if r.origin == "user"] == []
+        assert [r for r in rig.bot.runtime.parts.approval_manager.rules() if r.origin == "user"] == []
         rig.tg.press_button_labeled(ALLOWED_USER, confirm.message_id, "✅ Yes")
         await rig.wait_turns()
         await wait_decided(rig, prompt, "✅ Approved")
         await rig.wait_text("Saved: I won't ask about execute_cmd echo hello * any more.")
         assert rig.tg.message(ALLOWED_USER, confirm.message_id).buttons == []
-        saved = [r for r in rig.bot.runtime.approval_manager.rules() if r.origin == "user"]
+        saved = [r for r in rig.bot.runtime.parts.approval_manager.rules() if r.origin == "user"]
         assert [(r.tool, r.path, r.action) for r in saved] == [("execute_cmd", "echo hello *", "allow")]
         rig.say("second")
         await rig.wait_turns(2)
@@ -292,8 +292,8 @@ async def test_always_cancelled_keeps_the_prompt_pending(tmp_path: Path) -> None
         confirm = await rig.wait_text("without asking?")
         rig.tg.press_button_labeled(ALLOWED_USER, confirm.message_id, "✖️ Cancel")
         await rig.tg.wait_for(lambda: rig.tg.message(ALLOWED_USER, confirm.message_id).deleted)
-        assert rig.bot.runtime.approval_manager.rules() == [
-            r for r in rig.bot.runtime.approval_manager.rules() if r.origin != "user"
+        assert rig.bot.runtime.parts.approval_manager.rules() == [
+            r for r in rig.bot.runtime.parts.approval_manager.rules() if r.origin != "user"
         ]
         tap(rig, prompt, "✅ Approve")
         await rig.wait_turns()
@@ -317,8 +317,8 @@ async def test_a_headless_session_auto_denies_without_a_prompt(tmp_path: Path) -
     async with running_bot(tmp_path) as rig:
         rig.llm.script(shell("echo hi >> ran.txt"), Text("Could not run it."))
         runtime = rig.bot.runtime
-        session = await runtime.session_store.create_headless("cron", chat_id=ALLOWED_USER)
-        await runtime.mailbox.accept(
+        session = await runtime.parts.session_store.create_headless("cron", chat_id=ALLOWED_USER)
+        await runtime.parts.mailbox.accept(
             Envelope(
                 id="cron:1",
                 session_id=session.id or 0,
@@ -394,7 +394,7 @@ class Deploy(Tool[DeployArgs]):
 
 async def test_a_tool_no_rule_names_asks_and_shows_its_arguments(tmp_path: Path) -> None:
     async with running_bot(tmp_path) as rig:
-        rig.bot.runtime.tools.register(Deploy())
+        rig.bot.runtime.parts.tools.register(Deploy())
         call = ToolCalls([("mcp__ops__deploy", {"service": "web <prod>", "replicas": 3})])
         rig.llm.script(call, Text("Deployed."))
         rig.say("deploy web")
@@ -503,8 +503,8 @@ async def test_a_prompt_the_chat_refuses_expires_at_once_and_the_turn_goes_on(
         refused = [c for c in rig.tg.calls("sendMessage") if is_prompt(c.params)]
         assert [c.status for c in refused] == [status]
         assert prompts(rig) == []
-        assert await rig.bot.runtime.approval_manager.pending() == []
-        request = await rig.bot.runtime.approval_manager.get(request_id_of(refused[0].params))
+        assert await rig.bot.runtime.parts.approval_manager.pending() == []
+        request = await rig.bot.runtime.parts.approval_manager.get(request_id_of(refused[0].params))
         assert request is not None
         assert (request.status, request.reason) == ("expired", PROMPT_NOT_SHOWN)
         assert not (rig.workdir / "ran.txt").exists()
@@ -571,7 +571,7 @@ async def test_trust_lists_bypasses_and_rules_and_revokes_them(tmp_path: Path) -
         assert [a.text for a in rig.tg.callback_answers[3:]] == ["Permission revoked.", "Permission revoked."]
         await rig.tg.wait_for(lambda: rig.tg.message(ALLOWED_USER, rule.message_id).buttons == [])
         assert rig.tg.message(ALLOWED_USER, bypass.message_id).buttons == []
-        assert [r for r in rig.bot.runtime.approval_manager.rules() if r.origin == "user"] == []
+        assert [r for r in rig.bot.runtime.parts.approval_manager.rules() if r.origin == "user"] == []
         rig.say("third")
         third = await wait_prompt(rig, 3)
         assert "echo three" in third.visible_text

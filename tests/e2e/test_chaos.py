@@ -174,7 +174,7 @@ async def test_a_conversation_under_chaos_answers_everything_exactly_once(tmp_pa
             shown = tg.message(ALLOWED_USER, prompt.message_id)
             assert command(turn).replace(">", "&gt;") in (shown.text or "")
             assert shown.visible_text.endswith(DECIDED[DECISIONS[turn]]) and shown.buttons == []
-            request = await rig.bot.runtime.approval_manager.by_message(ALLOWED_USER, prompt.message_id)
+            request = await rig.bot.runtime.parts.approval_manager.by_message(ALLOWED_USER, prompt.message_id)
             assert request is not None
             approved = DECISIONS[turn] == "✅ Approve"
             assert request.status == (ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED)

@@ -36,7 +36,7 @@ async def unshown(rig: Rig) -> list[OutboxRow]:
 
         return list(tx.exec(select(OutboxRow).where(col(OutboxRow.delivered_at).is_(None))))
 
-    return await rig.bot.runtime.db.read_sync(read)
+    return await rig.bot.runtime.parts.db.read_sync(read)
 
 
 WHOLE = {"stream_first_delay": 5}
@@ -98,8 +98,8 @@ async def test_notices_are_recorded_retried_in_order_and_marked_shown(tmp_path: 
     async with running_bot(tmp_path) as rig:
         rig.tg.fail_next("sendMessage", status=502, times=2, when=says("Stopped"))
         runtime = rig.bot.runtime
-        await runtime.notice(home(rig), "stopped", {})
-        await runtime.notice(home(rig), "nothing-to-stop", {})
+        await runtime.parts.output.notice(home(rig), "stopped", {})
+        await runtime.parts.output.notice(home(rig), "nothing-to-stop", {})
         await rig.wait_text("Nothing to stop", timeout=10)
         await rig.bot.delivery.idle()
         texts = rig.texts()
@@ -110,8 +110,8 @@ async def test_notices_are_recorded_retried_in_order_and_marked_shown(tmp_path: 
 async def test_a_blocked_user_drops_the_send_and_the_outbox_goes_on(tmp_path: Path) -> None:
     async with running_bot(tmp_path) as rig:
         rig.tg.fail_next("sendMessage", status=403, when=says("Stopped"))
-        await rig.bot.runtime.notice(home(rig), "stopped", {})
-        await rig.bot.runtime.notice(home(rig), "nothing-to-stop", {})
+        await rig.bot.runtime.parts.output.notice(home(rig), "stopped", {})
+        await rig.bot.runtime.parts.output.notice(home(rig), "nothing-to-stop", {})
         await rig.wait_text("Nothing to stop")
         await rig.bot.delivery.idle()
         assert "⏹ Stopped." not in rig.texts()
@@ -120,8 +120,8 @@ async def test_a_blocked_user_drops_the_send_and_the_outbox_goes_on(tmp_path: Pa
 
 async def test_a_notice_a_restart_kept_from_the_chat_is_sent_on_start(tmp_path: Path) -> None:
     async with running_bot(tmp_path) as rig:
-        rig.bot.runtime.bus.emit = lambda event: None  # type: ignore[method-assign]  # killed before emitting
-        await rig.bot.runtime.notice(home(rig), "stopped", {})
+        rig.bot.runtime.parts.bus.emit = lambda event: None  # type: ignore[method-assign]  # killed before emitting
+        await rig.bot.runtime.parts.output.notice(home(rig), "stopped", {})
         assert len(await unshown(rig)) == 1
         assert "⏹ Stopped." not in rig.texts()
     async with running_bot(tmp_path, known_chats=(ALLOWED_USER,)) as rig:
@@ -138,7 +138,7 @@ async def test_a_long_report_is_split_with_nothing_lost(tmp_path: Path) -> None:
     lines = [f"line {i}: " + "x" * 90 for i in range(120)]
     async with running_bot(tmp_path) as rig:
         nightly = CronResult(title="Nightly", body=ModelText(text="\n\n".join(lines)))
-        await rig.bot.runtime.publish(Report(to=home(rig), content=nightly))
+        await rig.bot.runtime.parts.output.publish(Report(to=home(rig), content=nightly))
         await rig.wait_text("line 119:")
         await rig.bot.delivery.idle()
         shown = "\n".join(rig.texts())

@@ -195,7 +195,7 @@ async def test_always_is_not_offered_for_a_command_no_rule_can_cover(tmp_path: P
         assert "Always allow execute_cmd du -sh * without asking?" in confirm.visible_text
         rig.tg.press_button_labeled(ALLOWED_USER, confirm.message_id, "✅ Yes")
         await rig.wait_turns(2)
-        assert [r.path for r in rig.bot.runtime.approval_manager.rules() if r.origin == "user"] == [
+        assert [r.path for r in rig.bot.runtime.parts.approval_manager.rules() if r.origin == "user"] == [
             "du -sh *"
         ]
         rig.say("third")  # the saved rule covers the very command it was saved for

@@ -43,8 +43,8 @@ async def test_poison_updates_are_dead_lettered_and_the_batch_goes_on(tmp_path: 
         await rig.bot.delivery.idle()
         assert any("first message" in t for t in user_texts(rig))
         assert rig.tg.confirmed_offset == last + 1 or rig.tg.unconfirmed() == []
-        assert await rig.bot.runtime.session_store.get_value(OFFSET_KEY) == str(last + 1)
-        letters = await rig.bot.runtime.session_store.dead_letters()
+        assert await rig.bot.runtime.parts.session_store.get_value(OFFSET_KEY) == str(last + 1)
+        letters = await rig.bot.runtime.parts.session_store.dead_letters()
         assert [int(letter.ref) for letter in letters] == [first + 1, first + 2, first + 4]
         assert all(letter.source == "telegram" and letter.payload.startswith("{") for letter in letters)
         assert "allows_revoting" in letters[0].error  # the library names the missing field

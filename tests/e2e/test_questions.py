@@ -18,7 +18,7 @@ ASK = ToolCalls([("ask_user_clarification", QUESTION)])
 
 async def wait_question(rig: Rig) -> SentMessage:
     question = await rig.wait_text("Which database?")
-    await rig.tg.wait_for(lambda: rig.bot.runtime.questions.pending_in(1) is not None)
+    await rig.tg.wait_for(lambda: rig.bot.runtime.parts.questions.pending_in(1) is not None)
     return question
 
 

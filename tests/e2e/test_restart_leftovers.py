@@ -42,13 +42,13 @@ def status_lines(rig: Rig) -> list[SentMessage]:
 
 
 async def records(rig: Rig) -> dict[str, str]:
-    sessions = rig.bot.runtime.session_store
+    sessions = rig.bot.runtime.parts.session_store
     return await sessions.values_with_prefix(STATUS_LINE) | await sessions.values_with_prefix(PROMPT)
 
 
 async def waiting_for_user(rig: Rig) -> None:
     """Until the turn's gate waits for the decision (the user's move from then on)."""
-    approvals, hub = rig.bot.runtime.approval_manager, rig.bot.runtime.hub
+    approvals, hub = rig.bot.runtime.parts.approval_manager, rig.bot.runtime.parts.hub
     await eventually(
         approvals.pending, lambda pending: bool(pending) and bool(hub.awaited(pending[0].session_id))
     )

@@ -46,7 +46,7 @@ def tics(rig: Rig) -> list[TicRun]:
     found: list[TicRun] = getattr(rig, "_tics", None) or []
     if not hasattr(rig, "_tics"):
         rig._tics = found  # type: ignore[attr-defined]
-        rig.bot.runtime.scheduler.tic_listeners.append(found.append)
+        rig.bot.runtime.parts.scheduler.tic_listeners.append(found.append)
     return found
 
 
@@ -54,7 +54,7 @@ def runs(rig: Rig) -> list[JobRun]:
     found: list[JobRun] = getattr(rig, "_runs", None) or []
     if not hasattr(rig, "_runs"):
         rig._runs = found  # type: ignore[attr-defined]
-        rig.bot.runtime.scheduler.run_listeners.append(found.append)
+        rig.bot.runtime.parts.scheduler.run_listeners.append(found.append)
     return found
 
 
@@ -105,8 +105,8 @@ async def test_tic_report_is_delivered_to_the_home_chat_and_remembered(tmp_path:
         assert "check whether the nightly backup ran" in first and "TIC_OK" in first
         await until(rig, lambda: any(t.delivered for t in done))
         runtime = rig.bot.runtime
-        home = await runtime.scheduler.home_session()
-        rows = await runtime.history.all_rows(home.session_id)
+        home = await runtime.parts.scheduler.home_session()
+        rows = await runtime.parts.history.all_rows(home.session_id)
         assert [(r.role, r.content, r.is_synthetic) for r in rows] == [
             (Role.ASSISTANT, "The nightly backup did not run.", True)
         ]
@@ -166,7 +166,7 @@ async def test_tic_waits_for_the_users_turn_then_runs(tmp_path: Path) -> None:
         rig.llm.handler = replies
         rig.say("a long question")
         await rig.llm.wait_for_requests(1)
-        scheduler = rig.bot.runtime.scheduler
+        scheduler = rig.bot.runtime.parts.scheduler
         decision = await scheduler.tic()
         assert decision.kind == "defer_busy"
         assert [t.status for t in done] == [TicRunStatus.DEFERRED]
@@ -231,7 +231,7 @@ async def test_cron_added_by_command_listed_run_paused_and_deleted(tmp_path: Pat
         await rig.tg.wait_for(lambda: "⏸" in rig.tg.message(ALLOWED_USER, item.message_id).visible_text)
         paused = rig.tg.message(ALLOWED_USER, item.message_id)
         assert paused.button_data("▶️ Resume") and "Paused." in paused.visible_text
-        scheduler = rig.bot.runtime.scheduler
+        scheduler = rig.bot.runtime.parts.scheduler
         job = (await scheduler.list_jobs(ALLOWED_USER))[0]
         assert not job.enabled and job.next_run is None
 
@@ -298,7 +298,7 @@ async def test_bad_schedule_by_command_is_explained(tmp_path: Path) -> None:
         rig.say("/cron add every 5s spam me")
         reply = await rig.wait_text("I can't schedule that")
         assert "every 5s is too often — the shortest interval is 1 min." in reply.visible_text
-        assert await rig.bot.runtime.scheduler.list_jobs(ALLOWED_USER) == []
+        assert await rig.bot.runtime.parts.scheduler.list_jobs(ALLOWED_USER) == []
 
 
 async def test_cron_job_with_approvals_ask_prompts_in_its_chat(tmp_path: Path) -> None:
@@ -349,7 +349,7 @@ async def test_run_interrupted_by_a_restart_is_failed_and_run_once_more(tmp_path
         rig.llm.script(Text("Report after the restart."))
         report = await rig.wait_text("Report after the restart.")
         assert "⏰ nightly report" in report.visible_text
-        scheduler = rig.bot.runtime.scheduler
+        scheduler = rig.bot.runtime.parts.scheduler
         await until(rig, lambda: not scheduler.is_running(1))
         history = await scheduler.jobs.runs(1)
         assert [(r.status, r.error) for r in history] == [
@@ -367,7 +367,7 @@ async def test_cron_add_without_arguments_shows_the_usage_with_examples(tmp_path
         assert "/cron add every 2h check the build" in usage.visible_text
         assert "/cron add at 18:30 remind me to call Anna" in usage.visible_text
         assert "don't understand" not in usage.visible_text
-        assert await rig.bot.runtime.scheduler.list_jobs(ALLOWED_USER) == []
+        assert await rig.bot.runtime.parts.scheduler.list_jobs(ALLOWED_USER) == []
 
 
 async def test_finished_one_shot_is_shown_as_done_and_cannot_be_resumed(tmp_path: Path) -> None:
@@ -394,7 +394,7 @@ async def test_finished_one_shot_is_shown_as_done_and_cannot_be_resumed(tmp_path
 
         rig.tg.press_button(ALLOWED_USER, finished.message_id, resume, require_button=False)
         assert await toast(rig, 2) == "“remind me to call Anna” has finished — there is nothing to resume."
-        job = (await rig.bot.runtime.scheduler.list_jobs(ALLOWED_USER))[0]
+        job = (await rig.bot.runtime.parts.scheduler.list_jobs(ALLOWED_USER))[0]
         assert not job.enabled
 
 

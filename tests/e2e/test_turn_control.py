@@ -99,13 +99,13 @@ async def session_of(rig: Rig) -> ChatSession:
 async def turns(rig: Rig) -> list[Turn]:
     from sqlmodel import col, select
 
-    async with rig.bot.runtime.db.read() as tx:
+    async with rig.bot.runtime.parts.db.read() as tx:
         return list((await tx.exec(select(Turn).order_by(col(Turn.id)))).all())
 
 
 async def user_rows(rig: Rig) -> list[str]:
     session = await session_of(rig)
-    rows = await rig.bot.runtime.history.all_rows(session.id or 0)
+    rows = await rig.bot.runtime.parts.history.all_rows(session.id or 0)
     return [r.content for r in rows if r.role == Role.USER]
 
 
@@ -252,7 +252,7 @@ async def test_stop_during_a_streaming_llm_call_closes_the_stream_at_once(tmp_pa
         assert [f.outcome for f in finished(rig)] == [OutcomeKind.CANCELLED]
         assert [t.status for t in await turns(rig)] == [TurnStatus.CANCELLED]
         session = await session_of(rig)
-        rows = await rig.bot.runtime.history.all_rows(session.id or 0)
+        rows = await rig.bot.runtime.parts.history.all_rows(session.id or 0)
         assert [(r.role, r.status) for r in rows] == [
             (Role.USER, RowStatus.OK),
             (Role.ASSISTANT, RowStatus.CANCELLED),
@@ -283,7 +283,7 @@ async def test_stop_kills_a_running_command_and_its_process_group(tmp_path: Path
         assert not (rig.workdir / "marker").exists()
         assert [f.outcome for f in finished(rig)] == [OutcomeKind.CANCELLED]
         session = await session_of(rig)
-        calls = [c for e in await rig.bot.runtime.history.entries(session.id or 0) for c in e.calls]
+        calls = [c for e in await rig.bot.runtime.parts.history.entries(session.id or 0) for c in e.calls]
         assert [(c.status, c.result) for c in calls] == [(ToolCallStatus.CANCELLED, "Cancelled by user.")]
         assert "⏹" in next(t for t in rig.texts() if "execute_cmd" in t)
 
@@ -314,7 +314,7 @@ async def test_stop_drops_queued_messages_and_says_how_many(tmp_path: Path) -> N
         assert await user_rows(rig) == ["start"], "dropped mail is never stored as a turn"
         assert count_texts(rig, "⏹ Stopped.") == 1, "one stop reply, with the count"
         session = await session_of(rig)
-        assert await rig.bot.runtime.mailbox.unread(session.id or 0) == []
+        assert await rig.bot.runtime.parts.mailbox.unread(session.id or 0) == []
 
         rig.llm.script(Text("fresh"))
         rig.say("next")
@@ -339,7 +339,7 @@ async def test_a_stop_mail_that_lands_before_the_cancel_ends_the_turn_at_its_nex
         await rig.wait_text("Noted")
         session = await session_of(rig)
         runtime = rig.bot.runtime
-        runtime.desk.handle(ControlAction.STOP, lambda _envelope, _replayed: False)  # its cancel comes later
+        runtime.parts.desk.handle(ControlAction.STOP, lambda _envelope, _replayed: False)  # its cancel comes later
         stop = Envelope(
             id="stop-without-cancel",
             session_id=session.id,
@@ -347,7 +347,7 @@ async def test_a_stop_mail_that_lands_before_the_cancel_ends_the_turn_at_its_nex
             priority=Priority.INTERRUPT,
             body=ControlBody(action=ControlAction.STOP),
         )
-        await runtime.mailbox.accept(stop)
+        await runtime.parts.mailbox.accept(stop)
         (rig.workdir / "go").touch()
 
         await rig.wait_text("1 queued message was dropped")
@@ -413,7 +413,7 @@ async def test_a_stop_a_crash_left_unread_after_its_turn_was_cancelled_still_say
 
     async with running_bot(tmp_path) as rig:  # (the fake has never seen the chat: watch the events)
         await recorder(rig).wait_kind("notice")
-        mailbox = rig.bot.runtime.mailbox
+        mailbox = rig.bot.runtime.parts.mailbox
         await eventually(lambda: mailbox.unread(session.id or 0), lambda unread: unread == [])
         assert [e.key for e in recorder(rig).events if isinstance(e, Notice)] == ["stopped"]
         assert rig.llm.calls == 0
@@ -441,9 +441,9 @@ async def test_stop_cancels_a_pending_approval_and_edits_its_prompt(tmp_path: Pa
         )
         assert not (rig.workdir / "approved-marker").exists()
         session = await session_of(rig)
-        calls = [c for e in await rig.bot.runtime.history.entries(session.id or 0) for c in e.calls]
+        calls = [c for e in await rig.bot.runtime.parts.history.entries(session.id or 0) for c in e.calls]
         assert [(c.status, c.result) for c in calls] == [(ToolCallStatus.CANCELLED, "Cancelled by user.")]
-        assert await rig.bot.runtime.approval_manager.pending(session.id or 0) == []
+        assert await rig.bot.runtime.parts.approval_manager.pending(session.id or 0) == []
 
 
 async def test_new_while_running_stops_quietly(tmp_path: Path) -> None:
@@ -464,7 +464,7 @@ async def test_new_while_idle_does_not_say_nothing_to_stop(tmp_path: Path) -> No
         old = await session_of(rig)
         rig.say("/new")
         await rig.wait_text("Fresh conversation")
-        mailbox = rig.bot.runtime.mailbox
+        mailbox = rig.bot.runtime.parts.mailbox
         await eventually(lambda: mailbox.cursor(old.id or 0), lambda cursor: cursor == 1)
         rig.llm.script(Text("fresh start"))
         rig.say("hi")  # a whole turn in the new session: the old one has long settled
@@ -488,7 +488,7 @@ async def test_pause_lets_the_tool_finish_then_resume_continues_the_same_turn(tm
         assert [f.outcome for f in finished(rig)] == [OutcomeKind.PAUSED]
         assert rig.llm.calls == 1, "paused at the round boundary, before the next LLM call"
         session = await session_of(rig)
-        calls = [c for e in await rig.bot.runtime.history.entries(session.id or 0) for c in e.calls]
+        calls = [c for e in await rig.bot.runtime.parts.history.entries(session.id or 0) for c in e.calls]
         assert calls[0].status == ToolCallStatus.DONE and "released" in (calls[0].result or "")
         [paused] = await turns(rig)
         assert paused.status == TurnStatus.PAUSED

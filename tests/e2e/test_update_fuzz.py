@@ -264,7 +264,7 @@ async def test_random_and_malformed_updates_leave_the_bot_serving(tmp_path: Path
         # nothing reached the model, nothing ran, the prompt is as it was
         assert rig.bot._ingest_task is not None and not rig.bot._ingest_task.done()
         assert llm.calls == asked, "the turn waits for its approval: nobody may ask the model"
-        pending = await rig.bot.runtime.approval_manager.pending()
+        pending = await rig.bot.runtime.parts.approval_manager.pending()
         assert [r.message_id for r in pending] == [prompt.message_id]
         assert not (rig.workdir / TOOL_RAN).exists()
         assert tg.message(ALLOWED_USER, prompt.message_id).edits == []
@@ -281,7 +281,7 @@ async def test_random_and_malformed_updates_leave_the_bot_serving(tmp_path: Path
         assert from_strangers and all(answers[str(s.query_id)] == not_yours for s in from_strangers)
 
         # what could not be parsed is a dead letter, each once; the offset passed every update
-        letters = await rig.bot.runtime.session_store.dead_letters()
+        letters = await rig.bot.runtime.parts.session_store.dead_letters()
         unreadable = [s.update_id for s in fuzz.sent if not parses(rig, s.payload)]
         assert sorted(int(letter.ref) for letter in letters) == unreadable
         offsets = [int(c.params.get("offset") or 0) for c in tg.calls("getUpdates")]
@@ -296,7 +296,7 @@ async def test_random_and_malformed_updates_leave_the_bot_serving(tmp_path: Path
         assert not (rig.workdir / TOOL_RAN).exists()
         read = json.dumps([r["messages"] for r in llm.requests], ensure_ascii=False)
         assert FOREIGN not in read, "a stranger's, a group's or an edit's words reached the model"
-        assert await rig.bot.runtime.session_store.get_value(OFFSET_KEY) == str(final + 1)
+        assert await rig.bot.runtime.parts.session_store.get_value(OFFSET_KEY) == str(final + 1)
         await tg.wait_for(lambda: tg.unconfirmed() == [], timeout=5)
         kinds = sorted({s.kind for s in fuzz.sent})
         print(f"\n{len(fuzz.sent)} updates ({', '.join(kinds)}); {len(letters)} dead letters")

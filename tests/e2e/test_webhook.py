@@ -108,7 +108,7 @@ async def test_a_post_without_or_with_a_wrong_secret_is_403_and_stores_nothing(t
         for secret in (None, "wrong", SECRET[:-1] + "y", ""):
             answer = await post(rig, body, secret)
             assert answer.status == 403
-        assert mail(rig) == [] and await rig.bot.runtime.session_store.dead_letters() == []
+        assert mail(rig) == [] and await rig.bot.runtime.parts.session_store.dead_letters() == []
         assert rig.llm.requests == []
 
 
@@ -119,7 +119,7 @@ async def test_a_malformed_body_is_200_and_a_dead_letter(tmp_path: Path) -> None
         assert (await post(rig, b"x" * (MAX_BODY + 10))).status == 200
         broken = rig.tg.press_button_with_broken_message(ALLOWED_USER, force=True)  # the driver refuses it
         await rig.tg.wait_for(lambda: rig.tg.unconfirmed() == [])
-        letters = await rig.bot.runtime.session_store.dead_letters()
+        letters = await rig.bot.runtime.parts.session_store.dead_letters()
         assert [letter.ref for letter in letters] == ["?", "?", "?", str(broken)]
         assert "not JSON" in letters[0].error and "update_id" in letters[1].error
         assert "over" in letters[2].error and len(letters[2].payload) < MAX_BODY
@@ -134,7 +134,7 @@ async def test_an_unknown_update_type_is_200_and_ignored(tmp_path: Path) -> None
         assert [(d.update_id, d.status) for d in rig.tg.webhook_deliveries] == [(unknown, 200)]
         direct = json.dumps({"update_id": 9, "future_update": {"id": 1}}).encode()
         assert (await post(rig, direct)).status == 200
-        assert mail(rig) == [] and await rig.bot.runtime.session_store.dead_letters() == []
+        assert mail(rig) == [] and await rig.bot.runtime.parts.session_store.dead_letters() == []
 
 
 async def test_the_same_update_posted_twice_is_answered_once(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ def runtime(tmp_path: Path, fake_llm: FakeOpenAI) -> Runtime:
 
 
 def _firing(runtime: Runtime) -> bool:
-    aps = runtime.scheduler.engine.aps
+    aps = runtime.parts.scheduler.engine.aps
     return aps is not None and aps.running
 
 
@@ -26,15 +26,15 @@ async def test_async_with_starts_the_runtime_and_closes_it(runtime: Runtime) -> 
     async with runtime as entered:
         assert entered is runtime and not runtime.closed
         assert _firing(runtime)
-        session, _ = await runtime.session_store.find_or_open(
+        session, _ = await runtime.parts.session_store.find_or_open(
             ALLOWED_USER, user_id=ALLOWED_USER, language="en"
         )
         assert session.id is not None
-        runtime.hub.wake(session.id)  # a real worker, idle on an empty mailbox
-        worker = runtime.hub.workers[session.id]
+        runtime.parts.hub.wake(session.id)  # a real worker, idle on an empty mailbox
+        worker = runtime.parts.hub.workers[session.id]
     assert runtime.closed
     assert not _firing(runtime)
-    assert runtime.hub.workers == {} and worker.task.done()
+    assert runtime.parts.hub.workers == {} and worker.task.done()
 
 
 async def test_close_hooks_run_after_the_hub_stopped_and_before_the_database_closes(
@@ -43,12 +43,12 @@ async def test_close_hooks_run_after_the_hub_stopped_and_before_the_database_clo
     seen: list[tuple[bool, int, bool]] = []
 
     async def hook() -> None:
-        session = await runtime.session_store.find_or_open(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
-        seen.append((_firing(runtime), len(runtime.hub.workers), session[0].id is not None))
+        session = await runtime.parts.session_store.find_or_open(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
+        seen.append((_firing(runtime), len(runtime.parts.hub.workers), session[0].id is not None))
 
     runtime.on_close(hook)
     async with runtime:
-        runtime.hub.wake(1)
+        runtime.parts.hub.wake(1)
     assert seen == [(False, 0, True)]  # scheduler and hub stopped, the database still open
 
 
@@ -61,13 +61,13 @@ async def test_closing_twice_shuts_down_once(runtime: Runtime) -> None:
     runtime.on_close(hook)
     async with runtime:
         pass
-    runtime.scheduler.engine.start(runtime.timezone, 1.0)  # would be stopped again by a second shutdown
+    runtime.parts.scheduler.engine.start(runtime.timezone, 1.0)  # would be stopped again by a second shutdown
     try:
         await runtime.close()
         assert _firing(runtime)  # the second close did nothing
         assert calls == ["closed"]
     finally:
-        await runtime.scheduler.engine.stop()
+        await runtime.parts.scheduler.engine.stop()
 
 
 async def test_a_failing_close_hook_still_closes_the_runtime(runtime: Runtime) -> None:

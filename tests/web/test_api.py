@@ -107,7 +107,7 @@ async def test_a_tic_session_is_listed_as_tic_with_its_synthetic_turn(tmp_path: 
     (workdir / "TIC.md").write_text("- check whether the nightly backup ran\n")
     async with running_bot(tmp_path, tic=TIC) as rig, web_view(rig) as web:
         ran: list[TicRun] = []
-        rig.bot.runtime.scheduler.tic_listeners.append(ran.append)
+        rig.bot.runtime.parts.scheduler.tic_listeners.append(ran.append)
         rig.llm.handler = lambda body: Text("TIC_OK")
         await rig.tg.wait_for(lambda: any(t.status == TicRunStatus.RAN for t in ran))
         listed = (await web.client.get("/api/sessions", params={"source": "tic"})).json()
@@ -124,11 +124,11 @@ async def test_a_tic_session_is_listed_as_tic_with_its_synthetic_turn(tmp_path: 
 
 
 async def _running_job(rig: Rig, done: list[JobRun]) -> int:
-    rig.bot.runtime.scheduler.run_listeners.append(done.append)
+    rig.bot.runtime.parts.scheduler.run_listeners.append(done.append)
     rig.say("/cron add in 20m call Anna about the tickets")
     await rig.wait_text("Scheduled “")
     rig.llm.script(Hang("Calling…", seconds=30))
-    assert await rig.bot.runtime.scheduler.run_now(1)
+    assert await rig.bot.runtime.parts.scheduler.run_now(1)
     await rig.llm.wait_for_requests(1)
     return 1
 
@@ -298,7 +298,7 @@ async def test_healthz_is_503_while_the_database_does_not_answer(tmp_path: Path)
         broken.write_bytes(b"this is not a database " * 100)
         db = Database(f"sqlite+aiosqlite:///{broken}")
         runtime = rig.bot.runtime
-        runtime.debug = DebugView(db, runtime.scheduler, runtime.llm)  # the web view reads this one
+        runtime.debug = DebugView(db, runtime.parts.scheduler, runtime.parts.llm)  # the web view reads this one
         await rig.tg.wait_for(lambda: rig.bot.ingest.last_poll_ok is not None)
         try:
             async with web_view(rig) as web, web.anonymous() as anonymous:

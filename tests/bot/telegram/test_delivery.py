@@ -80,7 +80,7 @@ async def rig(tmp_path: Path, fake_llm: FakeOpenAI, telegram_library: str) -> As
         try:
             await api.get_me()
             async with runtime:
-                session, _ = await runtime.session_store.find_or_open(CHAT, user_id=CHAT, language="en")
+                session, _ = await runtime.parts.session_store.find_or_open(CHAT, user_id=CHAT, language="en")
                 assert session.id is not None
                 to = Address(session_id=session.id, source=session.source, chat_id=CHAT, language="en")
                 yield Rig(tg, runtime, delivery, to)
@@ -134,12 +134,12 @@ async def test_a_final_answer_over_4096_is_split(rig: Rig) -> None:
 
 
 async def _unshown(runtime: Runtime) -> list[object]:
-    return list(await runtime.outbox.unshown(since=utcnow() - timedelta(hours=1)))
+    return list(await runtime.parts.outbox.unshown(since=utcnow() - timedelta(hours=1)))
 
 
 async def _recorded(runtime: Runtime, event: DurableOutput) -> DurableOutput:
     """Recorded as ``Runtime.publish`` does before it emits: until shown, a restart sends it."""
-    recorded = await runtime.outbox.record(event)
+    recorded = await runtime.parts.outbox.record(event)
     assert recorded.outbox_id is not None and len(await _unshown(runtime)) == 1
     return recorded
 
@@ -163,17 +163,17 @@ async def test_a_report_is_sent_and_reported_shown(rig: Rig) -> None:
 
 async def _request(runtime: Runtime, session_id: int) -> tuple[str, int]:
     """A pending approval request for a stored tool call, as the turn's gate opens one."""
-    async with runtime.db.write() as tx:
+    async with runtime.parts.db.write() as tx:
         turn = Turn(session_id=session_id)
         tx.add(turn)
         await tx.flush()
         turn_id = turn.id or 0
     call = ToolCallRequest(id="c1", name="execute_cmd", arguments='{"command": "ls"}')
-    entry = await runtime.history.record_round(
+    entry = await runtime.parts.history.record_round(
         session_id=session_id, turn_id=turn_id, result=LLMRound(tool_calls=[call])
     )
     call_id = entry.calls[0].id or 0
-    request, _ = await runtime.approval_manager.request_for_call(session_id, call_id, CHAT)
+    request, _ = await runtime.parts.approval_manager.request_for_call(session_id, call_id, CHAT)
     return request.id, call_id
 
 
@@ -187,7 +187,7 @@ async def test_an_approval_prompt_that_cannot_be_sent_expires_its_request(rig: R
     rig.tg.fail_next("sendMessage", status=400, description="Bad Request: chat is gone for a moment")
     rig.feed(_asked(rig, request_id, call_id))
     await rig.delivered()
-    request = await rig.runtime.approval_manager.get(request_id)
+    request = await rig.runtime.parts.approval_manager.get(request_id)
     assert request is not None and request.status == ApprovalStatus.EXPIRED
     [told] = rig.chat()  # not the prompt: the chat is told it could not be shown
     assert "execute_cmd" in told.visible_text and not told.buttons

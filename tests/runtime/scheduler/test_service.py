@@ -21,7 +21,6 @@ from agentgram.runtime.infra.events import CronResult, Digest, LocaleText, Model
 from agentgram.runtime.infra.i18n import Translator
 from agentgram.runtime.scheduler.clock import FakeClock
 from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
-from agentgram.runtime.scheduler.service import SchedulerService
 from agentgram.runtime.scheduler.tic import Run, SkipNothingToDo, SkipQuiet
 from agentgram.runtime.scheduler.values import JobSpec
 from tests.conftest import ALLOWED_USER, make_settings
@@ -43,15 +42,17 @@ async def runtime_at(
     tmp_path: Path, llm: FakeOpenAI, clock: FakeClock, **sections: Any
 ) -> AsyncIterator[tuple[Runtime, Recorder, list[JobRun], list[TicRun]]]:
     runtime = Runtime(
-        make_settings(tmp_path, llm.base_url, **sections), format_rules="", home_chat_id=ALLOWED_USER
+        make_settings(tmp_path, llm.base_url, **sections),
+        format_rules="",
+        home_chat_id=ALLOWED_USER,
+        clock=clock,
     )
-    runtime.scheduler = SchedulerService(runtime.scheduler.ports, clock=clock)
     recorder = Recorder()
     runs: list[JobRun] = []
     tics: list[TicRun] = []
-    runtime.bus.subscribe(recorder)
-    runtime.scheduler.run_listeners.append(lambda run: _note(recorder, runs, run))
-    runtime.scheduler.tic_listeners.append(lambda tic: _note(recorder, tics, tic))
+    runtime.parts.bus.subscribe(recorder)
+    runtime.parts.scheduler.run_listeners.append(lambda run: _note(recorder, runs, run))
+    runtime.parts.scheduler.tic_listeners.append(lambda tic: _note(recorder, tics, tic))
     await runtime.start()
     try:
         yield runtime, recorder, runs, tics
@@ -81,13 +82,13 @@ async def test_missed_runs_are_recorded_or_coalesced_into_one_on_start(
     start = berlin(30, time(12, 0))
     clock = FakeClock(start)
     async with runtime_at(tmp_path, fake_llm, clock) as (runtime, _, _, _):
-        job = await runtime.scheduler.add_job(
+        job = await runtime.parts.scheduler.add_job(
             JobSpec(title="Backup", schedule="every 3h", prompt="Check the backup.", chat_id=ALLOWED_USER)
         )
     job_id = job.id or 0
     clock.set(start + timedelta(hours=5))  # the 15:00 run is 2 h late: past the 1 h grace
     async with runtime_at(tmp_path, fake_llm, clock) as (runtime, _, _, _):
-        history = await runtime.scheduler.jobs.runs(job_id)
+        history = await runtime.parts.scheduler.jobs.runs(job_id)
         assert [(r.status, r.scheduled_for) for r in history] == [
             (JobRunStatus.MISSED, start + timedelta(hours=3))
         ]
@@ -104,7 +105,7 @@ async def test_missed_runs_are_recorded_or_coalesced_into_one_on_start(
             CronResult(title="Backup", body=ModelText(text="Backup is fine."))
         ]
         assert [shown(r)[1] for r in reports(recorder)] == ["Backup is fine."]
-        job = await runtime.scheduler.job(job_id)
+        job = await runtime.parts.scheduler.job(job_id)
         assert job.next_run == start + timedelta(hours=12)
 
 
@@ -114,7 +115,7 @@ async def test_results_are_held_in_quiet_hours_and_sent_as_one_digest(
     clock = FakeClock(berlin(30, time(1, 0)))
     quiet = {**NIGHT, "hold": True}
     async with runtime_at(tmp_path, fake_llm, clock, quiet_hours=quiet) as (runtime, recorder, runs, _):
-        scheduler = runtime.scheduler
+        scheduler = runtime.parts.scheduler
         inbox = await scheduler.add_job(
             JobSpec(title="Inbox", schedule="every 2h", prompt="inbox", chat_id=ALLOWED_USER)
         )
@@ -143,11 +144,11 @@ async def test_results_are_held_in_quiet_hours_and_sent_as_one_digest(
 async def test_results_in_quiet_hours_without_hold_are_silent(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     clock = FakeClock(berlin(30, time(23, 30)))
     async with runtime_at(tmp_path, fake_llm, clock, quiet_hours=NIGHT) as (runtime, recorder, _, _):
-        job = await runtime.scheduler.add_job(
+        job = await runtime.parts.scheduler.add_job(
             JobSpec(title="Inbox", schedule="every 2h", prompt="inbox", chat_id=ALLOWED_USER)
         )
         fake_llm.script(Text(""))
-        await runtime.scheduler.run_now(job.id or 0)
+        await runtime.parts.scheduler.run_now(job.id or 0)
         await recorder.wait_for(lambda: bool(reports(recorder)))
         [report] = reports(recorder)
         assert report.content == CronResult(title="Inbox", body=LocaleText(key="cron-no-output"))
@@ -161,10 +162,10 @@ async def test_failed_run_is_reported_briefly(tmp_path: Path, fake_llm: FakeOpen
         runs,
         _,
     ):
-        job = await runtime.scheduler.add_job(
+        job = await runtime.parts.scheduler.add_job(
             JobSpec(title="Inbox", schedule="every 2h", prompt="inbox", chat_id=ALLOWED_USER)
         )
-        await runtime.scheduler.run_now(job.id or 0)  # nothing scripted: the model endpoint fails
+        await runtime.parts.scheduler.run_now(job.id or 0)  # nothing scripted: the model endpoint fails
         await recorder.wait_for(lambda: bool(runs))
         assert runs[0].status == JobRunStatus.FAILED and runs[0].error
         [report] = reports(recorder)
@@ -178,12 +179,12 @@ async def test_tic_never_runs_in_quiet_hours_but_tic_now_does(tmp_path: Path, fa
     (tmp_path / "workspace" / "TIC.md").write_text("- anything urgent?\n")
     clock = FakeClock(berlin(30, time(2, 0)))
     async with runtime_at(tmp_path, fake_llm, clock, quiet_hours=NIGHT) as (runtime, recorder, _, tics):
-        decision = await runtime.scheduler.tic()
+        decision = await runtime.parts.scheduler.tic()
         assert isinstance(decision, SkipQuiet) and decision.until == berlin(30, time(7, 0))
         assert [(t.status, t.reason) for t in tics] == [(TicRunStatus.SKIPPED, "quiet hours")]
         assert fake_llm.calls == 0
         fake_llm.script(Text("TIC_OK"))
-        assert isinstance(await runtime.scheduler.tic(manual=True), Run)
+        assert isinstance(await runtime.parts.scheduler.tic(manual=True), Run)
         await recorder.wait_for(lambda: len(tics) == 2)
         assert tics[-1].status == TicRunStatus.RAN and not tics[-1].delivered
         assert reports(recorder) == []
@@ -192,7 +193,7 @@ async def test_tic_never_runs_in_quiet_hours_but_tic_now_does(tmp_path: Path, fa
 async def test_tic_reads_finished_cron_runs_once(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     clock = FakeClock(berlin(30, time(12, 0)))
     async with runtime_at(tmp_path, fake_llm, clock) as (runtime, recorder, runs, tics):
-        scheduler = runtime.scheduler
+        scheduler = runtime.parts.scheduler
         job = await scheduler.add_job(
             JobSpec(title="Invoices", schedule="every 2h", prompt="x", chat_id=ALLOWED_USER)
         )
@@ -226,11 +227,11 @@ async def test_a_cron_runs_slow_command_stays_attached_nobody_would_read_its_mai
         tools={"attach_seconds": 0.2},
         approval={"rules": [{"tool": "execute_cmd", "action": "allow"}]},
     ) as (runtime, recorder, runs, _):
-        job = await runtime.scheduler.add_job(
+        job = await runtime.parts.scheduler.add_job(
             JobSpec(title="Nightly", schedule="every 2h", prompt="run it", chat_id=ALLOWED_USER)
         )
         fake_llm.script(ToolCalls([Call("execute_cmd", {"command": "sleep 1; echo nightly"})]), Text("ok"))
-        await runtime.scheduler.run_now(job.id or 0)
+        await runtime.parts.scheduler.run_now(job.id or 0)
         await recorder.wait_for(lambda: bool(runs), timeout=10)
         assert runs[0].status == JobRunStatus.SUCCESS
         tool = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]

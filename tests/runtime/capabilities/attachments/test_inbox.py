@@ -53,7 +53,7 @@ async def with_files(config: Any, files: PlatformFiles) -> tuple[Runtime, Record
     runtime = Runtime(config, format_rules="")
     runtime.set_file_source(files)
     recorder = Recorder()
-    runtime.bus.subscribe(recorder)
+    runtime.parts.bus.subscribe(recorder)
     await runtime.start()
     return runtime, recorder
 
@@ -72,7 +72,7 @@ async def test_a_document_is_saved_byte_identical_under_a_dated_collision_free_n
     fake_llm.script(Text("Got both."))
     runtime, rec = await with_files(settings(tmp_path, fake_llm), files)
     try:
-        (runtime.workdir / "inbox").mkdir()
+        (runtime.parts.workdir / "inbox").mkdir()
         doc = Attachment(
             kind="document", file_id="f1", name="report.pdf", mime_type="application/pdf", size=len(data)
         )
@@ -81,14 +81,14 @@ async def test_a_document_is_saved_byte_identical_under_a_dated_collision_free_n
         )
         session = await posted(runtime, "two reports", [doc, twin])
         await rec.wait_kind("turn_finished")
-        [row] = [r for r in await runtime.history.all_rows(session.id) if r.role == "user"]
+        [row] = [r for r in await runtime.parts.history.all_rows(session.id) if r.role == "user"]
         first, second = row.meta["attachments"]
         assert first["status"] == "ready" and first["path"].endswith("/report.pdf")
         assert second["path"].endswith("/report (2).pdf") and first["path"].startswith("inbox/2")
-        assert (runtime.workdir / first["path"]).read_bytes() == data
-        assert (runtime.workdir / second["path"]).read_bytes() == b"second"
+        assert (runtime.parts.workdir / first["path"]).read_bytes() == data
+        assert (runtime.parts.workdir / second["path"]).read_bytes() == b"second"
         assert row.content == "two reports"  # the attachment lines are built per round, never stored
-        assert not list((runtime.workdir / "inbox").rglob("*.part"))
+        assert not list((runtime.parts.workdir / "inbox").rglob("*.part"))
     finally:
         await runtime.close()
 
@@ -104,7 +104,7 @@ async def test_a_failed_fetch_tells_the_user_and_the_message_still_reaches_the_m
         await rec.wait_kind("turn_finished")
         [notice] = [n for n in rec.of("notice") if n.key == "attachment-failed"]
         assert notice.params == {"name": "old.zip", "reason": "the file is no longer available"}
-        [row] = [r for r in await runtime.history.all_rows(session.id) if r.role == "user"]
+        [row] = [r for r in await runtime.parts.history.all_rows(session.id) if r.role == "user"]
         assert row.meta["attachments"][0]["status"] == "failed"
         assert fake_llm.calls == 1
     finally:
@@ -122,7 +122,7 @@ async def test_a_skipped_file_is_never_fetched(tmp_path: Path, fake_llm: FakeOpe
         session = await posted(runtime, "", [big])
         await rec.wait_kind("turn_finished")
         assert files.fetched == []
-        [row] = [r for r in await runtime.history.all_rows(session.id) if r.role == "user"]
+        [row] = [r for r in await runtime.parts.history.all_rows(session.id) if r.role == "user"]
         assert row.meta["attachments"][0]["status"] == "skipped"
         assert row.meta["attachments"][0]["error"] == "over the 20 MB limit"
     finally:
@@ -142,7 +142,7 @@ async def test_stop_cancels_a_fetch_and_the_message_is_dropped(tmp_path: Path, f
         await rec.wait_kind("notice")
         assert [n.key for n in rec.of("notice")] in (["stopped-dropped"], ["stopped"])
         assert fake_llm.calls == 0
-        assert not runtime.inbox.busy(session.id)
+        assert not runtime.parts.inbox.busy(session.id)
     finally:
         await runtime.close()
 
@@ -166,7 +166,7 @@ async def test_a_fetch_cut_short_by_a_restart_is_done_again_and_a_finished_one_i
     try:  # the unread mail is read again on start
         await rec.wait_kind("turn_finished")
         assert files.fetched == ["a", "a", "b"]
-        saved = sorted(p.name for p in (runtime.workdir / "inbox").rglob("*") if p.is_file())
+        saved = sorted(p.name for p in (runtime.parts.workdir / "inbox").rglob("*") if p.is_file())
         assert saved == ["a.txt", "b.txt"]
     finally:
         await runtime.close()
@@ -192,7 +192,7 @@ async def test_a_voice_note_is_transcribed_the_chat_told_and_the_model_reads_it_
         assert heard.content == ogg and heard.language == "en" and heard.model == "whisper-1"
         [told] = [n for n in rec.of("notice") if n.key == "voice-transcript"]
         assert told.params == {"text": "Remind me to water the plants."} and told.refers_to_message == 77
-        [row] = [r for r in await runtime.history.all_rows(session.id) if r.role == "user"]
+        [row] = [r for r in await runtime.parts.history.all_rows(session.id) if r.role == "user"]
         assert row.content == "(voice) Remind me to water the plants."
         assert row.meta["attachments"][0]["transcript"] == "Remind me to water the plants."
         user = [m for m in fake_llm.requests[0]["messages"] if m["role"] == "user"][-1]
@@ -217,8 +217,8 @@ async def test_a_failed_transcription_says_why_and_keeps_the_audio(
         await rec.wait_kind("turn_finished")
         [failed] = [n for n in rec.of("notice") if n.key == "voice-failed"]
         assert "transcription failed" in str(failed.params["reason"])
-        [row] = [r for r in await runtime.history.all_rows(session.id) if r.role == "user"]
+        [row] = [r for r in await runtime.parts.history.all_rows(session.id) if r.role == "user"]
         kept = row.meta["attachments"][0]
-        assert kept["status"] == "ready" and (runtime.workdir / kept["path"]).read_bytes() == b"OggS"
+        assert kept["status"] == "ready" and (runtime.parts.workdir / kept["path"]).read_bytes() == b"OggS"
     finally:
         await runtime.close()

@@ -82,9 +82,9 @@ async def test_a_server_that_cannot_start_leaves_the_runtime_running(
     config = settings(tmp_path, fake_llm, server={"command": str(tmp_path / "no-such-server"), "args": []})
     runtime, rec = await started_runtime(config)
     try:
-        server = runtime.mcp.get("time")
+        server = runtime.parts.mcp.get("time")
         assert server is not None and server.state is ServerState.FAILED
-        assert runtime.tools.get(TOOL) is None
+        assert runtime.parts.tools.get(TOOL) is None
         session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
         await runtime.chat.post_user_message(session, "hi", envelope_id="u1")
         await rec.wait_kind("turn_finished", timeout=30)

@@ -44,7 +44,7 @@ async def test_a_call_after_the_server_was_killed_gets_an_answer_or_a_readable_e
         else:
             assert "'time' stopped" in after_kill and "started again" in after_kill
         assert json.loads(tool_results(fake_llm.requests[4])[-1])["timezone"] == "Europe/Berlin"
-        server = runtime.mcp.get("time")
+        server = runtime.parts.mcp.get("time")
         assert server is not None and server.state is ServerState.RUNNING
     finally:
         await runtime.close()
@@ -56,12 +56,12 @@ async def test_a_running_server_is_in_the_process_ledger_until_it_closes(
 ) -> None:
     runtime, _ = await started_runtime(settings(tmp_path, fake_llm))
     try:
-        server = runtime.mcp.get("time")
+        server = runtime.parts.mcp.get("time")
         assert server is not None and server.pid is not None
-        recorded = await runtime.session_store.values_with_prefix(PREFIX)
+        recorded = await runtime.parts.session_store.values_with_prefix(PREFIX)
         assert recorded == {f"{PREFIX}{server.pid}": start_time(server.pid)}
         await server.close()
         assert server.pid is None and time_servers() == 0
-        assert await runtime.session_store.values_with_prefix(PREFIX) == {}
+        assert await runtime.parts.session_store.values_with_prefix(PREFIX) == {}
     finally:
         await runtime.close()

@@ -21,13 +21,13 @@ async def test_a_request_with_the_same_messages_but_other_tools_is_asked_again(
     runtime, _ = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
         ref = await runtime.chat.chat_session(1001, user_id=1001, language="en")
-        session = await runtime.session_store.get(ref.id)
+        session = await runtime.parts.session_store.get(ref.id)
         assert session is not None
-        services = runtime.hub.deps
+        services = runtime.parts.hub.deps
         runner = TurnRunner.root(services, session, 0, Address.of(session))
         messages: list[ChatMessage] = [SystemMessage("s"), UserMessage("now")]
         fewer = runner.tools.specs()[1:]
-        prefetch = Prefetch(runtime.llm, messages, fewer, services.clock())
+        prefetch = Prefetch(runtime.parts.llm, messages, fewer, services.clock())
         assert not prefetch.asked(messages, runner.tools.specs())
         await fake_llm.wait_for_requests(1)
         result = await runner.call_model(list(messages), prefetch)

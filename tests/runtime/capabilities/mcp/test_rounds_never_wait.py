@@ -37,7 +37,7 @@ async def test_a_granted_server_that_hangs_on_start_delays_only_the_first_reques
     runtime, rec = await started_runtime(config)
     try:
         session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
-        await runtime.mcp_catalog.grants.grant(session.id, ROOT_FRAME, ["hang"])  # as before a restart
+        await runtime.parts.mcp_catalog.grants.grant(session.id, ROOT_FRAME, ["hang"])  # as before a restart
         began = time.monotonic()
         await runtime.chat.post_user_message(session, "hi", envelope_id="u1")
         await fake_llm.wait_for_requests(1, timeout=30)
@@ -49,7 +49,7 @@ async def test_a_granted_server_that_hangs_on_start_delays_only_the_first_reques
         await fake_llm.wait_for_requests(2, timeout=30)
         assert time.monotonic() - began < 0.8, "no round waits for it again"
         await rec.wait_kind("turn_finished", 2, timeout=30)
-        server = runtime.mcp.get("hang")
+        server = runtime.parts.mcp.get("hang")
         assert server is not None and server.state is not ServerState.RUNNING  # still starting
     finally:
         await runtime.close()  # cancels the start under way in the background
@@ -64,7 +64,7 @@ async def test_an_eager_server_that_failed_at_start_is_listed_in_the_background_
     fake_llm.script(Text("no tools yet"), Text("now with tools"))
     runtime, rec = await started_runtime(config)
     try:
-        server = runtime.mcp.get("time")
+        server = runtime.parts.mcp.get("time")
         assert server is not None and server.state is ServerState.FAILED
         script.write_text(f"#!/bin/sh\nexec {sys.executable} {' '.join(TIME_SERVER['args'])}\n")
         script.chmod(0o755)

@@ -74,9 +74,9 @@ async def test_stop_cancels_a_call_in_flight_and_the_server_still_answers(
         await rec.wait_kind("turn_finished", timeout=10)
         (finished,) = rec.of("turn_finished")
         assert isinstance(finished, TurnFinished) and finished.outcome is OutcomeKind.CANCELLED
-        call = await runtime.history.call_by_model_id(session.id or 0, "c_s")
+        call = await runtime.parts.history.call_by_model_id(session.id or 0, "c_s")
         assert call is not None and call.status == ToolCallStatus.CANCELLED
-        server = runtime.mcp.get("test")
+        server = runtime.parts.mcp.get("test")
         assert server is not None and server.state is ServerState.RUNNING
 
         finished = await one_turn(runtime, rec, "now quickly")
@@ -98,7 +98,7 @@ async def test_an_erroring_tool_gives_the_model_its_message(tmp_path: Path, fake
         (result,) = tool_results(fake_llm.requests[1])
         assert "disk on fire" in result
         session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
-        call = await runtime.history.call_by_model_id(session.id or 0, "c_f")
+        call = await runtime.parts.history.call_by_model_id(session.id or 0, "c_f")
         assert call is not None and call.status == ToolCallStatus.FAILED
     finally:
         await runtime.close()
@@ -124,7 +124,7 @@ async def test_an_image_result_reaches_a_vision_model_as_an_image_part(
         await one_turn(runtime, rec, "draw")
         (note,) = tool_results(fake_llm.requests[1])
         assert note.startswith("[image 1: image/png, saved as .agentgram/tool-images/")
-        saved = runtime.workdir / note.removesuffix("]").rsplit(" ", 1)[1]
+        saved = runtime.parts.workdir / note.removesuffix("]").rsplit(" ", 1)[1]
         (seen,) = fake_llm.seen_images(1)
         assert seen.mime_type == "image/png" and seen.data == saved.read_bytes()
         messages = fake_llm.requests[1]["messages"]

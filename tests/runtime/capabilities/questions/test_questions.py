@@ -23,7 +23,7 @@ ASK = Call("ask_user_clarification", {"question": "Which database?", "options": 
 async def runtime_with(tmp_path: Path, llm: ScriptedLLM) -> AsyncIterator[tuple[Runtime, Recorder]]:
     runtime = Runtime(make_settings(tmp_path, "http://127.0.0.1:9/v1"), llm=llm)
     recorder = Recorder()
-    runtime.bus.subscribe(recorder)
+    runtime.parts.bus.subscribe(recorder)
     await runtime.start()
     try:
         yield runtime, recorder
@@ -81,10 +81,10 @@ async def test_a_newer_question_supersedes_the_older(tmp_path: Path) -> None:
     """Two questions of one session (parallel sub-agents may ask at once): the older is superseded."""
     async with runtime_with(tmp_path, ScriptedLLM.script()) as (runtime, _):
         session = await runtime.chat.chat_session(CHAT, user_id=CHAT, language="en")
-        first = await runtime.questions.ask(session.id, 0, CHAT, "first?", [])
-        second = await runtime.questions.ask(session.id, 1, CHAT, "second?", [])
+        first = await runtime.parts.questions.ask(session.id, 0, CHAT, "first?", [])
+        second = await runtime.parts.questions.ask(session.id, 1, CHAT, "second?", [])
         assert [row.id for row in second.superseded] == [first.row.id]
-        assert runtime.questions.pending_in(session.id) == second.row.id
+        assert runtime.parts.questions.pending_in(session.id) == second.row.id
         stale = await runtime.approvals.answer_question(first.row.id, text="late", envelope_id="a1")
         assert not stale.applied and stale.status == QuestionStatus.SUPERSEDED
 
@@ -100,7 +100,7 @@ async def test_stop_cancels_the_pending_question(tmp_path: Path) -> None:
         await rec.wait_kind("question_resolved")
         resolved = rec.of("question_resolved")[0]
         assert isinstance(resolved, QuestionResolved) and resolved.status == QuestionStatus.CANCELLED
-        assert runtime.questions.pending_in(session.id) is None
+        assert runtime.parts.questions.pending_in(session.id) is None
         late = await runtime.approvals.answer_question(question.question_id, option=0, envelope_id="b1")
         assert not late.applied and late.status == QuestionStatus.CANCELLED
 
@@ -116,7 +116,7 @@ async def test_a_pending_question_is_still_answerable_after_a_restart(tmp_path: 
     second = ScriptedLLM.script(Round(text="Staging it is."))
     async with runtime_with(tmp_path, second) as (runtime, rec):
         session = await runtime.chat.chat_session(CHAT, user_id=CHAT, language="en")
-        assert runtime.questions.pending_in(session.id) == question.question_id
+        assert runtime.parts.questions.pending_in(session.id) == question.question_id
         assert await runtime.approvals.answer_pending_question(session, "staging", envelope_id="t1")
         await rec.wait_kind("turn_finished")
         assert rec.of("question_asked") == []  # shown already: not asked again
@@ -126,9 +126,9 @@ async def test_a_pending_question_is_still_answerable_after_a_restart(tmp_path: 
 def test_headless_sessions_are_not_offered_the_question(tmp_path: Path) -> None:
     runtime = Runtime(make_settings(tmp_path, "http://127.0.0.1:9/v1"), llm=ScriptedLLM.script())
     chat = {
-        spec.name for spec in main_level(runtime.deps, ChatSession(source=SessionSource.CHAT)).tools.specs()
+        spec.name for spec in main_level(runtime.parts.deps, ChatSession(source=SessionSource.CHAT)).tools.specs()
     }
     assert {"ask_user_clarification", "update_scratchpad", "write_todos"} <= chat
     for source in (SessionSource.TIC, SessionSource.CRON):
-        names = {spec.name for spec in main_level(runtime.deps, ChatSession(source=source)).tools.specs()}
+        names = {spec.name for spec in main_level(runtime.parts.deps, ChatSession(source=source)).tools.specs()}
         assert "ask_user_clarification" not in names and "write_todos" in names

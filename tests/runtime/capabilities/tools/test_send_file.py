@@ -30,18 +30,18 @@ async def test_a_workspace_file_is_recorded_then_published_and_an_image_goes_as_
     )
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        (runtime.workdir / "chart.png").write_bytes(b"\x89PNG fake")
-        (runtime.workdir / "r.csv").write_text("a,b\n1,2\n")
+        (runtime.parts.workdir / "chart.png").write_bytes(b"\x89PNG fake")
+        (runtime.parts.workdir / "r.csv").write_text("a,b\n1,2\n")
         session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
         await runtime.chat.post_user_message(session, "send them", envelope_id="u1")
         await rec.wait_kind("turn_finished")
         photo, doc = (e for e in rec.events if isinstance(e, FileOutput))
         assert (photo.path, photo.caption, photo.as_photo) == (
-            str(runtime.workdir / "chart.png"),
+            str(runtime.parts.workdir / "chart.png"),
             "the chart",
             True,
         )
-        assert (doc.path, doc.as_photo) == (str(runtime.workdir / "r.csv"), False)
+        assert (doc.path, doc.as_photo) == (str(runtime.parts.workdir / "r.csv"), False)
         assert photo.outbox_id is not None and photo.to.chat_id == 1001  # recorded before it was emitted
         assert not rec.of("approval_requested")
         first, second = tool_results(fake_llm.requests[1])
@@ -57,8 +57,8 @@ async def test_a_file_over_the_upload_limit_is_an_error_naming_the_limit(
     fake_llm.script(ToolCalls([Call("send_file", {"path": "big.bin"})]), Text("Too big."))
     runtime, rec = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
-        runtime.max_upload_bytes = 1024 * 1024
-        with (runtime.workdir / "big.bin").open("wb") as fh:
+        runtime.parts.output.max_upload_bytes = 1024 * 1024
+        with (runtime.parts.workdir / "big.bin").open("wb") as fh:
             fh.truncate(2 * 1024 * 1024)
         session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
         await runtime.chat.post_user_message(session, "send it", envelope_id="u1")

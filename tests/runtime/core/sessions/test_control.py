@@ -54,7 +54,7 @@ async def test_a_stop_stored_straight_into_the_mailbox_stops_the_running_turn(
         await rig.runtime.chat.post_user_message(session, "wait for it", envelope_id="u1")
         await running(rig.runtime, session)
         stop = control(session.id, ControlBody(action=ControlAction.STOP), "stop-from-elsewhere")
-        await rig.runtime.mailbox.accept(stop)  # not Runtime.stop: only the mail
+        await rig.runtime.parts.mailbox.accept(stop)  # not Runtime.stop: only the mail
         await rig.rec.wait_for(lambda: len(rig.finished()) == 1)
         assert rig.finished()[0].outcome == OutcomeKind.CANCELLED
         assert rig.runtime.calls.running_calls(session) == [], "the stop's handler cancelled the call too"
@@ -71,10 +71,10 @@ async def test_a_decision_stored_straight_into_the_mailbox_is_applied_and_the_tu
         await rig.rec.wait_kind("approval_requested")
         [asked] = [e for e in rig.rec.events if isinstance(e, ApprovalRequested)]
         body = ApprovalDecisionBody(request_id=asked.request_id, approved=True)
-        await rig.runtime.mailbox.accept(control(session.id, body, "decided-elsewhere"))
+        await rig.runtime.parts.mailbox.accept(control(session.id, body, "decided-elsewhere"))
         await rig.rec.wait_for(lambda: len(rig.finished()) == 1)
         assert rig.finished()[0].text == "It said hi."
-        request = await rig.runtime.approval_manager.get(asked.request_id)
+        request = await rig.runtime.parts.approval_manager.get(asked.request_id)
         assert request is not None and request.status == ApprovalStatus.APPROVED
 
 
@@ -109,7 +109,7 @@ async def test_every_control_command_reaches_the_session_as_mail(
         approval=ALLOW_SHELL,
         llm={"models": [{"name": "backup", "model": "backup-model"}]},
     ) as rig:
-        rig.runtime.mailbox.subscribe(
+        rig.runtime.parts.mailbox.subscribe(
             lambda e: seen.append(e.body.action) if isinstance(e.body, ControlBody) else None
         )
         session = await rig.chat()

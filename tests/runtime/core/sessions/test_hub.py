@@ -48,7 +48,7 @@ class Rig:
 
     @property
     def workers(self) -> set[int]:
-        return set(self.runtime.hub.workers)
+        return set(self.runtime.parts.hub.workers)
 
     async def chat(self) -> ChatSession:
         return await self.runtime.chat.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
@@ -65,7 +65,7 @@ class Rig:
 
     def held_in_memory(self, session_id: int) -> bool:
         """The session's worker or an entry of the in-memory views (unread mail, history tail)."""
-        views = (self.runtime.mailbox._view, self.runtime.history.tails)
+        views = (self.runtime.parts.mailbox._view, self.runtime.parts.history.tails)
         return session_id in self.workers or any(v.get(session_id) is not None for v in views)
 
 
@@ -76,17 +76,17 @@ async def hub_rig(
     runtime = Runtime(
         make_settings(tmp_path, fake.base_url, **sections), format_rules="", home_chat_id=ALLOWED_USER
     )
-    runtime.hub.options.idle_timeout = idle
+    runtime.parts.hub.options.idle_timeout = idle
     rig = Rig(runtime, Recorder())
-    runtime.bus.subscribe(rig.rec)
+    runtime.parts.bus.subscribe(rig.rec)
 
     def note(into: list[Any], item: Any) -> None:
         into.append(item)
         rig.rec.changed.set()
 
-    runtime.hub.evict_listeners.append(lambda session_id: note(rig.evicted, session_id))
-    runtime.scheduler.run_listeners.append(lambda run: note(rig.runs, run))
-    runtime.scheduler.tic_listeners.append(lambda tic: note(rig.tics, tic))
+    runtime.parts.hub.evict_listeners.append(lambda session_id: note(rig.evicted, session_id))
+    runtime.parts.scheduler.run_listeners.append(lambda run: note(rig.runs, run))
+    runtime.parts.scheduler.tic_listeners.append(lambda tic: note(rig.tics, tic))
     await runtime.start()
     try:
         yield rig
@@ -99,7 +99,7 @@ async def test_headless_runs_leave_no_worker_behind(tmp_path: Path, fake_llm: Fa
     (tmp_path / "workspace").mkdir()
     (tmp_path / "workspace" / "TIC.md").write_text("- anything urgent?\n")
     async with hub_rig(tmp_path, fake_llm, idle=3600) as rig:  # headless: at once, not after idling
-        scheduler = rig.runtime.scheduler
+        scheduler = rig.runtime.parts.scheduler
         job = await scheduler.add_job(
             JobSpec(title="Ping", schedule="every 24h", prompt="ping", chat_id=ALLOWED_USER)
         )
@@ -163,9 +163,9 @@ async def test_a_turn_waiting_for_approval_keeps_its_worker_and_the_decision_goe
         await rig.runtime.chat.post_user_message(session, "say hi", envelope_id="u1")
         await rig.rec.wait_kind("approval_requested")
         [asked] = [e for e in rig.rec.events if isinstance(e, ApprovalRequested)]
-        worker = rig.runtime.hub.workers[sid]
+        worker = rig.runtime.parts.hub.workers[sid]
         await asyncio.sleep(LONGER_THAN_IDLE)  # an absence: nothing to wait for but time
-        assert rig.evicted == [] and rig.runtime.hub.workers[sid] is worker and worker.busy
+        assert rig.evicted == [] and rig.runtime.parts.hub.workers[sid] is worker and worker.busy
 
         result = await rig.runtime.approvals.decide(
             asked.request_id, approved=True, reason=None, envelope_id="d1"
@@ -189,8 +189,8 @@ async def test_a_paused_turn_survives_eviction_and_resume_continues_it(
         )
         assert await rig.runtime.chat.pause(session, "p1")
         await asyncio.sleep(LONGER_THAN_IDLE)  # a turn with a pause pending is still running
-        assert rig.evicted == [] and await rig.runtime.hub.pause_pending(sid)
-        (rig.runtime.workdir / "go").touch()
+        assert rig.evicted == [] and await rig.runtime.parts.hub.pause_pending(sid)
+        (rig.runtime.parts.workdir / "go").touch()
         await rig.rec.wait_for(lambda: len(rig.finished()) == 1)
         [paused] = rig.finished()
         assert paused.outcome == OutcomeKind.PAUSED
@@ -200,7 +200,7 @@ async def test_a_paused_turn_survives_eviction_and_resume_continues_it(
             PostResult.PAUSED
         )
         await rig.evictions(sid, 2)  # a new worker saw the message wait for /resume, then idled out
-        assert fake_llm.calls == 1 and await rig.runtime.mailbox.unread(sid) != []
+        assert fake_llm.calls == 1 and await rig.runtime.parts.mailbox.unread(sid) != []
 
         assert await rig.runtime.chat.resume(session, "r1")
         await rig.rec.wait_for(lambda: len(rig.finished()) == 2)
@@ -223,13 +223,13 @@ async def test_a_stop_for_an_evicted_paused_session_cancels_its_turn(
             lambda: any(isinstance(e, ToolActivity) and e.phase == ToolPhase.RUNNING for e in rig.rec.events)
         )
         assert await rig.runtime.chat.pause(session, "p1")
-        (rig.runtime.workdir / "go").touch()
+        (rig.runtime.parts.workdir / "go").touch()
         await rig.rec.wait_for(lambda: len(rig.finished()) == 1)
         await rig.evictions(sid)
 
         assert not (await rig.runtime.chat.stop(session, "s1")).was_running
         await rig.rec.wait_for(lambda: "stopped" in rig.notices())
-        latest = await rig.runtime.session_store.latest_turn(sid)
+        latest = await rig.runtime.parts.session_store.latest_turn(sid)
         assert latest is not None and latest.status == TurnStatus.CANCELLED
         await rig.evictions(sid, 2)
         assert not await rig.runtime.chat.resume(session, "r1"), "nothing left to resume"
@@ -254,5 +254,5 @@ async def test_a_late_approval_tap_for_an_evicted_session_is_stale_and_settled(
         )
         assert not result.applied and result.request_id is not None
         await rig.evictions(sid, 2)  # a new worker consumed the decision, which had nothing to act on
-        assert await rig.runtime.mailbox.unread(sid) == []
+        assert await rig.runtime.parts.mailbox.unread(sid) == []
         assert fake_llm.calls == 1 and [f.outcome for f in rig.finished()] == [OutcomeKind.CANCELLED]

@@ -40,6 +40,6 @@ class Recorder:
 async def started_runtime(settings) -> tuple[Runtime, Recorder]:  # type: ignore[no-untyped-def]
     runtime = Runtime(settings, format_rules="Reply in Telegram HTML.")
     recorder = Recorder()
-    runtime.bus.subscribe(recorder)
+    runtime.parts.bus.subscribe(recorder)
     await runtime.start()
     return runtime, recorder

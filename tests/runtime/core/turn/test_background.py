@@ -87,7 +87,7 @@ async def test_a_slow_command_detaches_the_turn_goes_on_and_its_result_wakes_the
         assert "built" in mail and "exit code: 0" in mail
         [done] = [e for e in rec.events if isinstance(e, CallFinished)]
         assert done.status == RunStatus.COMPLETED and done.summary == "sleep 3; echo built"
-        call = await runtime.history.call_by_model_id(first.to.session_id, "call_build")
+        call = await runtime.parts.history.call_by_model_id(first.to.session_id, "call_build")
         assert call is not None and call.status == ToolCallStatus.DETACHED and call.result == placeholder
     finally:
         await runtime.close()
@@ -104,7 +104,7 @@ async def test_a_call_done_within_the_attach_window_is_an_ordinary_result(
         [result] = tool_results(fake_llm.requests[1])
         assert result == "quick\nexit code: 0"
         assert not [e for e in rec.events if isinstance(e, CallDetached)]
-        assert runtime.background.running() == []
+        assert runtime.parts.background.running() == []
     finally:
         await runtime.close()
 
@@ -189,7 +189,7 @@ async def test_status_shows_progress_and_cancel_kills_the_whole_process_group(
                 break
             await asyncio.sleep(0.05)
         assert not alive(child)
-        row = await BackgroundStore(runtime.db).latest(turn.to.session_id, "call_srv")
+        row = await BackgroundStore(runtime.parts.db).latest(turn.to.session_id, "call_srv")
         assert row is not None and row.status == RunStatus.CANCELLED and "not needed" in (row.result or "")
     finally:
         await runtime.close()
@@ -274,7 +274,7 @@ async def test_after_a_restart_a_detached_call_is_orphaned_and_the_agent_is_told
         assert "tool call call_orph (execute_cmd) orphaned]" in last_user(fake_llm.requests[2])
         status = json.loads(tool_results(fake_llm.requests[3])[-1])
         assert status["status"] == "orphaned" and "restarted" in status["result"]
-        row = await BackgroundStore(runtime.db).latest(turn.to.session_id, "call_orph")
+        row = await BackgroundStore(runtime.parts.db).latest(turn.to.session_id, "call_orph")
         assert row is not None and row.status == RunStatus.ORPHANED
     finally:
         await runtime.close()

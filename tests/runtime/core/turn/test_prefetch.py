@@ -84,12 +84,12 @@ async def test_a_request_that_asked_something_else_is_cancelled_and_asked_again(
     runtime, _ = await started_runtime(make_settings(tmp_path, fake_llm.base_url))
     try:
         ref = await runtime.chat.chat_session(1001, user_id=1001, language="en")
-        session = await runtime.session_store.get(ref.id)
+        session = await runtime.parts.session_store.get(ref.id)
         assert session is not None
-        services = runtime.hub.deps
+        services = runtime.parts.hub.deps
         runner = TurnRunner.root(services, session, 0, Address.of(session))
         asked = [SystemMessage("s"), UserMessage("what the history said a moment ago")]
-        prefetch = Prefetch(runtime.llm, asked, runner.tools.specs(), services.clock())
+        prefetch = Prefetch(runtime.parts.llm, asked, runner.tools.specs(), services.clock())
         await fake_llm.wait_for_requests(1)
         result = await runner.call_model([SystemMessage("s"), UserMessage("now")], prefetch)
         assert result.text == "fresh"
@@ -120,7 +120,7 @@ async def test_a_stop_while_the_turn_is_opened_starts_it_cancelled(
         await runtime.chat.post_user_message(session, "start", envelope_id="u1")
         await opening.wait()
         await fake_llm.wait_for_requests(2)  # the prefetched request is already out
-        assert runtime.hub.is_busy(session.id or 0), "a turn being opened counts as running"
+        assert runtime.parts.hub.is_busy(session.id or 0), "a turn being opened counts as running"
         stopped = await runtime.chat.stop(session, "stop-1")
         assert stopped.was_running
         go_on.set()
@@ -129,7 +129,7 @@ async def test_a_stop_while_the_turn_is_opened_starts_it_cancelled(
         assert isinstance(finished, TurnFinished) and finished.outcome == OutcomeKind.CANCELLED
         await fake_llm.wait_stream_closed()
         assert fake_llm.calls == 2
-        rows = await runtime.history.all_rows(session.id or 0)
+        rows = await runtime.parts.history.all_rows(session.id or 0)
         assert [(r.role, r.content) for r in rows][2:] == [(Role.USER, "start")]
         await rec.wait_kind("notice")
     finally:

@@ -48,7 +48,7 @@ async def test_tool_round_trip_pairs_history(tmp_path: Path, fake_llm: FakeOpenA
         roles = [m["role"] for m in second]
         assert roles == ["system", "user", "assistant", "tool", "system"]
         assert "buy milk" in second[3]["content"]
-        entries = await runtime.history.entries(session.id or 0)
+        entries = await runtime.parts.history.entries(session.id or 0)
         assert [c.status for e in entries for c in e.calls] == [ToolCallStatus.DONE]
     finally:
         await runtime.close()
@@ -61,7 +61,7 @@ async def test_reasoning_and_usage_are_stored_per_row(tmp_path: Path, fake_llm: 
         session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
         await runtime.chat.post_user_message(session, "answer?", envelope_id="u1")
         await rec.wait_kind("turn_finished")
-        rows = await runtime.history.all_rows(session.id or 0)
+        rows = await runtime.parts.history.all_rows(session.id or 0)
         assistant = rows[-1]
         assert assistant.reasoning == "let me think"
         assert (assistant.input_tokens, assistant.output_tokens) == (120, 7)
@@ -83,7 +83,7 @@ async def test_exhausted_after_max_rounds(tmp_path: Path, fake_llm: FakeOpenAI) 
         finished = rec.of("turn_finished")[0]
         assert finished.outcome == "exhausted"  # type: ignore[union-attr]
         assert finished.failure is None  # type: ignore[union-attr]
-        turn = await runtime.session_store.latest_turn(session.id or 0)
+        turn = await runtime.parts.session_store.latest_turn(session.id or 0)
         assert turn is not None and turn.error == "Exceeded 3 tool-call rounds without a final answer."
         assert fake_llm.calls == 3
     finally:
@@ -133,18 +133,18 @@ async def test_a_new_chats_first_message_reads_nothing_back(
     try:
         session = await runtime.chat.chat_session(2002, user_id=2002, language="en")  # created now
         reads: list[object] = []
-        read_sync = runtime.db.read_sync
+        read_sync = runtime.parts.db.read_sync
 
         async def counted(fn: Any) -> Any:
             reads.append(fn)
             return await read_sync(fn)
 
-        monkeypatch.setattr(runtime.db, "read_sync", counted)
+        monkeypatch.setattr(runtime.parts.db, "read_sync", counted)
         await runtime.chat.post_user_message(session, "hello", envelope_id="u1")
         await rec.wait_kind("turn_finished")
         assert reads == []
         assert fake_llm.requests[0]["messages"][1:-1] == [{"role": "user", "content": "hello"}]
-        entries = await runtime.history.entries(session.id or 0)
+        entries = await runtime.parts.history.entries(session.id or 0)
         assert [(e.row.role, e.row.content) for e in entries] == [
             ("user", "hello"),
             ("assistant", "Welcome!"),

@@ -84,7 +84,7 @@ async def test_a_before_hook_denies_rewrites_and_answers_calls_and_the_chain_is_
         assert answered == "from the cache"
         assert len(cut.encode()) <= 200 and "truncated" in cut
         assert (workdir / "hook.log").read_text().splitlines() == ["execute_cmd chat main"] * 4
-        rows = {c: await runtime.history.call_by_model_id(session.id, c) for c in ("c_rm", "c_date")}
+        rows = {c: await runtime.parts.history.call_by_model_id(session.id, c) for c in ("c_rm", "c_date")}
         assert rows["c_rm"] is not None and rows["c_rm"].status == ToolCallStatus.REJECTED
         assert rows["c_date"] is not None and rows["c_date"].status == ToolCallStatus.DONE
         assert json.loads(rows["c_date"].wrappers or "[]") == [
@@ -103,7 +103,7 @@ async def test_a_call_no_wrapper_matches_records_no_chain(tmp_path: Path, fake_l
         session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
         await runtime.chat.post_user_message(session, "go", envelope_id="u1")
         await rec.wait_kind("turn_finished")
-        row = await runtime.history.call_by_model_id(session.id, "c_ls")
+        row = await runtime.parts.history.call_by_model_id(session.id, "c_ls")
         assert row is not None and row.status == ToolCallStatus.DONE and row.wrappers is None
     finally:
         await runtime.close()
@@ -123,7 +123,7 @@ def test_check_config_knows_every_tool_a_runtime_registers(tmp_path: Path, fake_
     from agentgram.runtime.app import runtime_tool_names
 
     config = settings(tmp_path, fake_llm, [])
-    assert runtime_tool_names(config) == frozenset(Runtime(config).tools.names())
+    assert runtime_tool_names(config) == frozenset(Runtime(config).parts.tools.names())
 
 
 def test_the_tools_a_lazy_mcp_server_adds_are_known_to_check_config_alike(
@@ -140,5 +140,5 @@ def test_the_tools_a_lazy_mcp_server_adds_are_known_to_check_config_alike(
     ]:
         config = make_settings(tmp_path, fake_llm.base_url, mcp={"servers": servers})
         names = runtime_tool_names(config)
-        assert names == frozenset(Runtime(config).tools.names())
+        assert names == frozenset(Runtime(config).parts.tools.names())
         assert ("activate_tools" in names) is has_activate
