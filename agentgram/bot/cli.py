@@ -151,7 +151,7 @@ async def _run(settings: BotSettings, *, terminal: bool = False) -> int:
     (or, with the ``terminal`` beside the bot, until the user leaves it)."""
     token = fingerprint(settings.telegram.token.get_secret_value())
     try:
-        lock = await _lock_unless_signalled(settings.storage.url, token)
+        lock = await _lock_unless_signalled(settings.storage.url, token, shared=settings.cluster.enabled)
     except AlreadyRunning as error:  # before anything touches the database or Telegram
         print(str(error), file=sys.stderr)
         return EXIT_CONFIG
@@ -171,11 +171,11 @@ async def _run(settings: BotSettings, *, terminal: bool = False) -> int:
                 listening.close()  # closed already once the web view ran; else never used
 
 
-async def _lock_unless_signalled(url: str, token: str) -> InstanceLock | None:
+async def _lock_unless_signalled(url: str, token: str, *, shared: bool) -> InstanceLock | None:
     """The instance lock, a database server out of reach waited out (the process's first touch of
     the database); ``None`` when SIGINT or SIGTERM came first: nothing has started, exit 0."""
     loop = asyncio.get_running_loop()
-    taking = asyncio.ensure_future(take_instance_lock(url, token))
+    taking = asyncio.ensure_future(take_instance_lock(url, token, shared=shared))
     signalled = asyncio.Event()
 
     def on_signal() -> None:

@@ -80,6 +80,7 @@ from agentgram.runtime.infra.events import (
     TodoItem,
     TodoStatus,
 )
+from agentgram.runtime.infra.lead import exit_now
 from agentgram.runtime.infra.llm.types import LLMClient
 from agentgram.runtime.infra.log import get_logger, register_secret, register_secrets
 from agentgram.runtime.infra.storage.db import Database
@@ -132,6 +133,7 @@ class Runtime:
         tools: ToolRegistry | None = None,
         home_chat_id: int | None = None,
         clock: Clock | None = None,
+        on_lead_lost: Callable[[str], None] = exit_now,
     ) -> None:
         self.settings = settings
         register_secret(settings.llm.api_key.get_secret_value())  # whatever its length
@@ -141,7 +143,13 @@ class Runtime:
 
             llm = OpenAIClient(settings.llm)
         self.parts = compose(
-            settings, llm=llm, format_rules=format_rules, tools=tools, home_chat_id=home_chat_id, clock=clock
+            settings,
+            llm=llm,
+            format_rules=format_rules,
+            tools=tools,
+            home_chat_id=home_chat_id,
+            clock=clock,
+            on_lead_lost=on_lead_lost,
         )
         """Every part the runtime is made of, for its own wiring and tests (never an adapter's)."""
         self.chat: ChatDoor = self.parts.chat
@@ -168,7 +176,7 @@ class Runtime:
     @functools.cached_property
     def debug(self) -> DebugView:
         """What the web view reads: sessions, their trees, jobs and runs, approvals, health."""
-        return DebugView(self.parts.db, self.parts.scheduler, self.parts.llm)
+        return DebugView(self.parts.db, self.parts.scheduler, self.parts.llm, lead=self.parts.lead)
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -180,6 +188,9 @@ class Runtime:
         else:
             log.info("database %s", url)
         await migrate(self.parts.db, self.settings.storage.migrate)
+        if self.parts.lead is not None:  # a cluster's standby waits here until it leads
+            await self.parts.lead.take()
+            self.parts.db.fence = self.parts.lead.fence  # from now on every write checks the lead
         await self.parts.approval_manager.load_rules()
         await (
             self.parts.processes.reap_orphans()
@@ -283,6 +294,8 @@ class Runtime:
                 await self.parts.inbox.transcriber.aclose()
             await self.parts.mcp.close()  # every server's session and process
             await self.parts.mailbox.close()
+            if self.parts.lead is not None:
+                await self.parts.lead.release()  # at once: a standby takes over without waiting
             await self.parts.db.close()
 
     @property

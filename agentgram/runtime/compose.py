@@ -65,6 +65,7 @@ from agentgram.runtime.door.sessions import Sessions
 from agentgram.runtime.infra.config import Settings
 from agentgram.runtime.infra.errors import ConfigError
 from agentgram.runtime.infra.events import EventBus
+from agentgram.runtime.infra.lead import Lead, exit_now
 from agentgram.runtime.infra.llm.models import ModelRegistry
 from agentgram.runtime.infra.llm.types import LLMClient
 from agentgram.runtime.infra.storage.background_rows import BackgroundStore
@@ -196,6 +197,8 @@ class Parts:
     calls: Calls
     jobs: Jobs
     sessions: Sessions
+    lead: Lead | None
+    """This instance's part in a cluster's lead (``cluster.enabled``; :mod:`runtime.infra.lead`)."""
 
     def knows_tool(self, name: str) -> bool:
         """A registered tool, or a tool of a configured MCP server (listed or not yet)."""
@@ -215,12 +218,14 @@ def compose(
     tools: ToolRegistry | None = None,
     home_chat_id: int | None = None,
     clock: Clock | None = None,
+    on_lead_lost: Callable[[str], None] = exit_now,
 ) -> Parts:
     """Build every part from ``settings``, in dependency order (nothing starts: see
     ``Runtime.start``). ``llm`` is the default model's client; ``tools`` a registry the caller
     filled already (its tools stay; the runtime's own are added); ``home_chat_id`` where
     headless runs report; ``clock`` the scheduler's (a test's fake clock; the system's when not
-    given)."""
+    given); ``on_lead_lost`` what a cluster's leader does when another instance took the lead
+    (the process exits: :func:`runtime.infra.lead.exit_now`)."""
     db = Database(settings.storage.url, pool_size=settings.storage.pool_size)
     bus = EventBus()
     session_store = SessionStore(db)
@@ -415,6 +420,7 @@ def compose(
         sessions=Sessions(
             models=models, usage=usage, desk=hub.desk, skill_catalog=skill_catalog, mcp_catalog=mcp_catalog
         ),
+        lead=Lead(db, settings.cluster, on_lost=on_lead_lost) if settings.cluster.enabled else None,
     )
     for cls, make in runtime_tools(settings):
         if registry.get(cls.name) is None:  # a tool the caller registered already stays

@@ -12,6 +12,7 @@ fail on the same problems, before the bot is built, with one line each:
   can be created (``run`` creates both with their parents);
 * ``storage.url`` names an async driver that is installed (the ``[postgres]``
   extra for asyncpg);
+* ``cluster.enabled`` has a PostgreSQL ``storage.url`` (several processes cannot share SQLite);
 * each ``agent.skills_dirs`` entry is an existing folder;
 * an API key written empty is a warning (a local server needs none; api.openai.com refuses);
 * a SQLite database that does not exist yet, while agentgram databases exist elsewhere under
@@ -274,6 +275,21 @@ def _engine_problems(url: URL) -> Iterator[CheckProblem]:
         engine.sync_engine.dispose()
 
 
+def check_cluster(settings: Settings) -> Iterator[CheckProblem]:
+    """Several instances share one database server: SQLite is one process's (its file lock and
+    its one writer), so ``cluster.enabled`` needs PostgreSQL."""
+    if not settings.cluster.enabled:
+        return
+    try:
+        backend = make_url(settings.storage.url).get_backend_name()
+    except ArgumentError:
+        return  # check_storage_url says so
+    if backend != "postgresql":
+        yield CheckProblem(
+            "cluster.enabled", "needs a PostgreSQL storage.url (SQLite serves one process only)"
+        )
+
+
 def check_agents(settings: Settings) -> Iterator[CheckProblem]:
     """The agent definitions ``run`` loads (``agents/<name>/AGENT.md``), and the models they name."""
     from agentgram.runtime.capabilities.agents import AGENTS_DIR, load_agents, unknown_models
@@ -367,6 +383,7 @@ RUNTIME_CHECKS: tuple[Check[Settings], ...] = (
     check_system_prompt_file,
     check_workdir,
     check_storage_url,
+    check_cluster,
     check_agents,
     check_skills_dirs,
     check_api_keys,

@@ -25,12 +25,19 @@ Design choices (docs/architecture/debug-view.md):
   into as many requests to a paid API). The whole is down when the chat
   adapter or the database is; an unreachable LLM endpoint is reported but
   does not fail the probe (the chat still answers, with an error).
+* The cluster (docs/operations/cluster.md) is read from its own tables with
+  :mod:`runtime.infra.cluster`'s rules of liveness (a heartbeat younger than
+  ``cluster.lease_ttl`` in the database's time, not stopped): every instance
+  row, every lease and the leader. Without a cluster this process is
+  ``single`` and nothing is read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import os
+import socket
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -41,9 +48,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
 from agentgram.runtime.capabilities.tools.base import json_object
+from agentgram.runtime.infra.cluster import holder_alive, instance_alive
+from agentgram.runtime.infra.config import ClusterSettings
 from agentgram.runtime.infra.errors import ToolError
+from agentgram.runtime.infra.lead import LEAD_KEY, Lead
 from agentgram.runtime.infra.llm.types import LLMClient
 from agentgram.runtime.infra.log import get_logger, redact
+from agentgram.runtime.infra.storage.cluster_rows import InstanceRow, LeaseKind, LeaseRow
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.models import (
     ApprovalRequestRow,
@@ -204,6 +215,129 @@ class ApprovalInfo(_Value):
     expires_at: datetime | None
 
 
+# --- cluster ------------------------------------------------------------------------------
+
+_INSTANCES: sa.Table = InstanceRow.__table__  # type: ignore[attr-defined]
+_LEASES: sa.Table = LeaseRow.__table__  # type: ignore[attr-defined]
+
+
+class InstanceRole(enum.StrEnum):
+    LEADER = "leader"
+    STANDBY = "standby"
+    SINGLE = "single"
+    """No cluster: this process is the only one on its database."""
+
+
+class ThisInstance(_Value):
+    """The process answering; ``id`` is ``None`` without a cluster (or before it registered)."""
+
+    id: int | None
+    name: str
+    host: str
+    pid: int
+    role: InstanceRole
+
+
+class InstanceInfo(_Value):
+    """A row of ``instances``; ``live``: not stopped, heartbeat younger than ``cluster.lease_ttl``."""
+
+    id: int
+    name: str
+    host: str
+    pid: int
+    started_at: datetime
+    heartbeat_at: datetime
+    stopped_at: datetime | None
+    live: bool
+
+
+class LeaseInfo(_Value):
+    """A row of ``leases``; ``instance_id`` is ``None`` once released, ``live`` that its holder is."""
+
+    kind: LeaseKind
+    key: int
+    instance_id: int | None
+    instance_name: str | None
+    epoch: int
+    claimed_at: datetime
+    live: bool
+
+
+class ClusterInfo(_Value):
+    enabled: bool
+    instance: ThisInstance
+    instances: list[InstanceInfo]
+    leases: list[LeaseInfo]
+    leader: InstanceInfo | None
+    """The instance holding the ``lead`` lease (live or not), ``None`` when nobody does."""
+
+
+def _this_instance(lead: Lead | None) -> ThisInstance:
+    if lead is None:
+        default = ClusterSettings()  # the name a cluster would give this process: <host>-<pid>
+        return ThisInstance(
+            id=None,
+            name=redact(default.name()),
+            host=redact(socket.gethostname()),
+            pid=os.getpid(),
+            role=InstanceRole.SINGLE,
+        )
+    registry = lead.registry
+    try:
+        instance_id: int | None = registry.id
+    except RuntimeError:  # not registered yet
+        instance_id = None
+    role = InstanceRole.LEADER if lead.leading else InstanceRole.STANDBY
+    return ThisInstance(
+        id=instance_id, name=redact(registry.name), host=redact(registry.host), pid=registry.pid, role=role
+    )
+
+
+def _read_cluster(tx: Session, ttl: float) -> tuple[list[InstanceInfo], list[LeaseInfo]]:
+    conn = tx.connection()
+    rows = conn.execute(
+        sa.select(_INSTANCES, instance_alive(conn, ttl).label("live")).order_by(_INSTANCES.c.id)
+    ).all()
+    instances = [
+        InstanceInfo(
+            id=row.id,
+            name=redact(row.name),
+            host=redact(row.host),
+            pid=row.pid,
+            started_at=row.started_at,
+            heartbeat_at=row.heartbeat_at,
+            stopped_at=row.stopped_at,
+            live=bool(row.live),
+        )
+        for row in rows
+    ]
+    names = {instance.id: instance.name for instance in instances}
+    held = conn.execute(
+        sa.select(_LEASES, holder_alive(conn, ttl).label("live")).order_by(_LEASES.c.kind, _LEASES.c.key)
+    ).all()
+    leases = [
+        LeaseInfo(
+            kind=LeaseKind(row.kind),
+            key=row.key,
+            instance_id=row.instance_id,
+            instance_name=None if row.instance_id is None else names.get(row.instance_id),
+            epoch=row.epoch,
+            claimed_at=row.claimed_at,
+            live=bool(row.live),
+        )
+        for row in held
+    ]
+    return instances, leases
+
+
+def _leader(instances: list[InstanceInfo], leases: list[LeaseInfo]) -> InstanceInfo | None:
+    holder = next(
+        (lease.instance_id for lease in leases if lease.kind == LeaseKind.LEAD and lease.key == LEAD_KEY),
+        None,
+    )
+    return next((instance for instance in instances if instance.id == holder), None)
+
+
 # --- health -------------------------------------------------------------------------------
 
 
@@ -218,6 +352,9 @@ class Health(_Value):
     polling: State
     llm: State
     db: State
+    instance: str
+    """This process's instance name (:attr:`ThisInstance.name`)."""
+    role: InstanceRole
 
 
 def _text(value: str | None) -> str | None:
@@ -419,10 +556,14 @@ def _read_approvals(tx: Session) -> list[ApprovalInfo]:
 class DebugView:
     """The web view's queries; built by the runtime facade from the narrow parts it reads."""
 
-    def __init__(self, db: Database, scheduler: SchedulerService, llm: LLMClient) -> None:
+    def __init__(
+        self, db: Database, scheduler: SchedulerService, llm: LLMClient, *, lead: Lead | None = None
+    ) -> None:
         self._db = db
         self._scheduler = scheduler
         self._llm = llm
+        self._lead = lead
+        """This instance's part in a cluster; ``None`` without one."""
         self._llm_state: tuple[float, State] | None = None
 
     async def sessions(
@@ -491,7 +632,20 @@ class DebugView:
             polling = State.DOWN
         db, llm = await asyncio.gather(self._db_state(), self._llm_health())
         status = State.DOWN if State.DOWN in (polling, db) else State.OK
-        return Health(status=status, polling=polling, llm=llm, db=db)
+        this = _this_instance(self._lead)
+        return Health(status=status, polling=polling, llm=llm, db=db, instance=this.name, role=this.role)
+
+    async def cluster(self) -> ClusterInfo:
+        """This instance, every registered instance (live or dead), every lease and the leader;
+        without a cluster only this process, as ``single``."""
+        this = _this_instance(self._lead)
+        if self._lead is None:
+            return ClusterInfo(enabled=False, instance=this, instances=[], leases=[], leader=None)
+        ttl = self._lead.settings.lease_ttl
+        instances, leases = await self._db.read_sync(lambda tx: _read_cluster(tx, ttl))
+        return ClusterInfo(
+            enabled=True, instance=this, instances=instances, leases=leases, leader=_leader(instances, leases)
+        )
 
     async def database_answers(self) -> bool:
         """The database answers a trivial read within 5 s (the webhook's 503 and ``/healthz``)."""
@@ -522,17 +676,22 @@ __all__ = [
     "AgentEntry",
     "ApprovalInfo",
     "AssistantEntry",
+    "ClusterInfo",
     "DebugView",
     "Entry",
     "Health",
+    "InstanceInfo",
+    "InstanceRole",
     "JobInfo",
     "JobRunInfo",
+    "LeaseInfo",
     "SessionDetail",
     "SessionInfo",
     "SessionPage",
     "SessionSource",
     "SessionSummary",
     "State",
+    "ThisInstance",
     "TicRunInfo",
     "ToolEntry",
     "UserEntry",

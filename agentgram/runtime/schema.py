@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -102,18 +103,18 @@ def history() -> str:
 
 
 async def take_instance_lock(
-    url: str, token_fingerprint: str, *, backoff: Backoff = START_BACKOFF
+    url: str, token_fingerprint: str, *, shared: bool = False, backoff: Backoff = START_BACKOFF
 ) -> InstanceLock:
     """The instance lock of ``run`` and ``chat`` (:meth:`InstanceLock.acquire`), their first touch
     of the database: a server out of reach is waited out with a warning per attempt, refused
     credentials or a missing database are one :class:`ConfigError` naming ``storage.url``
     (:mod:`runtime.infra.storage.reach`). Raises ``AlreadyRunning`` when another process holds it.
+    ``shared``: a cluster's instance (taken beside the others, never beside a lone agentgram).
     """
     if not is_server(url):
         return InstanceLock.acquire(url, token_fingerprint)
-    return await reach(
-        url, lambda: _on_own_thread(InstanceLock.acquire, url, token_fingerprint), backoff=backoff
-    )
+    acquire = functools.partial(InstanceLock.acquire, url, token_fingerprint, shared=shared)
+    return await reach(url, lambda: _on_own_thread(acquire), backoff=backoff)
 
 
 async def _on_own_thread(fn: Callable[..., T], *args: Any) -> T:

@@ -212,8 +212,11 @@ class CrashRig(UserChat):
 
     # --- the bot process -----------------------------------------------------
 
-    async def start(self) -> None:
-        """Start the bot and wait until it polls Telegram (migrations and recovery are done)."""
+    async def start(
+        self, ready: Callable[[], bool] | None = None, what: str = "the bot to start polling"
+    ) -> None:
+        """Start the bot and wait until it polls Telegram (migrations and recovery are done), or
+        until ``ready()`` holds (a cluster's standby never polls: it says so in its log)."""
         assert self.proc is None or self.proc.returncode is not None, "the bot is already running"
         polls = len(self.tg.calls("getUpdates"))
         self.starts += 1
@@ -235,9 +238,7 @@ class CrashRig(UserChat):
                 cwd=self.tmp_path,
                 start_new_session=True,
             )
-        await self.wait(
-            lambda: len(self.tg.calls("getUpdates")) > polls, "the bot to start polling", START_TIMEOUT
-        )
+        await self.wait(ready or (lambda: len(self.tg.calls("getUpdates")) > polls), what, START_TIMEOUT)
 
     @property
     def running(self) -> bool:

@@ -221,7 +221,9 @@ async def test_garbage_callback_data_is_answered_and_runs_nothing(tmp_path: Path
         ]
         assert not (rig.workdir / "ran.txt").exists()
         assert prompt.buttons == keyboard and not prompt.edits
-        assert [r.message_id for r in await rig.bot.runtime.parts.approval_manager.pending()] == [prompt.message_id]
+        assert [r.message_id for r in await rig.bot.runtime.parts.approval_manager.pending()] == [
+            prompt.message_id
+        ]
         assert rig.llm.calls == 1
 
 

@@ -165,10 +165,14 @@ async def test_a_shown_answer_is_marked_delivered_and_a_refused_one_is_not(tmp_p
         rig.say("two")
         await rig.wait_turns(2)
         session = await rig.bot.runtime.chat.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
-        rows = [r for r in await rig.bot.runtime.parts.history.all_rows(session.id or 0) if r.role == "assistant"]
+        rows = [
+            r for r in await rig.bot.runtime.parts.history.all_rows(session.id or 0) if r.role == "assistant"
+        ]
         assert [(r.content, r.delivered_at is not None) for r in rows] == [
             ("First.", True),
             ("Second.", False),
         ]
         since = utcnow() - timedelta(hours=1)
-        assert [r.content for r in await rig.bot.runtime.parts.history.undelivered_answers(since)] == ["Second."]
+        assert [r.content for r in await rig.bot.runtime.parts.history.undelivered_answers(since)] == [
+            "Second."
+        ]

@@ -131,7 +131,10 @@ async def test_a_reply_before_the_prompts_send_returned_rejects_with_the_reason(
             prompt = await prompt_shown()
             rig.say("no — use the staging DB", reply_to_message_id=prompt.message_id)
             await rig._recorder.wait_kind("approval_resolved")  # type: ignore[attr-defined]
-            assert await rig.bot.runtime.parts.approval_manager.by_message(ALLOWED_USER, prompt.message_id) is None
+            assert (
+                await rig.bot.runtime.parts.approval_manager.by_message(ALLOWED_USER, prompt.message_id)
+                is None
+            )
         await rig.wait_turns()
         await wait_decided(rig, prompt, "❌ Rejected: no — use the staging DB")
         assert tool_results(rig.llm.requests[1]) == [

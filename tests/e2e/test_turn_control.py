@@ -339,7 +339,9 @@ async def test_a_stop_mail_that_lands_before_the_cancel_ends_the_turn_at_its_nex
         await rig.wait_text("Noted")
         session = await session_of(rig)
         runtime = rig.bot.runtime
-        runtime.parts.desk.handle(ControlAction.STOP, lambda _envelope, _replayed: False)  # its cancel comes later
+        runtime.parts.desk.handle(
+            ControlAction.STOP, lambda _envelope, _replayed: False
+        )  # its cancel comes later
         stop = Envelope(
             id="stop-without-cancel",
             session_id=session.id,

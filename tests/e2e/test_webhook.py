@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import asyncpg
+from sqlalchemy.engine import make_url
 
 from agentgram.bot.telegram.core.webhook import MAX_BODY, SECRET_HEADER
+from tests.backends import pg_database, pg_server_url
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, running_bot
 from tests.fakes.openai_server import Text
@@ -33,10 +36,13 @@ def _free_port() -> int:
 
 
 @asynccontextmanager
-async def webhook_bot(tmp_path: Path, **telegram: Any) -> AsyncIterator[Rig]:
+async def webhook_bot(tmp_path: Path, storage_url: str | None = None, **telegram: Any) -> AsyncIterator[Rig]:
     port = _free_port()
     hook = {"listen": f"127.0.0.1:{port}", "public_url": f"http://127.0.0.1:{port}", "secret_token": SECRET}
-    async with running_bot(tmp_path, telegram={"mode": "webhook", "webhook": hook, **telegram}) as rig:
+    sections: dict[str, Any] = {"telegram": {"mode": "webhook", "webhook": hook, **telegram}}
+    if storage_url is not None:
+        sections["storage"] = {"url": storage_url}
+    async with running_bot(tmp_path, **sections) as rig:
         yield rig
 
 
@@ -233,3 +239,48 @@ def _replied(rig: Rig, user: int, needle: str) -> bool:
 def _in_order(seen: list[int]) -> bool:
     firsts = list(dict.fromkeys(seen))
     return firsts == sorted(firsts)
+
+
+async def test_a_database_that_does_not_answer_gets_503_and_telegrams_retry_is_answered_once(
+    tmp_path: Path,
+) -> None:
+    """The bot's own PostgreSQL database stops taking connections (the others on the server go on):
+    a POST is refused with 503 and ``Retry-After`` and nothing is stored; once the database is back,
+    Telegram's next try is stored and answered, once."""
+    async with pg_database() as database_url, webhook_bot(tmp_path, database_url) as rig:
+        name = str(make_url(database_url).database)
+        rig.llm.script(Text("Back again."))
+        await _database_connections(name, allow=False)
+        try:
+            update_id = rig.say("are you there?")
+            await rig.tg.wait_for(
+                lambda: any(d.update_id == update_id for d in rig.tg.webhook_deliveries), 20
+            )
+            first = next(d for d in rig.tg.webhook_deliveries if d.update_id == update_id)
+            assert first.status == 503 and update_id in rig.tg.unconfirmed()
+            assert rig.tg.webhook_last_error is not None and "503" in rig.tg.webhook_last_error[1]
+            assert not any("Back again." in t for t in rig.texts())
+        finally:
+            await _database_connections(name, allow=True)
+        await rig.wait_text("Back again.", timeout=30)
+        await rig.wait_turns()
+        statuses = [d.status for d in rig.tg.webhook_deliveries if d.update_id == update_id]
+        assert statuses[0] == 503 and statuses[-1] == 200 and statuses.count(200) == 1
+        assert [t for t in rig.texts() if "Back again." in t] == ["Back again."]
+        assert update_id not in rig.tg.unconfirmed()
+
+
+async def _database_connections(name: str, *, allow: bool) -> None:
+    """Let the test server's database ``name`` take connections again, or refuse them and end its
+    open ones (the bot's pool): for the bot, its database is down."""
+    admin = await asyncpg.connect(
+        make_url(pg_server_url()).set(drivername="postgresql").render_as_string(False)
+    )
+    try:
+        await admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS {str(allow).lower()}')
+        if not allow:
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name
+            )
+    finally:
+        await admin.close()

@@ -43,7 +43,9 @@ async def test_close_hooks_run_after_the_hub_stopped_and_before_the_database_clo
     seen: list[tuple[bool, int, bool]] = []
 
     async def hook() -> None:
-        session = await runtime.parts.session_store.find_or_open(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
+        session = await runtime.parts.session_store.find_or_open(
+            ALLOWED_USER, user_id=ALLOWED_USER, language="en"
+        )
         seen.append((_firing(runtime), len(runtime.parts.hub.workers), session[0].id is not None))
 
     runtime.on_close(hook)

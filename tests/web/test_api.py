@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,16 @@ def _messages(detail: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 
 async def test_every_path_but_healthz_needs_the_token(tmp_path: Path) -> None:
     async with running_bot(tmp_path) as rig, web_view(rig) as web, web.anonymous() as anonymous:
-        for path in ("/api/sessions", "/", "/docs", "/openapi.json", "/metrics", "/jobs"):
+        for path in (
+            "/api/sessions",
+            "/",
+            "/docs",
+            "/openapi.json",
+            "/metrics",
+            "/jobs",
+            "/cluster",
+            "/api/cluster",
+        ):
             assert (await anonymous.get(path)).status_code == 401, path
             wrong = await anonymous.get(path, headers={"Authorization": "Bearer not-the-token"})
             assert wrong.status_code == 401, path
@@ -34,7 +45,14 @@ async def test_every_path_but_healthz_needs_the_token(tmp_path: Path) -> None:
         await rig.tg.wait_for(lambda: rig.bot.ingest.last_poll_ok is not None)
         health = await anonymous.get("/healthz")
         assert health.status_code == 200
-        assert health.json() == {"status": "ok", "polling": "ok", "llm": "ok", "db": "ok"}
+        assert health.json() == {
+            "status": "ok",
+            "polling": "ok",
+            "llm": "ok",
+            "db": "ok",
+            "instance": f"{socket.gethostname()}-{os.getpid()}",
+            "role": "single",
+        }
 
 
 async def test_a_token_in_the_query_becomes_an_http_only_cookie_and_leaves_the_url(tmp_path: Path) -> None:
@@ -298,7 +316,8 @@ async def test_healthz_is_503_while_the_database_does_not_answer(tmp_path: Path)
         broken.write_bytes(b"this is not a database " * 100)
         db = Database(f"sqlite+aiosqlite:///{broken}")
         runtime = rig.bot.runtime
-        runtime.debug = DebugView(db, runtime.parts.scheduler, runtime.parts.llm)  # the web view reads this one
+        # the web view reads this one
+        runtime.debug = DebugView(db, runtime.parts.scheduler, runtime.parts.llm)
         await rig.tg.wait_for(lambda: rig.bot.ingest.last_poll_ok is not None)
         try:
             async with web_view(rig) as web, web.anonymous() as anonymous:

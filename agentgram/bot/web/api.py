@@ -17,6 +17,7 @@ from agentgram.bot.web.state import WebState
 from agentgram.runtime.debug_view import (
     MAX_PER_PAGE,
     ApprovalInfo,
+    ClusterInfo,
     JobInfo,
     JobRunInfo,
     SessionDetail,
@@ -106,3 +107,10 @@ async def runs(request: Request) -> Runs:
 async def approvals(request: Request) -> list[ApprovalInfo]:
     """Requests still waiting for a decision, oldest first."""
     return await WebState.of(request).debug.approvals()
+
+
+@router.get("/cluster")
+async def cluster(request: Request) -> ClusterInfo:
+    """This instance and its role; with a cluster every instance (live or dead), every lease and
+    the leader (docs/operations/cluster.md)."""
+    return await WebState.of(request).debug.cluster()

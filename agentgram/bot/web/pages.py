@@ -1,4 +1,4 @@
-"""The server-rendered pages: sessions, one session's tree, tic/cron runs, jobs.
+"""The server-rendered pages: sessions, one session's tree, tic/cron runs, jobs, the cluster.
 
 Plain HTML from Jinja2 templates (``templates/``), one small stylesheet in
 the base template, no JavaScript: tool calls fold with ``<details>``, and the
@@ -79,6 +79,11 @@ async def runs_page(request: Request) -> HTMLResponse:
 async def jobs_page(request: Request, killed: int | None = None, failed: int | None = None) -> HTMLResponse:
     jobs = await WebState.of(request).debug.jobs()
     return _render(request, "jobs.html", jobs=jobs, killed=killed, failed=failed)
+
+
+@router.get("/cluster", response_class=HTMLResponse)
+async def cluster_page(request: Request) -> HTMLResponse:
+    return _render(request, "cluster.html", cluster=await WebState.of(request).debug.cluster())
 
 
 @router.post("/jobs/{job_id}/kill")

@@ -37,6 +37,7 @@ import copy
 import difflib
 import os
 import re
+import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import time
@@ -294,6 +295,38 @@ class StorageSettings(Section):
         if base is None or database is None or database.is_absolute():
             return value
         return make_url(value).set(database=str(base / database)).render_as_string(hide_password=False)
+
+
+class ClusterSettings(Section):
+    """Several agentgram processes on one PostgreSQL database (:mod:`runtime.infra.cluster`).
+
+    Each process registers an instance row with a heartbeat written in the database's time. One
+    instance leads (polls, runs every session and the scheduler) through a fenced lease another
+    instance takes once the leader's heartbeat is older than ``lease_ttl``; the others wait as
+    standbys (:mod:`runtime.infra.lead`, docs/operations/cluster.md). SQLite is one process's
+    database: ``enabled`` needs a PostgreSQL ``storage.url``."""
+
+    enabled: bool = False
+    """``true``: this process is one of several instances sharing ``storage.url`` (PostgreSQL only)."""
+    lease_ttl: Duration = 10.0
+    """A leader whose heartbeat is older than this is dead: a standby takes over."""
+    heartbeat: Duration = Field(default=3.0, validate_default=True)  # checked against lease_ttl
+    """How often an instance writes its heartbeat; shorter than ``lease_ttl`` (a third of it or less
+    keeps a slow beat or two from costing the leases)."""
+    instance_name: str | None = Field(default=None, min_length=1, max_length=128)
+    """What logs and the web view call this instance; ``None``: ``<hostname>-<pid>``."""
+
+    @field_validator("heartbeat")
+    @classmethod
+    def _shorter_than_the_ttl(cls, value: float, info: ValidationInfo) -> float:
+        ttl = info.data.get("lease_ttl")  # absent when lease_ttl itself is invalid (reported there)
+        if isinstance(ttl, float) and value >= ttl:
+            raise ValueError(f"must be shorter than cluster.lease_ttl ({ttl:g}s), not {value:g}s")
+        return value
+
+    def name(self) -> str:
+        """``instance_name``, or ``<hostname>-<pid>`` of this process."""
+        return self.instance_name or f"{socket.gethostname()}-{os.getpid()}"
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -659,6 +692,7 @@ class Settings(Section):
     llm: LLMSettings
     transcription: TranscriptionSettings = TranscriptionSettings()
     storage: StorageSettings = StorageSettings()
+    cluster: ClusterSettings = ClusterSettings()
     agent: AgentSettings = AgentSettings()
     locale: LocaleSettings = LocaleSettings()
     approval: ApprovalSettings = ApprovalSettings()

@@ -18,12 +18,25 @@ registered here too.
 Labels are bounded sets: outcomes, statuses and kinds are enums; tool and model
 names come from the configuration and the tool registry, never from user input
 nor from the model (a tool name the runtime does not know is ``unknown``).
+
+A cluster's instance (:mod:`runtime.infra.lead`) shows itself with
+:func:`show_instance` once registered: ``agentgram_instance_info{instance, host} 1``,
+the series other metrics are joined with to learn which instance they came from,
+and ``agentgram_leader{instance}``, 1 while it leads and 0 as a standby. Both are
+read from the instance at each scrape (a collector, not gauges someone must keep
+in step), and only while it lives (a weak reference).
 """
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Iterator
+from typing import Protocol
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -95,6 +108,56 @@ def observe_llm_round(
         LLM_FIRST_TOKEN.labels(model=model).observe(first_token)
     LLM_TOKENS.labels(model=model, kind="prompt").inc(prompt_tokens)
     LLM_TOKENS.labels(model=model, kind="completion").inc(completion_tokens)
+
+
+class ShownInstance(Protocol):
+    """What the cluster's series read of an instance (:class:`runtime.infra.lead.Lead` is one)."""
+
+    @property
+    def instance_name(self) -> str: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def leading(self) -> bool: ...
+
+
+class _Instances(Collector):
+    """``agentgram_instance_info`` and ``agentgram_leader`` of the instances shown (one in a
+    process; a test may run several)."""
+
+    def __init__(self) -> None:
+        self.shown: weakref.WeakSet[ShownInstance] = weakref.WeakSet()
+
+    def describe(self) -> Iterator[Metric]:
+        return self._families([])
+
+    def collect(self) -> Iterator[Metric]:
+        return self._families(list(self.shown))
+
+    @staticmethod
+    def _families(instances: list[ShownInstance]) -> Iterator[Metric]:
+        info = GaugeMetricFamily(
+            "agentgram_instance_info",
+            "This process's cluster instance: its name and host.",
+            labels=["instance", "host"],
+        )
+        leader = GaugeMetricFamily(
+            "agentgram_leader", "1 while the instance leads its cluster, 0 as a standby.", labels=["instance"]
+        )
+        for instance in sorted(instances, key=lambda shown: shown.instance_name):
+            info.add_metric([instance.instance_name, instance.host], 1)
+            leader.add_metric([instance.instance_name], 1 if instance.leading else 0)
+        yield info
+        yield leader
+
+
+_INSTANCES = _Instances()
+REGISTRY.register(_INSTANCES)
+
+
+def show_instance(instance: ShownInstance) -> None:
+    """Report ``instance`` in the cluster's series from now on, for as long as it lives."""
+    _INSTANCES.shown.add(instance)
 
 
 def render() -> tuple[bytes, str]:

@@ -47,7 +47,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from agentgram.runtime.capabilities.tools.base import ProcessLedger
+from agentgram.runtime.capabilities.tools.base import NO_PROCESSES, ProcessLedger
 from agentgram.runtime.capabilities.tools.processes import child_with_env, kill_group
 from agentgram.runtime.infra.backoff import Backoff
 from agentgram.runtime.infra.config import McpServerSettings, McpSettings
@@ -89,7 +89,7 @@ class McpServer:
         name: str,
         settings: McpServerSettings,
         clock: Callable[[], float] = time.monotonic,
-        ledger: ProcessLedger | None = None,
+        ledger: ProcessLedger = NO_PROCESSES,
     ) -> None:
         self.name = name
         self.settings = settings
@@ -249,7 +249,7 @@ class McpServer:
                 cwd=s.cwd,
             )
             read, write = await stack.enter_async_context(stdio_client(params))
-            pid.extend(await self._record_process(marker))
+            await self._record_process(marker, pid)
         else:
             assert s.url is not None
             headers = {k: v.get_secret_value() for k, v in s.headers.items()}
@@ -261,17 +261,17 @@ class McpServer:
 
     # --- the process group ---------------------------------------------------
 
-    async def _record_process(self, marker: str) -> list[int]:
-        """Put the running server's group in the ledger (a write that lands even under /stop);
-        its pid, when found."""
+    async def _record_process(self, marker: str, pids: list[int]) -> None:
+        """Put the running server's group, when found, in ``pids`` (the owner forgets it however
+        it ends, even if a /stop lands during the write) and in the ledger (a write that lands even
+        under /stop)."""
         pid = child_with_env(SPAWN_MARKER, marker)
         if pid is None:
             log.debug("MCP server %s: its process is not found; it is not recorded", self.name)
-            return []
+            return
         self._pid = pid
-        if self._ledger is not None:
-            await durable(self._ledger.started(pid))
-        return [pid]
+        pids.append(pid)
+        await durable(self._ledger.started(pid))
 
     async def _forget_process(self, pid: int) -> None:
         """Once the transport has stopped this start's server: kill what is left of its group (a
@@ -280,8 +280,7 @@ class McpServer:
             self._pid = None
         if kill_group(pid):
             log.info("MCP server %s: killed the processes its server left behind", self.name)
-        if self._ledger is not None:
-            await durable(self._ledger.finished(pid))
+        await durable(self._ledger.finished(pid))
 
     @property
     def pid(self) -> int | None:
@@ -353,7 +352,7 @@ def _reason(exc: BaseException) -> str:
 class McpServers:
     """Every enabled server of ``mcp.servers``, by name; closed together on shutdown."""
 
-    def __init__(self, settings: McpSettings, ledger: ProcessLedger | None = None) -> None:
+    def __init__(self, settings: McpSettings, ledger: ProcessLedger = NO_PROCESSES) -> None:
         self._servers = {
             name: McpServer(name, server, ledger=ledger)
             for name, server in settings.servers.items()

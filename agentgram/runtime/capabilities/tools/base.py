@@ -5,6 +5,12 @@ model reads; anything else escaping ``execute`` is a bug and is reported as a
 failed result too (the turn never crashes on a tool). Cancellation arrives as
 ``asyncio.CancelledError`` in ``execute``: a tool that holds outside resources
 (a process group) must release them and re-raise.
+
+What a tool may use beyond its arguments is its :class:`ToolContext`; each service
+there is a Protocol defined here, and a service that is off (outside a turn, or
+not configured) is its null object next to it (:data:`NO_SUB_AGENTS`,
+:data:`NO_PROCESSES`, :data:`NO_CALL_CONTROL`), never ``None``: a tool has no
+"is it on?" branch.
 """
 
 from __future__ import annotations
@@ -63,12 +69,33 @@ class SubAgents(Protocol):
     async def run(self, agent: str, task: str) -> str: ...
 
 
+class _NoSubAgents:
+    async def run(self, agent: str, task: str) -> str:
+        raise ToolError("sub-agents can only be started from a turn")
+
+
+NO_SUB_AGENTS: SubAgents = _NoSubAgents()
+"""Outside a turn's call: starting a sub-agent is an error the model reads."""
+
+
 class ProcessLedger(Protocol):
     """Where tools record the process groups they start (see runtime.tools.processes)."""
 
     async def started(self, pgid: int) -> None: ...
 
     async def finished(self, pgid: int) -> None: ...
+
+
+class _NoProcesses:
+    async def started(self, pgid: int) -> None:
+        return None
+
+    async def finished(self, pgid: int) -> None:
+        return None
+
+
+NO_PROCESSES: ProcessLedger = _NoProcesses()
+"""No ledger: the process groups tools start are not recorded."""
 
 
 class CallControl(Protocol):
@@ -89,6 +116,34 @@ class CallControl(Protocol):
     async def cancel(self, session_id: int, call_id: str, reason: str | None) -> dict[str, Any]: ...
 
     async def running_report(self, session_id: int) -> list[dict[str, Any]]: ...
+
+
+def _untracked() -> ToolError:
+    return ToolError("tracked tool calls are not available here")
+
+
+class _NoCallControl:
+    """Calls are not tracked: whatever a call tool asks first is an error the model reads."""
+
+    @property
+    def max_wait(self) -> float:
+        raise _untracked()
+
+    async def wait(self, session_id: int, target: list[str] | str, timeout: float) -> dict[str, Any]:
+        raise _untracked()
+
+    async def status(self, session_id: int, call_id: str, *, wait: bool, timeout: float) -> dict[str, Any]:
+        raise _untracked()
+
+    async def cancel(self, session_id: int, call_id: str, reason: str | None) -> dict[str, Any]:
+        raise _untracked()
+
+    async def running_report(self, session_id: int) -> list[dict[str, Any]]:
+        raise _untracked()
+
+
+NO_CALL_CONTROL: CallControl = _NoCallControl()
+"""Outside a turn, or calls not tracked (``runtime.turn.deps.UNTRACKED``): the call tools fail clearly."""
 
 
 class Progress(Protocol):
@@ -149,13 +204,13 @@ class ToolContext:
     session_id: int = 0
     source: str = "chat"  # SessionSource.CHAT: storage is a layer above tools
     chat_id: int | None = None
-    processes: ProcessLedger | None = None
+    processes: ProcessLedger = NO_PROCESSES
     protected: ProtectedPaths = field(default_factory=ProtectedPaths)
-    sub_agents: SubAgents | None = None  # bound to the call being run; None outside a turn
+    sub_agents: SubAgents = NO_SUB_AGENTS  # bound to the call being run; off outside a turn
     depth: int = 0  # the calling agent's depth in the call stack (0: the root agent)
     stack_id: int | None = None  # the calling sub-agent's frame; None: the root agent
     tool_call_id: int | None = None  # the stored call being run (a question is bound to it)
-    calls: CallControl | None = None  # the session's tracked calls (wait, get_tool_call_status, …)
+    calls: CallControl = NO_CALL_CONTROL  # the session's tracked calls (wait, get_tool_call_status, …)
     progress: Progress | None = None  # set while a tracked call runs: where its output can be read
 
     def resolve(self, path: str) -> Path:

@@ -4,7 +4,8 @@
 They only observe or stop calls of the session they run in, so the seeded
 approval rules allow them (``runtime.approvals.rules``). Each returns JSON.
 The work is the session's :class:`~runtime.tools.base.CallControl`
-(``runtime.turn.background``); outside a turn (no control) they fail clearly.
+(``runtime.turn.background``); outside a turn, or with calls not tracked, it is
+:data:`~runtime.tools.base.NO_CALL_CONTROL` and they fail clearly.
 
 ``wait`` waits for *one* event: a listed call (or any running call, with
 ``"any-call"``) ending, mail arriving — anybody's message always ends a wait,
@@ -20,14 +21,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from agentgram.runtime.capabilities.tools.base import CallControl, Tool, ToolArgs, ToolContext
+from agentgram.runtime.capabilities.tools.base import Tool, ToolArgs, ToolContext
 from agentgram.runtime.infra.errors import ToolError
-
-
-def _control(ctx: ToolContext) -> CallControl:
-    if ctx.calls is None:
-        raise ToolError("tracked tool calls are not available here")
-    return ctx.calls
 
 
 def _json(value: Any) -> str:
@@ -55,11 +50,11 @@ class Wait(Tool[WaitArgs]):
     Args = WaitArgs
 
     async def execute(self, args: WaitArgs, ctx: ToolContext) -> str:
-        control = _control(ctx)
+        timeout = min(args.timeout_seconds, ctx.calls.max_wait)  # first: untracked calls fail here
         target = args.for_ if isinstance(args.for_, str) else list(args.for_)
         if isinstance(target, list) and not target:
             raise ToolError('"for" lists no tool_call_id')
-        return _json(await control.wait(ctx.session_id, target, min(args.timeout_seconds, control.max_wait)))
+        return _json(await ctx.calls.wait(ctx.session_id, target, timeout))
 
 
 class StatusArgs(ToolArgs):
@@ -80,10 +75,9 @@ class GetToolCallStatus(Tool[StatusArgs]):
     Args = StatusArgs
 
     async def execute(self, args: StatusArgs, ctx: ToolContext) -> str:
-        control = _control(ctx)
-        timeout = min(args.timeout_seconds, control.max_wait)
+        timeout = min(args.timeout_seconds, ctx.calls.max_wait)
         return _json(
-            await control.status(
+            await ctx.calls.status(
                 ctx.session_id, args.tool_call_id, wait=args.wait_for_completion, timeout=timeout
             )
         )
@@ -103,7 +97,7 @@ class CancelToolCall(Tool[CancelArgs]):
     Args = CancelArgs
 
     async def execute(self, args: CancelArgs, ctx: ToolContext) -> str:
-        return _json(await _control(ctx).cancel(ctx.session_id, args.tool_call_id, args.reason))
+        return _json(await ctx.calls.cancel(ctx.session_id, args.tool_call_id, args.reason))
 
 
 class NoArgs(ToolArgs):
@@ -117,7 +111,7 @@ class ListRunningToolCalls(Tool[NoArgs]):
     Args = NoArgs
 
     async def execute(self, args: NoArgs, ctx: ToolContext) -> str:
-        return _json({"running": await _control(ctx).running_report(ctx.session_id)})
+        return _json({"running": await ctx.calls.running_report(ctx.session_id)})
 
 
 def call_tools() -> list[Tool[Any]]:

@@ -38,6 +38,7 @@ from typing import TypeVar
 from pydantic import Field
 
 from agentgram.runtime.capabilities.tools.base import (
+    NO_PROCESSES,
     ProcessLedger,
     Progress,
     Tool,
@@ -252,7 +253,7 @@ async def run_command(
     command: str,
     cwd: Path,
     timeout_seconds: float,
-    ledger: ProcessLedger | None = None,
+    ledger: ProcessLedger = NO_PROCESSES,
     progress: Progress | None = None,
 ) -> tuple[int, str, bool]:
     """Run ``command``; return ``(exit_code, output, background_left_running)``.
@@ -267,18 +268,15 @@ async def run_command(
     if progress is not None:
         progress.watch(proto.capture.recent)
     try:
-        if ledger is not None:
-            await durable(ledger.started(pgid))
+        await durable(ledger.started(pgid))
     except BaseException:  # stopped (or the write failed) while recording it: it must not run on
         await finish_even_if_cancelled(asyncio.ensure_future(_kill_group(transport, proto)))
-        if ledger is not None:
-            await durable(ledger.finished(pgid))  # durable: the record landed, the group is gone
+        await durable(ledger.finished(pgid))  # durable: the record landed, the group is gone
         raise
     try:
         return await _await_command(transport, proto, timeout_seconds)
     finally:
-        if ledger is not None:
-            await durable(ledger.finished(pgid))
+        await durable(ledger.finished(pgid))
 
 
 async def _await_command(

@@ -11,10 +11,17 @@ queued message, which it drops and counts).
 A stop the turn meets at a boundary first ends it the same way. A paused
 turn continues on a resume anywhere in the queue.
 
-What a worker is doing is one :class:`~runtime.sessions.state.WorkerState`
-(new, idle, opening, running, waiting for approval, paused, stopping), moved
-only through ``SessionWorker._enter`` and the table in
-:mod:`runtime.sessions.state`. A new turn goes through the named steps of
+What a worker is doing is one :data:`~runtime.sessions.state.Status` value
+whose kind is a :class:`~runtime.sessions.state.WorkerState` (new, idle,
+opening, running, waiting for approval, paused, stopping) and which carries
+all the worker knows of it: the turn, the request being opened, the approval
+awaited, and its :class:`~runtime.sessions.state.Notes` — a turn a previous
+process left running (noted by :meth:`SessionHub.resume`, continued at the
+first drain that finds the worker resting) and the mark that a /stop ended a
+turn (kept until the stop's mail is consumed, for its report). It changes only
+through ``SessionWorker._enter`` and the table in :mod:`runtime.sessions.state`;
+the notes go along with every change until the worker, having acted on one,
+drops it (``SessionWorker._take``). A new turn goes through the named steps of
 :mod:`runtime.turn.steps`; the turn's approval gate tells the worker while it
 waits (``TurnRunner.awaiting_approval``). "Is the session's latest turn
 paused" has one answer, :meth:`SessionHub.paused_turn`.
@@ -34,7 +41,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentgram.runtime.capabilities.attachments.inbox import PreparationStopped
@@ -48,6 +55,7 @@ from agentgram.runtime.core.sessions.state import (
     RESTING,
     IllegalMove,
     LiveTurn,
+    Notes,
     Opening,
     Running,
     Status,
@@ -55,6 +63,7 @@ from agentgram.runtime.core.sessions.state import (
     WaitingApproval,
     WorkerState,
     allowed,
+    kept,
     live_turn,
     may_enter,
 )
@@ -106,9 +115,9 @@ class SessionWorker:
     """The one consumer of a session's mailbox (docs/architecture/mailbox.md, "The session worker").
 
     What it is doing is :attr:`status` (its kind: :attr:`state`), changed only by :meth:`_enter`
-    (the moves are listed in :mod:`runtime.sessions.state`); the turn it runs, the request of the
-    turn it opens and the approval it waits on are data of that status. Besides: a turn to continue
-    after a restart, and whether its last stop stopped anything.
+    (the moves are listed in :mod:`runtime.sessions.state`) and, to drop a note it acted on, by
+    :meth:`_take`; the turn it runs, the request of the turn it opens, the approval it waits on, a
+    turn to continue after a restart and whether a stop ended a turn are data of that status.
     """
 
     def __init__(self, hub: SessionHub, session_id: int) -> None:
@@ -116,20 +125,24 @@ class SessionWorker:
         self.session_id = session_id
         self.status: Status = NEW
         self.wake = asyncio.Event()
-        self.resume_turn_id: int | None = None  # a turn a previous process left running
-        self.stopped_turn = False  # a /stop ended a turn here: the stop's report says "stopped"
         self.session: ChatSession | None = None
         self.task = asyncio.create_task(self._loop(), name=f"session-{session_id}")
 
     def _enter(self, target: Status) -> None:
-        """Move to ``target``; a move :mod:`runtime.sessions.state` does not list is a bug and
-        raises :class:`IllegalMove` (nothing changes)."""
-        self._move(target, may_not_apply=False)
+        """Move to ``target``, the notes kept (:func:`~runtime.sessions.state.kept`); a move
+        :mod:`runtime.sessions.state` does not list is a bug and raises :class:`IllegalMove`
+        (nothing changes)."""
+        self._move(kept(self.status, target), may_not_apply=False)
 
     def _enter_if_allowed(self, target: Status) -> bool:
         """Move to ``target`` where the move may rightly not apply (a stop got there first);
         ``False``, and nothing changes, when it does not."""
-        return self._move(target, may_not_apply=True)
+        return self._move(kept(self.status, target), may_not_apply=True)
+
+    def _take(self, notes: Notes) -> None:
+        """The notes left once the worker acted on one: the one change that drops a note (no
+        move, the kind stays)."""
+        self._move(replace(self.status, notes=notes), may_not_apply=False)
 
     def _move(self, target: Status, *, may_not_apply: bool) -> bool:
         if not allowed(self.status, target):
@@ -183,15 +196,19 @@ class SessionWorker:
             return True
         prefetch = self.status.prefetch if isinstance(self.status, Opening) else None
         turn = self.turn
-        if not self._enter_if_allowed(Stopping(turn, prefetch)):  # nothing to stop
+        if not self._enter_if_allowed(Stopping(turn, prefetch, Notes(stopped=True))):  # nothing to stop
             return False
-        self.stopped_turn = True
         if prefetch is not None:
             prefetch.cancel()
         if turn is not None and not turn.runner.token.cancelled:
             turn.runner.token.cancel()
             turn.task.cancel()
         return True
+
+    def note_resume(self, turn_id: int) -> None:
+        """Continue ``turn_id``, a turn a previous process left running, at the first drain that
+        finds the worker resting (mail may have started another turn first)."""
+        self._enter(replace(self.status, notes=Notes(resume=turn_id)))
 
     @contextmanager
     def _awaiting_approval(self, request_id: str) -> Iterator[None]:
@@ -210,10 +227,26 @@ class SessionWorker:
         """Nothing to do that lives only in memory: the worker may go (see the module docstring).
 
         Its state then is a copy of the database (``new``, ``idle``, ``paused``), as is the
-        session row; ``stopped_turn`` matters only until the stop mail that always follows it is
-        consumed (a new worker tells from the turn's end instead, ``_ended_by``).
+        session row, unless it has a turn to continue; its stop mark matters only until the stop
+        mail that always follows it is consumed (a new worker tells from the turn's end instead,
+        ``_ended_by``).
         """
-        return self.state in RESTING and self.resume_turn_id is None and not self.wake.is_set()
+        resting = self.state in RESTING and self.status.notes.resume is None
+        return resting and not self.wake.is_set()
+
+    def _take_resume(self) -> int | None:
+        """The turn a previous process left running, if one is noted; the note is dropped."""
+        notes = self.status.notes
+        if notes.resume is not None:
+            self._take(replace(notes, resume=None))
+        return notes.resume
+
+    def _take_stop_mark(self) -> bool:
+        """Whether a /stop ended a turn since the last stop mail was consumed; the mark is dropped."""
+        notes = self.status.notes
+        if notes.stopped:
+            self._take(replace(notes, stopped=False))
+        return notes.stopped
 
     async def _loop(self) -> None:
         while True:
@@ -258,8 +291,7 @@ class SessionWorker:
             if stops:  # a double-tapped /stop settles as one
                 await self._consume_stop(unread, stops)
                 continue
-            if self.resume_turn_id is not None:
-                turn_id, self.resume_turn_id = self.resume_turn_id, None
+            if (turn_id := self._take_resume()) is not None:
                 await self._run_turn(turn_id, restarted=True)
                 continue
             if not unread:
@@ -391,8 +423,9 @@ class SessionWorker:
             self._enter(Running(live))
         s.bus.emit(TurnStarted(to=address, turn_id=turn_id, resumed=restarted))
         outcome = await self._await_turn(live)
-        # done and awaited: an idle worker holds no turn
-        self._enter(PAUSED if outcome.kind == OutcomeKind.PAUSED else IDLE)
+        # done and awaited: an idle worker holds no turn; a stop the turn met ended it, cancelled
+        rest = PAUSED if outcome.kind == OutcomeKind.PAUSED else IDLE
+        self._enter(replace(rest, notes=Notes(stopped=isinstance(outcome, Cancelled))))
         await self._finish(runner, outcome)
 
     async def _await_turn(self, turn: LiveTurn) -> TurnOutcome:
@@ -412,8 +445,6 @@ class SessionWorker:
             return Failed(f"{type(exc).__name__}: {exc}")
 
     async def _finish(self, runner: TurnRunner, outcome: TurnOutcome) -> None:
-        if isinstance(outcome, Cancelled):
-            self.stopped_turn = True
         await steps.finish(runner, outcome)
         for listener in list(self.hub.finish_listeners):
             listener(self.session_id, runner.turn_id, outcome)
@@ -432,7 +463,7 @@ class SessionWorker:
         await self._consume(upto)
         s.approvals.bypasses.clear(self.session_id)
         stopped_work = any(isinstance(e.body, ControlBody) and e.body.stops_work for e in stops)
-        stopped, self.stopped_turn = self.stopped_turn or settled or stopped_work, False
+        stopped = self._take_stop_mark() or settled or stopped_work
         quiet = all(isinstance(e.body, ControlBody) and e.body.quiet for e in stops)
         if not quiet:
             await self._report_stop(address, stopped=stopped, dropped=dropped)
@@ -460,7 +491,7 @@ class SessionWorker:
         latest = await s.sessions.latest_turn(self.session_id)
         if latest is None or latest.status not in (TurnStatus.PAUSED, TurnStatus.RUNNING) or self.busy:
             return False
-        self.resume_turn_id = None
+        self._take_resume()
         await settle_cancelled(s, address, latest.id or 0)
         self._enter(IDLE)
         return True
@@ -522,7 +553,7 @@ class SessionHub:
     def resume(self, session_id: int, turn_id: int) -> None:
         """Continue a turn a previous process left running (crash recovery)."""
         worker = self._worker(session_id)
-        worker.resume_turn_id = turn_id
+        worker.note_resume(turn_id)
         worker.wake.set()
 
     def session_changed(self, session: ChatSession, *, created: bool = False) -> None:

@@ -4,20 +4,29 @@ A worker is always in exactly one :data:`Status` — :data:`NEW`, :data:`IDLE` o
 :data:`PAUSED` (:class:`Resting`), :class:`Opening` (the prefetched request),
 :class:`Running` (the turn), :class:`WaitingApproval` (the turn and the request
 it waits on) or :class:`Stopping` (what it stops) — whose :class:`WorkerState`
-is its kind.
-:data:`TRANSITIONS` is the whole list of moves between kinds, and :func:`checked`
-the one place that checks them. A move not listed raises :class:`IllegalMove`
-(a bug), except the few the worker makes knowing a stop may have got there
-first, which are refused instead (nothing changes; logged at debug): a /stop
-with nothing to stop, and a gate that starts or stops waiting for a turn that
-was stopped meanwhile, which must not make it ``running`` again.
+is its kind. Every status also carries the worker's :class:`Notes`, what it has
+yet to act on whatever it is doing: a turn a previous process left running, to
+continue once it rests (``SessionHub.resume`` may note one while a turn that
+mail started first runs), and the mark that a /stop ended a turn (set entering
+:class:`Stopping`, or when a stop the turn met ended it), read by the stop's
+report once its mail is consumed. :func:`kept` is the one rule for them: every
+change keeps them, a note the new status names wins, and only the worker's
+taking a note drops it. Nothing else of a worker changes as it works.
+
+:data:`TRANSITIONS` is the whole list of moves between kinds, and :func:`allowed`
+the one place that checks them (a change of data within a kind is no move). A
+move not listed raises :class:`IllegalMove` (a bug), except the few the worker
+makes knowing a stop may have got there first, which are refused instead
+(nothing changes; logged at debug): a /stop with nothing to stop, and a gate
+that starts or stops waiting for a turn that was stopped meanwhile, which must
+not make it ``running`` again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from agentgram.runtime.core.turn.loop import TurnRunner
@@ -95,10 +104,31 @@ class LiveTurn:
 
 
 @dataclass(slots=True, frozen=True)
+class Notes:
+    """What a worker has yet to act on, carried by its status whatever it does (:func:`kept`)."""
+
+    resume: int | None = None
+    """A turn a previous process left running (``SessionHub.resume``): the worker continues it
+    at its next drain once it rests, before any mail but a stop."""
+    stopped: bool = False
+    """A /stop ended a turn here: the stop's report says "stopped". Kept until the stop's mail
+    is consumed (the worker takes it then); a worker evicted meanwhile tells from the turn's end."""
+
+
+NO_NOTES = Notes()
+
+
+@dataclass(slots=True, frozen=True)
 class Resting:
-    """New, idle or paused: the worker holds nothing the database does not (see :data:`RESTING`)."""
+    """New, idle or paused: the worker holds nothing the database does not (see :data:`RESTING`)
+    but its notes."""
 
     kind: WorkerState
+    notes: Notes = NO_NOTES
+
+    def __post_init__(self) -> None:
+        if self.kind not in RESTING:
+            raise IllegalMove(f"{self.kind} is not a resting state")
 
 
 NEW, IDLE, PAUSED = (Resting(kind) for kind in (WorkerState.NEW, WorkerState.IDLE, WorkerState.PAUSED))
@@ -107,12 +137,14 @@ NEW, IDLE, PAUSED = (Resting(kind) for kind in (WorkerState.NEW, WorkerState.IDL
 @dataclass(slots=True, frozen=True)
 class Opening:
     prefetch: Prefetch | None = None  # the new turn's first request, once it is sent
+    notes: Notes = NO_NOTES
     kind: ClassVar[WorkerState] = WorkerState.OPENING
 
 
 @dataclass(slots=True, frozen=True)
 class Running:
     turn: LiveTurn
+    notes: Notes = NO_NOTES
     kind: ClassVar[WorkerState] = WorkerState.RUNNING
 
 
@@ -120,6 +152,7 @@ class Running:
 class WaitingApproval:
     turn: LiveTurn
     request_id: str  # the one answer to "what does this session wait for?"
+    notes: Notes = NO_NOTES
     kind: ClassVar[WorkerState] = WorkerState.WAITING_APPROVAL
 
 
@@ -127,6 +160,7 @@ class WaitingApproval:
 class Stopping:
     turn: LiveTurn | None = None  # None: the turn was still being opened
     prefetch: Prefetch | None = None
+    notes: Notes = NO_NOTES
     kind: ClassVar[WorkerState] = WorkerState.STOPPING
 
 
@@ -135,7 +169,8 @@ Status = Resting | Opening | Running | WaitingApproval | Stopping
 
 def allowed(current: Status, target: Status) -> bool:
     """Whether a worker in ``current`` may take ``target``: a listed move, or new data for the same
-    kind (the prefetch of the turn it opens, sent; the turn a stop while it opened will start)."""
+    kind (the prefetch of the turn it opens, sent; the turn a stop while it opened will start; a
+    note, made or taken)."""
     return current.kind is target.kind or may_enter(current.kind, target.kind)
 
 
@@ -144,15 +179,28 @@ def live_turn(status: Status) -> LiveTurn | None:
     return status.turn if isinstance(status, Running | WaitingApproval | Stopping) else None
 
 
+def kept(current: Status, target: Status) -> Status:
+    """``target`` keeping ``current``'s notes, a note ``target`` names winning: a note outlives every
+    change of status until the worker, having acted on it, drops it (``SessionWorker._take``: the
+    current status with the note gone, not passed through here)."""
+    notes = Notes(
+        resume=target.notes.resume if target.notes.resume is not None else current.notes.resume,
+        stopped=target.notes.stopped or current.notes.stopped,
+    )
+    return target if notes == target.notes else replace(target, notes=notes)
+
+
 __all__ = [
     "BUSY",
     "IDLE",
     "NEW",
+    "NO_NOTES",
     "PAUSED",
     "RESTING",
     "TRANSITIONS",
     "IllegalMove",
     "LiveTurn",
+    "Notes",
     "Opening",
     "Resting",
     "Running",
@@ -161,6 +209,7 @@ __all__ = [
     "WaitingApproval",
     "WorkerState",
     "allowed",
+    "kept",
     "live_turn",
     "may_enter",
 ]

@@ -8,7 +8,8 @@ the event bus are the narrow seams of :mod:`runtime.turn.ports` (what the turn
 and its worker call of them, nothing more). Each optional feature is a small
 Protocol here, and a feature that is off is its null object (:data:`NO_NOTES`,
 :class:`OneModel`, :data:`UNTRACKED`, …), never ``None``: the turn's code
-has no "is it on?" branch.
+has no "is it on?" branch. The tools' own seams and their null objects
+(:data:`NO_PROCESSES`, :data:`NO_CALL_CONTROL`) live in :mod:`runtime.tools.base`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from datetime import datetime
 from typing import Protocol
 
 from agentgram.runtime.capabilities.tools.base import (
+    NO_CALL_CONTROL,
+    NO_PROCESSES,
     CallControl,
     ProcessLedger,
     Progress,
@@ -132,8 +135,8 @@ class TrackedCalls(Protocol):
     """Tool calls run as tracked runs that may detach (``runtime.turn.background``)."""
 
     @property
-    def control(self) -> CallControl | None:
-        """What the model's call tools read; ``None`` when calls are not tracked."""
+    def control(self) -> CallControl:
+        """What the model's call tools read; ``NO_CALL_CONTROL`` when calls are not tracked."""
         ...
 
     async def run(self, tracked: TrackedCall, work: AnyWork) -> Performed: ...
@@ -179,8 +182,8 @@ class _NoMemory:
 
 class _Untracked:
     @property
-    def control(self) -> CallControl | None:
-        return None
+    def control(self) -> CallControl:
+        return NO_CALL_CONTROL
 
     async def run(self, tracked: TrackedCall, work: AnyWork) -> Performed:
         return await work(None)
@@ -198,14 +201,6 @@ class _NoMcp:
         return base
 
 
-class _NoProcesses:
-    async def started(self, pgid: int) -> None:
-        return None
-
-    async def finished(self, pgid: int) -> None:
-        return None
-
-
 NO_NOTES: Notes = _NoNotes()
 NO_QUESTIONS: Questions = _NoQuestions()
 NO_COMPACTION: Compaction = _NoCompaction()
@@ -214,7 +209,6 @@ UNTRACKED: TrackedCalls = _Untracked()
 """Every call runs attached, in the turn."""
 NO_FILES: Files = _NoFiles()
 NO_MCP: McpTools = _NoMcp()
-NO_PROCESSES: ProcessLedger = _NoProcesses()
 
 
 def _no_wrappers() -> Wrappers:

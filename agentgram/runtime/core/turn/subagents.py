@@ -84,9 +84,7 @@ class ExecuteTask(Tool[ExecuteTaskArgs]):
         return ToolSpec(base.name, self.description.format(agents=self.catalog.menu()), base.parameters)
 
     async def execute(self, args: ExecuteTaskArgs, ctx: ToolContext) -> str:
-        if ctx.sub_agents is None:
-            raise ToolError("sub-agents can only be started from a turn")
-        return await ctx.sub_agents.run(args.agent, args.task)
+        return await ctx.sub_agents.run(args.agent, args.task)  # off outside a turn: NO_SUB_AGENTS
 
 
 @dataclass(slots=True, frozen=True)

@@ -156,6 +156,9 @@ class Database:
         self._sync_read_engine: Engine | None = None
         self._write_lock = asyncio.Lock()  # SQLite's one writer
         self._commit_lock = asyncio.Lock()  # PostgreSQL: commits whose hooks views follow, in order
+        self.fence: Callable[[Connection], None] | None = None
+        """Run first in every write transaction, inside it (a cluster's leader checks it still leads:
+        ``runtime.infra.lead``); it raises to refuse the write."""
         if self.is_sqlite:
             self._install_sqlite_rules(self.engine.sync_engine, always_write=False)
 
@@ -193,6 +196,9 @@ class Database:
                 try:
                     async with AsyncSession(bind=conn, expire_on_commit=False) as session:
                         async with session.begin():
+                            if self.fence is not None:
+                                fence = self.fence
+                                await session.run_sync(lambda s: fence(s.connection()))
                             yield session
                             if not self.is_sqlite and info.get(_AFTER_COMMIT):
                                 await ordered.enter_async_context(self._commit_lock)

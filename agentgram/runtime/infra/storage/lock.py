@@ -22,6 +22,11 @@ Where the lock lives:
   anywhere;
 * in-memory SQLite: nothing is shared, so there is nothing to lock.
 
+A cluster's instances (``cluster.enabled``, :mod:`runtime.infra.lead`) take the same
+PostgreSQL lock **shared** (``pg_try_advisory_lock_shared``): they start beside each other,
+while a lone agentgram (exclusive) and a cluster never run on one database at once, whichever
+started first.
+
 ``fcntl.flock`` locks die with the process that holds them — ``kill -9``
 included — so a lock is never stale and nobody ever deletes the file (deleting
 would race with a starter that just opened it). The file holds the holder's pid
@@ -108,11 +113,12 @@ class InstanceLock:
         self._server = server
 
     @classmethod
-    def acquire(cls, database_url: str, token_fingerprint: str) -> InstanceLock:
+    def acquire(cls, database_url: str, token_fingerprint: str, *, shared: bool = False) -> InstanceLock:
         """Take the lock of this database and token, or raise :class:`AlreadyRunning`
         (:class:`ConfigError` for credentials PostgreSQL refuses)."""
         if make_url(database_url).get_backend_name() == "postgresql":
-            return cls(None, None, _ServerLock.acquire(database_url, server_lock_key(token_fingerprint)))
+            key = server_lock_key(token_fingerprint)
+            return cls(None, None, _ServerLock.acquire(database_url, key, shared=shared))
         path = lock_path(database_url, token_fingerprint)
         if path is None:
             return cls(None, None)
@@ -173,9 +179,10 @@ AND l.objsubid = 1
 class _ServerLock:
     """``pg_try_advisory_lock`` on one asyncpg connection, owned by a thread with its own loop."""
 
-    def __init__(self, dsn: str, key: int) -> None:
+    def __init__(self, dsn: str, key: int, *, shared: bool = False) -> None:
         self._dsn = dsn
         self._key = key
+        self._shared = shared
         self._ready = threading.Event()
         self._outcome: BaseException | str | None = None  # an error, the holder's name, or taken
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -183,9 +190,9 @@ class _ServerLock:
         self._thread = threading.Thread(target=self._run, name="agentgram-instance-lock", daemon=True)
 
     @classmethod
-    def acquire(cls, database_url: str, key: int) -> _ServerLock:
+    def acquire(cls, database_url: str, key: int, *, shared: bool = False) -> _ServerLock:
         dsn = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
-        lock = cls(dsn, key)
+        lock = cls(dsn, key, shared=shared)
         lock._thread.start()
         lock._ready.wait()
         outcome = lock._outcome
@@ -228,7 +235,8 @@ class _ServerLock:
             self._ready.set()
             return
         try:
-            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", self._key):
+            take = "pg_try_advisory_lock_shared" if self._shared else "pg_try_advisory_lock"
+            if not await conn.fetchval(f"SELECT {take}($1)", self._key):
                 high, low = (self._key >> 32) & 0xFFFFFFFF, self._key & 0xFFFFFFFF
                 self._outcome = str(await conn.fetchval(HOLDER_QUERY, high, low) or "")
                 self._ready.set()

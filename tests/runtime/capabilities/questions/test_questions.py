@@ -126,9 +126,12 @@ async def test_a_pending_question_is_still_answerable_after_a_restart(tmp_path: 
 def test_headless_sessions_are_not_offered_the_question(tmp_path: Path) -> None:
     runtime = Runtime(make_settings(tmp_path, "http://127.0.0.1:9/v1"), llm=ScriptedLLM.script())
     chat = {
-        spec.name for spec in main_level(runtime.parts.deps, ChatSession(source=SessionSource.CHAT)).tools.specs()
+        spec.name
+        for spec in main_level(runtime.parts.deps, ChatSession(source=SessionSource.CHAT)).tools.specs()
     }
     assert {"ask_user_clarification", "update_scratchpad", "write_todos"} <= chat
     for source in (SessionSource.TIC, SessionSource.CRON):
-        names = {spec.name for spec in main_level(runtime.parts.deps, ChatSession(source=source)).tools.specs()}
+        names = {
+            spec.name for spec in main_level(runtime.parts.deps, ChatSession(source=source)).tools.specs()
+        }
         assert "ask_user_clarification" not in names and "write_todos" in names

@@ -23,6 +23,7 @@ from agentgram.runtime.core.turn.subagents import (
     root_level,
 )
 from agentgram.runtime.infra.config import LLMSettings, settings_from_mapping
+from agentgram.runtime.infra.errors import ToolError
 from agentgram.runtime.infra.events import (
     ApprovalRequested,
     OutcomeKind,
@@ -467,3 +468,11 @@ async def test_an_unknown_agent_is_a_failed_result_the_parent_reads(
         [call] = await calls_of(rig, session)
         assert call.status == ToolCallStatus.FAILED
         assert call.result == texts.unknown_agent("nobody", ["main", "researcher"])
+
+
+async def test_execute_task_outside_a_turn_is_an_error_the_model_reads(tmp_path: Path) -> None:
+    tool = ExecuteTask(CATALOG)
+    args = tool.parse({"agent": "researcher", "task": "x"})
+    with pytest.raises(ToolError) as raised:
+        await tool.execute(args, ToolContext(workdir=tmp_path))  # NO_SUB_AGENTS
+    assert str(raised.value) == "sub-agents can only be started from a turn"

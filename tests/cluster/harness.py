@@ -1,0 +1,126 @@
+"""Several agentgram processes on one real PostgreSQL database, beside one fake Telegram and one
+fake model endpoint: the crash harness's bot process (:class:`tests.crash.harness.CrashRig`), once
+per instance, each with its own config (``cluster.instance_name``) and log, sharing the database
+and the workdir (as a cluster's instances share them: docs/operations/cluster.md).
+
+The lease times are short (:data:`LEASE_TTL`, :data:`HEARTBEAT`) so that a takeover is seconds,
+not the default ten.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.backends import pg_database
+from tests.crash.harness import CrashRig, HookedTelegram, write_config
+from tests.fakes.openai_server import FakeOpenAI
+
+LEASE_TTL = 3.0
+HEARTBEAT = 0.5
+TAKEOVER = LEASE_TTL + LEASE_TTL / 3 + 5.0
+"""The most a takeover may take: the ttl, one scan, and a cold process's recovery on a busy machine."""
+
+
+@dataclass
+class Instance(CrashRig):
+    """One instance's process (a :class:`CrashRig` whose log and config are its own)."""
+
+    name: str = ""
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def leads(self) -> bool:
+        return f"instance {self.name} leads" in self.log_text()
+
+    async def start_standby(self) -> None:
+        """Start it while another instance leads: it registers and waits."""
+        await self.start(
+            lambda: f"instance {self.name} is a standby" in self.log_text(), f"{self.name} a standby"
+        )
+
+    async def wait_lead(self, timeout: float = TAKEOVER) -> float:
+        """Wait until it leads and polls; how long that took."""
+        started = time.monotonic()
+        polls = len(self.tg.calls("getUpdates"))
+        await self.wait(self.leads, f"{self.name} to lead", timeout)
+        await self.wait(lambda: len(self.tg.calls("getUpdates")) > polls, f"{self.name} to poll", timeout)
+        return time.monotonic() - started
+
+
+@dataclass
+class Cluster:
+    tg: HookedTelegram
+    llm: FakeOpenAI
+    database_url: str
+    instances: list[Instance]
+
+    def conflicts_seen(self) -> list[str]:
+        """The instances that were told 409 Conflict by ``getUpdates`` (a second poller) and lived
+        to log it (a killed or stopped poller's last long poll is ended by the next poller's
+        first, as Telegram does; nobody alive sees that answer)."""
+        return [i.name for i in self.instances if "409 Conflict" in i.log_text()]
+
+
+@asynccontextmanager
+async def cluster(tmp_path: Path, count: int = 2, **sections: dict[str, Any]) -> AsyncIterator[Cluster]:
+    """``count`` instances configured on a fresh PostgreSQL database (none started). On failure
+    every instance's log is printed; on exit a still-running instance is killed."""
+    async with AsyncExitStack() as stack:
+        tg = await stack.enter_async_context(HookedTelegram())
+        llm = await stack.enter_async_context(FakeOpenAI(models=("main-model", "backup-model")))
+        url = await stack.enter_async_context(pg_database())
+        workdir = tmp_path / "workspace"
+        workdir.mkdir(parents=True, exist_ok=True)
+        instances = []
+        for n in range(count):
+            name = f"node-{chr(ord('a') + n)}"
+            config = tmp_path / f"{name}.yml"
+            write_config(
+                config,
+                tg_root=tg.root,
+                llm_url=llm.base_url,
+                tmp_path=tmp_path,
+                storage={"url": url},
+                cluster={
+                    "enabled": True,
+                    "lease_ttl": LEASE_TTL,
+                    "heartbeat": HEARTBEAT,
+                    "instance_name": name,
+                },
+                **sections,
+            )
+            instances.append(
+                Instance(
+                    tmp_path=tmp_path,
+                    tg=tg,
+                    llm=llm,
+                    config_path=config,
+                    log_path=tmp_path / f"{name}.log",
+                    database_url=url,
+                    workdir=workdir,
+                    name=name,
+                )
+            )
+        rig = Cluster(tg, llm, url, instances)
+        try:
+            yield rig
+        except BaseException:
+            for instance in instances:
+                print(f"----- {instance.name} log -----\n{instance.log_text()[-20000:]}")
+            print(f"----- LLM requests: {len(llm.requests)} -----")
+            for body in llm.requests:
+                print(json.dumps(body.get("messages", body), ensure_ascii=False)[:1500])
+            raise
+        finally:
+            for instance in instances:
+                if instance.running:
+                    instance.kill_now()
+                    await instance.reap_killed()
+                instance.database.close()
