@@ -5,8 +5,10 @@ mailbox, the LLM client and models, tools, approvals and questions, the turn's
 frozen dependencies (:class:`~runtime.core.turn.deps.TurnDeps`), the session
 hub and its control desk, the scheduler, and the five parts of the adapters'
 door (:mod:`runtime.door`). It builds them in dependency order and returns them
-as one frozen :class:`Parts`; nothing is assigned to a part after it was built,
-and no part is handed the object that built it. What more than one part needs
+as one frozen :class:`Parts`; no part is handed the object that built it, and
+nothing is assigned to a part afterwards but what the door's ports set (an
+adapter's file source and upload limit) and, in a cluster, the database's
+fence once this instance leads (``Runtime.start``). What more than one part needs
 to reach the user goes through one :class:`~runtime.core.output.Output`.
 
 :class:`~runtime.app.Runtime` holds the result (``rt.parts``) and adds the

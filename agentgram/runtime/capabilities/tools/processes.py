@@ -7,12 +7,18 @@ would run twice at once. So every group is recorded (pgid plus the leader's
 start time, to tell a reused pid apart) before the command is awaited and
 removed when it ends; on start, :meth:`SqlProcessLedger.reap_orphans` kills
 every group a previous process left behind, before any turn resumes.
+
+An entry names its host (``proc:<host>:<pgid>``) and only the same host reaps it: a pgid means
+nothing on another machine, and a cluster's new leader may run elsewhere (a dead instance's
+groups are its service manager's to kill with its control group, docs/operations/cluster.md).
+An entry of an older release (``proc:<pgid>``) is this host's.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 from pathlib import Path
 
 from agentgram.runtime.infra.log import get_logger
@@ -20,6 +26,12 @@ from agentgram.runtime.infra.storage.sessions import SessionStore
 
 log = get_logger("tools.processes")
 PREFIX = "proc:"
+HOST = socket.gethostname()
+
+
+def ledger_key(pgid: int, host: str = HOST) -> str:
+    """The key of ``pgid``'s entry, started on ``host``."""
+    return f"{PREFIX}{host}:{pgid}"
 
 
 def start_time(pid: int) -> str | None:
@@ -37,16 +49,19 @@ class SqlProcessLedger:
         self._store = store
 
     async def started(self, pgid: int) -> None:
-        await self._store.set_value(f"{PREFIX}{pgid}", start_time(pgid) or "")
+        await self._store.set_value(ledger_key(pgid), start_time(pgid) or "")
 
     async def finished(self, pgid: int) -> None:
-        await self._store.delete_value(f"{PREFIX}{pgid}")
+        await self._store.delete_value(ledger_key(pgid))
 
     async def reap_orphans(self) -> list[int]:
-        """Kill every recorded group still alive (left by a crashed process)."""
+        """Kill every group this host recorded that is still alive (left by a crashed process)."""
         killed = []
         for key, recorded in (await self._store.values_with_prefix(PREFIX)).items():
-            pgid = int(key[len(PREFIX) :])
+            host, _, number = key[len(PREFIX) :].rpartition(":")
+            if host not in ("", HOST):
+                continue  # another host's group: only that host can tell whether it is still its own
+            pgid = int(number)
             current = start_time(pgid)
             if current is not None and recorded and current != recorded:
                 log.info("pid %s was reused; not touching it", pgid)

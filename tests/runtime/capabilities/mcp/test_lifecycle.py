@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from agentgram.runtime.capabilities.mcp.servers import ServerState
-from agentgram.runtime.capabilities.tools.processes import PREFIX, start_time
+from agentgram.runtime.capabilities.tools.processes import PREFIX, ledger_key, start_time
 from agentgram.runtime.infra.events import OutcomeKind, TurnFinished
 from tests.fakes.openai_server import Call, FakeOpenAI, Text, ToolCalls
 from tests.runtime.capabilities.mcp.conftest import kill_time_servers, time_servers
@@ -59,7 +59,7 @@ async def test_a_running_server_is_in_the_process_ledger_until_it_closes(
         server = runtime.parts.mcp.get("time")
         assert server is not None and server.pid is not None
         recorded = await runtime.parts.session_store.values_with_prefix(PREFIX)
-        assert recorded == {f"{PREFIX}{server.pid}": start_time(server.pid)}
+        assert recorded == {ledger_key(server.pid): start_time(server.pid)}
         await server.close()
         assert server.pid is None and time_servers() == 0
         assert await runtime.parts.session_store.values_with_prefix(PREFIX) == {}
