@@ -10,6 +10,7 @@ not the default ten.
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -32,6 +33,8 @@ class Instance(CrashRig):
     """One instance's process (a :class:`CrashRig` whose log and config are its own)."""
 
     name: str = ""
+    webhook_url: str | None = None
+    """Where Telegram POSTs to this instance in webhook mode (``None``: it polls)."""
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -45,12 +48,24 @@ class Instance(CrashRig):
             lambda: f"instance {self.name} is a standby" in self.log_text(), f"{self.name} a standby"
         )
 
+    async def start_leading(self) -> None:
+        """Start it as the first instance: it leads at once (polls, or set its webhook)."""
+        if self.webhook_url is None:
+            await self.start()
+        else:
+            await self.start(lambda: self.tg.webhook_url == self.webhook_url, f"{self.name}'s webhook set")
+
     async def wait_lead(self, timeout: float = TAKEOVER) -> float:
-        """Wait until it leads and polls; how long that took."""
+        """Wait until it leads and polls (or set its webhook); how long that took."""
         started = time.monotonic()
         polls = len(self.tg.calls("getUpdates"))
         await self.wait(self.leads, f"{self.name} to lead", timeout)
-        await self.wait(lambda: len(self.tg.calls("getUpdates")) > polls, f"{self.name} to poll", timeout)
+        if self.webhook_url is None:
+            await self.wait(lambda: len(self.tg.calls("getUpdates")) > polls, f"{self.name} to poll", timeout)
+        else:
+            await self.wait(
+                lambda: self.tg.webhook_url == self.webhook_url, f"{self.name}'s webhook", timeout
+            )
         return time.monotonic() - started
 
 
@@ -69,9 +84,13 @@ class Cluster:
 
 
 @asynccontextmanager
-async def cluster(tmp_path: Path, count: int = 2, **sections: dict[str, Any]) -> AsyncIterator[Cluster]:
-    """``count`` instances configured on a fresh PostgreSQL database (none started). On failure
-    every instance's log is printed; on exit a still-running instance is killed."""
+async def cluster(
+    tmp_path: Path, count: int = 2, *, webhook: bool = False, **sections: dict[str, Any]
+) -> AsyncIterator[Cluster]:
+    """``count`` instances configured on a fresh PostgreSQL database (none started); ``webhook``:
+    in webhook mode, each on a listener of its own (in production they share one public URL
+    behind a proxy; here the leader's ``setWebhook`` points Telegram at it). On failure every
+    instance's log is printed; on exit a still-running instance is killed."""
     async with AsyncExitStack() as stack:
         tg = await stack.enter_async_context(HookedTelegram())
         llm = await stack.enter_async_context(FakeOpenAI(models=("main-model", "backup-model")))
@@ -82,6 +101,9 @@ async def cluster(tmp_path: Path, count: int = 2, **sections: dict[str, Any]) ->
         for n in range(count):
             name = f"node-{chr(ord('a') + n)}"
             config = tmp_path / f"{name}.yml"
+            telegram, hook_url = (
+                _webhook(sections.get("telegram", {})) if webhook else (sections.get("telegram"), None)
+            )
             write_config(
                 config,
                 tg_root=tg.root,
@@ -94,7 +116,8 @@ async def cluster(tmp_path: Path, count: int = 2, **sections: dict[str, Any]) ->
                     "heartbeat": HEARTBEAT,
                     "instance_name": name,
                 },
-                **sections,
+                **{key: value for key, value in sections.items() if key != "telegram"},
+                **({"telegram": telegram} if telegram else {}),
             )
             instances.append(
                 Instance(
@@ -106,6 +129,7 @@ async def cluster(tmp_path: Path, count: int = 2, **sections: dict[str, Any]) ->
                     database_url=url,
                     workdir=workdir,
                     name=name,
+                    webhook_url=hook_url,
                 )
             )
         rig = Cluster(tg, llm, url, instances)
@@ -124,3 +148,20 @@ async def cluster(tmp_path: Path, count: int = 2, **sections: dict[str, Any]) ->
                     instance.kill_now()
                     await instance.reap_killed()
                 instance.database.close()
+
+
+WEBHOOK_SECRET = "cluster-secret_" + "x" * 24
+WEBHOOK_PATH = "/telegram/webhook"
+
+
+def _webhook(telegram: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The ``telegram`` section of an instance in webhook mode on a free port, and its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    hook = {
+        "listen": f"127.0.0.1:{port}",
+        "public_url": f"http://127.0.0.1:{port}",
+        "secret_token": WEBHOOK_SECRET,
+    }
+    return {**telegram, "mode": "webhook", "webhook": hook}, f"http://127.0.0.1:{port}{WEBHOOK_PATH}"
