@@ -45,6 +45,7 @@ import asyncio
 import enum
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -238,11 +239,14 @@ class InstanceRegistry:
 
         return await self.db.write_sync(beat)
 
-    async def run_heartbeat(self, interval: float) -> None:
+    async def run_heartbeat(
+        self, interval: float, *, on_lapse: Callable[[], Awaitable[bool]] | None = None
+    ) -> None:
         """Beat every ``interval`` seconds until the instance stops (or the task is cancelled).
 
         Run as a task its owner cancels on shutdown. A database out of reach is logged and tried
-        again at the next beat; a lapse is logged once, when it happens."""
+        again at the next beat; a lapse is logged once, when it happens, and ``on_lapse`` asked
+        whether to go on beating (a leader checks its lead: ``runtime.infra.lead``)."""
         state = Liveness.LIVE
         while state is not Liveness.GONE:
             await asyncio.sleep(interval)
@@ -257,6 +261,8 @@ class InstanceRegistry:
                     self.name,
                     self.ttl,
                 )
+                if on_lapse is not None and not await on_lapse():
+                    return
             state = found
         log.info("instance %s stopped: no more heartbeats", self.name)
 

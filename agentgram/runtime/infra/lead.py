@@ -30,6 +30,7 @@ mark then fails): the at-least-once window docs/operations/cluster.md describes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Callable
 
@@ -37,7 +38,7 @@ from sqlalchemy import Connection
 
 from agentgram.runtime.infra import metrics
 from agentgram.runtime.infra.backoff import Backoff
-from agentgram.runtime.infra.cluster import InstanceRegistry, Leases, Liveness
+from agentgram.runtime.infra.cluster import InstanceRegistry, Leases
 from agentgram.runtime.infra.config import ClusterSettings
 from agentgram.runtime.infra.log import get_logger
 from agentgram.runtime.infra.storage.cluster_rows import LeaseKind
@@ -153,24 +154,21 @@ class Lead:
             self.on_lost(f"instance {self.registry.name}: {reason}")
 
     async def _beat(self) -> None:
-        """The heartbeat: every ``cluster.heartbeat`` seconds; a lapse (paused past the ttl) while
-        leading is checked against the lease, and a lead taken meanwhile is lost."""
-        while True:
-            await asyncio.sleep(self.settings.heartbeat)
-            try:
-                found = await self.registry.check()
-            except LeadLost:  # the heartbeat's own write met the fence: on_lost ran
-                return
-            except Exception as error:  # the database out of reach: the next beat tries again
-                log.warning("cluster: heartbeat failed (%s: %s)", type(error).__name__, error)
-                continue
-            if found is Liveness.GONE:
-                return
-            if found is Liveness.LAPSED and self.epoch is not None and self._leases is not None:
-                holder = await self._leases.holder(LeaseKind.LEAD, LEAD_KEY)
-                if holder is None or holder.instance_id != self.registry.id or holder.epoch != self.epoch:
-                    self._lose("its heartbeat lapsed and another instance took the lead")
-                    return
+        """The heartbeat (:meth:`InstanceRegistry.run_heartbeat`, every ``cluster.heartbeat``
+        seconds); a lapse while leading is checked against the lease."""
+        with contextlib.suppress(LeadLost):  # the heartbeat's own write met the fence: on_lost ran
+            await self.registry.run_heartbeat(self.settings.heartbeat, on_lapse=self._still_leads)
+
+    async def _still_leads(self) -> bool:
+        """After a lapse (paused past the ttl): whether the lead is still this instance's at its
+        epoch; a lead taken meanwhile is lost."""
+        if self.epoch is None or self._leases is None:
+            return True  # a standby has nothing to lose
+        holder = await self._leases.holder(LeaseKind.LEAD, LEAD_KEY)
+        if holder is None or holder.instance_id != self.registry.id or holder.epoch != self.epoch:
+            self._lose("its heartbeat lapsed and another instance took the lead")
+            return False
+        return True
 
     async def release(self) -> None:
         """A graceful stop: no more heartbeats, the instance marked stopped and the lead released
