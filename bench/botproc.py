@@ -149,9 +149,10 @@ async def start_bot(args: argparse.Namespace) -> tuple[Callable[[], Awaitable[No
         Path(args.workdir), tg_root=args.tg, llm_url=args.llm, users=users, edit_interval=args.edit_interval,
         storage_url=args.storage_url or None,
     )  # fmt: skip
+    if args.kind == "agentgram-nolimit":  # diagnostic: the driver's pacer out of the way
+        telegram = settings.telegram.model_copy(update={"messages_per_second": 1e6})
+        settings = settings.model_copy(update={"telegram": telegram})
     bot = compose(settings)
-    if args.kind == "agentgram-nolimit":  # diagnostic: without the 30 requests/s AIORateLimiter
-        bot.application.bot._rate_limiter = None
     if args.kind == "agentgram-oldsession":  # diagnostic: a chat's session opened as before issue 12
         old_session_path(bot.runtime.parts.session_store)
     await bot.start()

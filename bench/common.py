@@ -81,7 +81,25 @@ def agentgram_settings(
 ) -> BotSettings:
     """The bot as a user would configure it, pointed at the fakes; file SQLite in ``workdir``, or the
     database at ``storage_url`` (a PostgreSQL one from :func:`pg_database`)."""
-    raw: dict[str, Any] = {
+    raw = agentgram_config(
+        workdir, tg_root=tg_root, llm_url=llm_url, users=users, edit_interval=edit_interval,
+        storage_url=storage_url,
+    )  # fmt: skip
+    return bot_settings_from_mapping(raw, {})
+
+
+def agentgram_config(
+    workdir: Path,
+    *,
+    tg_root: str,
+    llm_url: str,
+    users: Sequence[int],
+    edit_interval: float,
+    storage_url: str | None = None,
+) -> dict[str, Any]:
+    """:func:`agentgram_settings`' raw config (a bot started as ``agentgram run --config`` gets it as
+    a file, :mod:`bench.cluster`)."""
+    return {
         "telegram": {
             "token": TOKEN,
             "api_base_url": tg_root,
@@ -95,7 +113,6 @@ def agentgram_settings(
         "tic": {"enabled": False},
         "logging": {"level": "WARNING"},
     }
-    return bot_settings_from_mapping(raw, {})
 
 
 def asyncpg_dsn(url: str) -> str:

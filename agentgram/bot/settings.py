@@ -20,6 +20,7 @@ The split, and why:
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -106,6 +107,10 @@ class WebhookSettings(Section):
     update and anything without it is refused. Required in webhook mode."""
     max_connections: int = Field(default=40, ge=1, le=100)
     """At most this many updates Telegram POSTs at once (one chat's updates always come one by one)."""
+    relay_url: HttpUrl | None = None
+    """In a cluster: where the other instances reach this listener, path included (a standby relays
+    Telegram's POSTs there while this instance leads). ``None``: ``http://`` the ``listen`` host (this
+    machine's name when it listens on every address), its port and ``path``."""
 
     @field_validator("listen")
     @classmethod
@@ -133,6 +138,15 @@ class WebhookSettings(Section):
     @property
     def port(self) -> int:
         return int(self.listen.rpartition(":")[2])
+
+    def relay_address(self) -> str:
+        """``relay_url``, or the address derived from ``listen`` and ``path``."""
+        if self.relay_url is not None:
+            return str(self.relay_url)
+        host = self.host
+        if host in ("", "0.0.0.0", "::"):
+            host = socket.gethostname()
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}{self.path}"
 
     @property
     def url(self) -> str:

@@ -49,6 +49,7 @@ from agentgram.runtime.door.protocols import (
     ApprovalsDoor,
     CallsDoor,
     ChatDoor,
+    ClusterDoor,
     Door,
     JobsDoor,
     KeyValueStore,
@@ -83,6 +84,7 @@ from agentgram.runtime.infra.events import (
 from agentgram.runtime.infra.lead import exit_now
 from agentgram.runtime.infra.llm.types import LLMClient
 from agentgram.runtime.infra.log import get_logger, register_secret, register_secrets
+from agentgram.runtime.infra.send_budget import SendBudget
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.lock import AlreadyRunning, InstanceLock, fingerprint
 from agentgram.runtime.infra.storage.migrations import migrate
@@ -167,6 +169,17 @@ class Runtime:
         self.restart_hooks: list[RestartHook] = []
         """Run on start before anything resumes: an adapter tidies what the previous process left
         in the chats (e.g. status lines it never finished), knowing nothing of this one runs yet."""
+
+    @property
+    def cluster(self) -> ClusterDoor | None:
+        """This instance's part in a cluster (``None`` unless ``cluster.enabled``)."""
+        return self.parts.lead
+
+    @property
+    def send_budget(self) -> SendBudget | None:
+        """The chat platform's send budget a cluster's instances share (``None`` unless
+        ``cluster.enabled``: alone, the adapter paces itself)."""
+        return self.parts.send_budget
 
     @property
     def timezone(self) -> ZoneInfo:
@@ -365,6 +378,7 @@ __all__ = [
     "CallsDoor",
     "ChatDoor",
     "Checkpoint",
+    "ClusterDoor",
     "CompactionOutcome",
     "CompactionReport",
     "ContextUsage",

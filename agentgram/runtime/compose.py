@@ -70,6 +70,7 @@ from agentgram.runtime.infra.events import EventBus
 from agentgram.runtime.infra.lead import Lead, exit_now
 from agentgram.runtime.infra.llm.models import ModelRegistry
 from agentgram.runtime.infra.llm.types import LLMClient
+from agentgram.runtime.infra.send_budget import SendBudget
 from agentgram.runtime.infra.storage.background_rows import BackgroundStore
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.frames import FrameStore
@@ -201,6 +202,9 @@ class Parts:
     sessions: Sessions
     lead: Lead | None
     """This instance's part in a cluster's lead (``cluster.enabled``; :mod:`runtime.infra.lead`)."""
+    send_budget: SendBudget | None
+    """The chat platform's send budget every instance of a cluster shares (``cluster.enabled``;
+    :mod:`runtime.infra.send_budget`); ``None`` alone, where the adapter paces itself."""
 
     def knows_tool(self, name: str) -> bool:
         """A registered tool, or a tool of a configured MCP server (listed or not yet)."""
@@ -423,6 +427,7 @@ def compose(
             models=models, usage=usage, desk=hub.desk, skill_catalog=skill_catalog, mcp_catalog=mcp_catalog
         ),
         lead=Lead(db, settings.cluster, on_lost=on_lead_lost) if settings.cluster.enabled else None,
+        send_budget=SendBudget(db) if settings.cluster.enabled else None,
     )
     for cls, make in runtime_tools(settings):
         if registry.get(cls.name) is None:  # a tool the caller registered already stays

@@ -6,7 +6,7 @@ keeps the scripts from rotting as the code they drive changes.
 
 from __future__ import annotations
 
-from bench import chats, context_build, headless_memory, latency, mailbox, stop_latency
+from bench import chats, cluster, context_build, headless_memory, latency, mailbox, stop_latency
 from tests.backends import pg_server_url
 
 
@@ -87,3 +87,26 @@ async def test_context_build_and_mailbox_benchmarks_compare_postgres_with_sqlite
     assert [r["envelopes"] for r in box["results"]["postgresql"]] == [30, 30, 30]
     assert all(value and value > 0 for value in box["ratio_postgresql_sqlite"].values()), box
     assert "PostgreSQL / SQLite" in mailbox.table(box)
+
+
+async def test_cluster_benchmark_runs_two_instances_behind_the_proxy() -> None:
+    """Issue 27's benchmark: two instance processes on a fresh PostgreSQL database, in webhook mode
+    behind the round-robin proxy, answer every chat, and each instance's CPU and RSS are read."""
+    opts = cluster.Options(
+        instances=(2,), pacing=("off",), chats=3, messages=1, llm_ms=30, chunks=3, turn_timeout=20,
+        pg_url=pg_server_url(),
+    )  # fmt: skip
+    payload = await cluster.run(opts)
+    (result,) = payload["runs"]
+    assert result["turns"] == 3 and not result["failures"], result
+    assert result["leader"] == "node-a" and result["exit_codes"] == {"node-a": 0, "node-b": 0}
+    assert result["end_to_end_ms"]["p50"] >= result["llm_ms"]["p50"] > 0
+    assert result["cpu_s"]["node-a"] > 0 and all(mb > 0 for mb in result["peak_rss_mb"].values())
+    assert {name: statuses.get(200, 0) > 0 for name, statuses in result["proxy"].items()} == {
+        "node-a": True,
+        "node-b": True,
+    }, "both instances took POSTs: the standby relayed its share to the leader"
+    assert result["telegram"]["send_message"] == 3 and result["telegram"]["send_message_max_per_1s"] >= 1
+    (summed,) = payload["summary"]
+    assert summed["messages_per_s"] > 0 and summed["standby_cpu_ms_per_message"] is not None
+    assert "msgs/s" in cluster.table(payload)

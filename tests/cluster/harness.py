@@ -3,20 +3,28 @@ fake model endpoint: the crash harness's bot process (:class:`tests.crash.harnes
 per instance, each with its own config (``cluster.instance_name``) and log, sharing the database
 and the workdir (as a cluster's instances share them: docs/operations/cluster.md).
 
+In webhook mode the instances may sit behind a :class:`RoundRobinProxy` (``proxy=True``): one
+public URL, each POST handed to the next instance in turn, as a load balancer that knows nothing
+of agentgram does; a standby relays what it gets to the leader.
+
 The lease times are short (:data:`LEASE_TTL`, :data:`HEARTBEAT`) so that a takeover is seconds,
 not the default ten.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
+
+import aiohttp
+from aiohttp import web
 
 from tests.backends import pg_database
 from tests.crash.harness import CrashRig, HookedTelegram, write_config
@@ -34,7 +42,10 @@ class Instance(CrashRig):
 
     name: str = ""
     webhook_url: str | None = None
-    """Where Telegram POSTs to this instance in webhook mode (``None``: it polls)."""
+    """Where Telegram POSTs to this instance in webhook mode (``None``: it polls); behind the
+    proxy, the proxy's URL (the same for every instance)."""
+    listen_url: str | None = None
+    """This instance's own listener (webhook mode), bypassing any proxy."""
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -59,14 +70,91 @@ class Instance(CrashRig):
         """Wait until it leads and polls (or set its webhook); how long that took."""
         started = time.monotonic()
         polls = len(self.tg.calls("getUpdates"))
+        hooks = len(self.tg.calls("setWebhook"))
         await self.wait(self.leads, f"{self.name} to lead", timeout)
         if self.webhook_url is None:
             await self.wait(lambda: len(self.tg.calls("getUpdates")) > polls, f"{self.name} to poll", timeout)
         else:
             await self.wait(
-                lambda: self.tg.webhook_url == self.webhook_url, f"{self.name}'s webhook", timeout
+                lambda: self.tg.webhook_url == self.webhook_url and len(self.tg.calls("setWebhook")) > hooks,
+                f"{self.name}'s webhook",
+                timeout,
             )
         return time.monotonic() - started
+
+
+@dataclass
+class Forwarded:
+    """One POST the proxy handed on: to which instance, and its answer (502: nobody answered)."""
+
+    upstream: int
+    path: str
+    status: int
+
+
+@dataclass
+class RoundRobinProxy:
+    """A load balancer in front of the instances' listeners: each request goes to the next
+    upstream in turn; one that refuses the connection is skipped for the next (nginx's default
+    ``proxy_next_upstream error``); when none answers, 502. :meth:`route` sends the next requests
+    to chosen upstreams."""
+
+    upstreams: list[str] = field(default_factory=list)
+    forwarded: list[Forwarded] = field(default_factory=list)
+    url: str = ""
+    _plan: list[int] = field(default_factory=list)
+    _turns: itertools.count[int] = field(default_factory=itertools.count)
+    _runner: web.AppRunner | None = None
+    _http: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Self:
+        app = web.Application(client_max_size=4 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._forward)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._http is not None:
+            await self._http.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def route(self, *upstreams: int) -> None:
+        """Send the next requests to ``upstreams``, one each, in order; then round robin again."""
+        self._plan.extend(upstreams)
+
+    def statuses(self, upstream: int) -> list[int]:
+        return [f.status for f in self.forwarded if f.upstream == upstream]
+
+    async def _forward(self, request: web.Request) -> web.Response:
+        assert self._http is not None
+        body = await request.read()
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
+        first = self._plan.pop(0) if self._plan else next(self._turns) % len(self.upstreams)
+        for step in range(len(self.upstreams)):
+            upstream = (first + step) % len(self.upstreams)
+            try:
+                async with self._http.request(
+                    request.method, self.upstreams[upstream] + request.path_qs, data=body, headers=headers
+                ) as answer:
+                    content = await answer.read()
+                    self.forwarded.append(Forwarded(upstream, request.path, answer.status))
+                    kept = {
+                        k: v
+                        for k, v in answer.headers.items()
+                        if k.lower() in ("retry-after", "content-type")
+                    }
+                    return web.Response(status=answer.status, body=content, headers=kept)
+            except aiohttp.ClientConnectorError:
+                continue  # that instance is down: the next one
+        self.forwarded.append(Forwarded(-1, request.path, 502))
+        return web.Response(status=502)
 
 
 @dataclass
@@ -75,6 +163,7 @@ class Cluster:
     llm: FakeOpenAI
     database_url: str
     instances: list[Instance]
+    proxy: RoundRobinProxy | None = None
 
     def conflicts_seen(self) -> list[str]:
         """The instances that were told 409 Conflict by ``getUpdates`` (a second poller) and lived
@@ -85,16 +174,23 @@ class Cluster:
 
 @asynccontextmanager
 async def cluster(
-    tmp_path: Path, count: int = 2, *, webhook: bool = False, **sections: dict[str, Any]
+    tmp_path: Path,
+    count: int = 2,
+    *,
+    webhook: bool = False,
+    proxy: bool = False,
+    **sections: dict[str, Any],
 ) -> AsyncIterator[Cluster]:
     """``count`` instances configured on a fresh PostgreSQL database (none started); ``webhook``:
-    in webhook mode, each on a listener of its own (in production they share one public URL
-    behind a proxy; here the leader's ``setWebhook`` points Telegram at it). On failure every
-    instance's log is printed; on exit a still-running instance is killed."""
+    in webhook mode, each on a listener of its own; with ``proxy`` behind one
+    :class:`RoundRobinProxy` whose URL they all give ``setWebhook`` (as in production), else each
+    sets its own (the leader's ``setWebhook`` points Telegram at it). On failure every instance's
+    log is printed; on exit a still-running instance is killed."""
     async with AsyncExitStack() as stack:
         tg = await stack.enter_async_context(HookedTelegram())
         llm = await stack.enter_async_context(FakeOpenAI(models=("main-model", "backup-model")))
         url = await stack.enter_async_context(pg_database())
+        front = await stack.enter_async_context(RoundRobinProxy()) if proxy else None
         workdir = tmp_path / "workspace"
         workdir.mkdir(parents=True, exist_ok=True)
         instances = []
@@ -102,8 +198,14 @@ async def cluster(
             name = f"node-{chr(ord('a') + n)}"
             config = tmp_path / f"{name}.yml"
             telegram, hook_url = (
-                _webhook(sections.get("telegram", {})) if webhook else (sections.get("telegram"), None)
+                _webhook(sections.get("telegram", {}), front.url if front else None)
+                if webhook or proxy
+                else (sections.get("telegram"), None)
             )
+            listen_url = hook_url
+            if front is not None and hook_url is not None:
+                front.upstreams.append(hook_url.removesuffix(WEBHOOK_PATH))
+                hook_url = front.url + WEBHOOK_PATH
             write_config(
                 config,
                 tg_root=tg.root,
@@ -130,9 +232,10 @@ async def cluster(
                     workdir=workdir,
                     name=name,
                     webhook_url=hook_url,
+                    listen_url=listen_url,
                 )
             )
-        rig = Cluster(tg, llm, url, instances)
+        rig = Cluster(tg, llm, url, instances, front)
         try:
             yield rig
         except BaseException:
@@ -154,14 +257,15 @@ WEBHOOK_SECRET = "cluster-secret_" + "x" * 24
 WEBHOOK_PATH = "/telegram/webhook"
 
 
-def _webhook(telegram: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """The ``telegram`` section of an instance in webhook mode on a free port, and its URL."""
+def _webhook(telegram: dict[str, Any], public_url: str | None) -> tuple[dict[str, Any], str]:
+    """The ``telegram`` section of an instance in webhook mode on a free port (Telegram POSTs to
+    ``public_url``, by default the listener itself), and the listener's URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
     hook = {
         "listen": f"127.0.0.1:{port}",
-        "public_url": f"http://127.0.0.1:{port}",
+        "public_url": public_url or f"http://127.0.0.1:{port}",
         "secret_token": WEBHOOK_SECRET,
     }
     return {**telegram, "mode": "webhook", "webhook": hook}, f"http://127.0.0.1:{port}{WEBHOOK_PATH}"

@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentgram.runtime.core.turn.compaction import INSTRUCTIONS, SUMMARY_HEADER
+from tests.crash.conftest import ONE_DRIVER
 from tests.crash.harness import RESTARTED, crash_rig
 from tests.fakes.openai_server import Hang, Text
+
+pytestmark = ONE_DRIVER  # the driver takes no part in what is killed and recovered here
 
 COMPACTION = {"compaction": {"threshold_tokens": 1000, "keep_recent": 2}}
 

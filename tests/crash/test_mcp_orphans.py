@@ -11,9 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.crash.conftest import ONE_DRIVER
 from tests.crash.harness import cmdline, crash_rig, descendants
 from tests.crash.test_orphans import _group_alive
 from tests.fakes.openai_server import Call, Text, ToolCalls
+
+pytestmark = ONE_DRIVER  # the driver takes no part in what is killed and recovered here
 
 TEST_SERVER = str(Path(__file__).resolve().parents[1] / "fakes" / "mcp_server.py")
 SERVER = {"command": sys.executable, "args": [TEST_SERVER, "--helper"], "lazy": False}

@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tests.crash.conftest import ONE_DRIVER
 from tests.crash.harness import _process_table, crash_rig, descendants
 from tests.crash.test_crash import ALLOW_SHELL, _running
 from tests.fakes.openai_server import Text, ToolCalls
+
+pytestmark = ONE_DRIVER  # the driver takes no part in what is killed and recovered here
 
 
 def _group_alive(pgid: int) -> bool:

@@ -6,8 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tests.crash.conftest import ONE_DRIVER
 from tests.crash.harness import crash_rig
 from tests.fakes.openai_server import Hang, Reply, Text, ToolCalls
+
+pytestmark = ONE_DRIVER  # the driver takes no part in what is killed and recovered here
 
 RESEARCHER = "You are the researcher."
 TASK: tuple[str, dict[str, Any] | str] = ("execute_task", {"agent": "researcher", "task": "find the fact"})

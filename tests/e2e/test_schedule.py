@@ -153,7 +153,8 @@ async def test_approval_inside_a_tic_is_auto_denied_without_a_prompt(tmp_path: P
 
 async def test_tic_waits_for_the_users_turn_then_runs(tmp_path: Path) -> None:
     write_tic_md(tmp_path, "- water the plants\n")
-    async with running_bot(tmp_path, tic={"enabled": True, "interval": 3600}) as rig:
+    never = {"enabled": True, "cron": "0 4 29 2 *"}  # on, but no slot of its own comes during the test
+    async with running_bot(tmp_path, tic=never) as rig:
         done = tics(rig)
         gate = asyncio.Event()
 

@@ -194,6 +194,7 @@ async def test_healthz_reports_the_database_the_last_post_and_telegrams_last_err
     async with webhook_bot(tmp_path) as rig:
         health = await _health(rig)
         assert health["status"] == "ok" and health["database"] == "ok" and health["last_post"] is None
+        assert (health["role"], health["heartbeat"]) == ("single", None), "no cluster"
         assert health["webhook_url"] == url(rig) and health["last_error"] is None
         rig.bot.webhook.ingest.drain()  # type: ignore[union-attr]
         rig.say("refused while draining")

@@ -15,7 +15,8 @@ resumes them), queued output is delivered briefly, the database closes — and
 the driver's client closes last.
 
 In webhook mode (``telegram.mode: webhook``, :mod:`.core.webhook`) the listener's socket is bound
-first (a ``telegram.webhook.listen`` in use is a config error before anything starts), ``deleteWebhook``
+first (a cluster's standby serves it while it waits, relaying each update to the leader:
+:mod:`.core.webhook_relay`) (a ``telegram.webhook.listen`` in use is a config error before anything starts), ``deleteWebhook``
 and ``getUpdates`` are never called; once the runtime has started the listener serves and
 ``setWebhook`` is called (retried like the other start steps). Stopping drains the listener first
 (new POSTs get 503) and never deletes the webhook.
@@ -42,8 +43,10 @@ from agentgram.bot.telegram.core.ingest import Ingest
 from agentgram.bot.telegram.core.metrics import watch
 from agentgram.bot.telegram.core.port import ALLOWED_UPDATES
 from agentgram.bot.telegram.core.router import Dispatcher, JoinedRouter
+from agentgram.bot.telegram.core.shared_budget import shared_budget
 from agentgram.bot.telegram.core.webhook import WebhookIngest
 from agentgram.bot.telegram.core.webhook_listener import WebhookListener
+from agentgram.bot.telegram.core.webhook_relay import Relay
 from agentgram.bot.telegram.drivers import Driver, make_driver
 from agentgram.bot.telegram.handlers.commands import menu
 from agentgram.bot.telegram.views.delivery import Delivery
@@ -92,6 +95,7 @@ class TelegramBot:
         api = self.driver.api
         if self.webhook is not None:
             self.webhook.bind()
+            self._serve_as_standby(self.webhook)
         await with_retry(api.get_me, self.start_retry, "start-up: getMe")
         if self.webhook is None:
             await with_retry(api.delete_webhook, self.start_retry, "start-up: deleteWebhook")
@@ -110,9 +114,25 @@ class TelegramBot:
             self.settings.telegram.mode,
         )
 
+    def _serve_as_standby(self, listener: WebhookListener) -> None:
+        """In a cluster: register where this listener is reached, and serve it as a relay to the
+        leader while this instance waits as a standby (:mod:`.core.webhook_relay`)."""
+        cluster = self.runtime.cluster
+        if cluster is None:
+            return
+        hook = self.settings.telegram.webhook
+        assert hook.secret_token is not None, "webhook mode is refused without a secret (config_check)"
+        cluster.relay_url = hook.relay_address()
+        relay = partial(Relay, cluster, hook.secret_token.get_secret_value())
+        cluster.on_standby(lambda: listener.serve_as_standby(relay()))
+
     async def _start_webhook(self, listener: WebhookListener) -> None:
-        """Serve, then tell Telegram where (updates it holds come once ``setWebhook`` answered)."""
-        await listener.start()
+        """Serve (a standby that now leads stops relaying), then tell Telegram where (updates it
+        holds come once ``setWebhook`` answered)."""
+        if listener.serving:
+            listener.lead()
+        else:
+            await listener.start()
         hook = self.settings.telegram.webhook
         assert hook.secret_token is not None, "webhook mode is refused without a secret (config_check)"
         register = partial(
@@ -162,12 +182,15 @@ def compose(
     before the database closes, so queued output is still delivered and recorded.
     """
     register_secret(settings.telegram.token.get_secret_value())  # before anything can log it
-    driver = make_driver(settings.telegram)
     runtime = Runtime(
         settings,
         format_rules=TELEGRAM_FORMAT_RULES,
         llm=llm,
         home_chat_id=settings.telegram.allowed_user_ids[0],  # tics' home chat: the first allowed user
+    )
+    # in a cluster the driver paces by the budget every instance shares (core.shared_budget)
+    driver = make_driver(
+        settings.telegram, shared_budget(runtime.send_budget, settings.telegram.messages_per_second)
     )
     translator = Translator(default=settings.locale.default)
     tg = settings.telegram

@@ -46,8 +46,10 @@ from agentgram.runtime.door.values import (
     StopResult,
     TrustOverview,
 )
+from agentgram.runtime.infra.cluster import Instance
 from agentgram.runtime.infra.events import Subscriber, TodoItem
 from agentgram.runtime.infra.llm.models import ModelInfo, SessionCost
+from agentgram.runtime.infra.send_budget import SendBudget
 from agentgram.runtime.infra.storage.models import SessionSource
 from agentgram.runtime.infra.storage.search import Exchange, SearchHit
 from agentgram.runtime.scheduler.plan import TicPlan
@@ -188,6 +190,21 @@ class SessionsDoor(Protocol):
     async def mcp_overview(self, session: SessionRef) -> list[McpServerStatus]: ...
 
 
+class ClusterDoor(Protocol):
+    """This instance's part in a cluster (``cluster.enabled``): what a webhook adapter needs to
+    serve as a standby too (:mod:`runtime.infra.lead`, "A standby's listener")."""
+
+    @property
+    def instance_name(self) -> str: ...
+    @property
+    def relay_url(self) -> str | None: ...
+    @relay_url.setter
+    def relay_url(self, url: str | None) -> None: ...
+    def on_standby(self, hook: Callable[[], Awaitable[None]]) -> None: ...
+    async def leader(self) -> Instance | None: ...
+    def heartbeat_fresh(self) -> bool: ...
+
+
 class Door(Protocol):
     """The whole of what an adapter may use of the runtime: its five parts, its lifecycle and
     its ports (see the module docstring)."""
@@ -221,6 +238,17 @@ class Door(Protocol):
     @property
     def max_tool_rounds(self) -> int:
         """Tool rounds a turn may take before it ends as exhausted (what the chat tells the user)."""
+        ...
+
+    @property
+    def cluster(self) -> ClusterDoor | None:
+        """This instance's part in a cluster; ``None`` when ``cluster.enabled`` is off."""
+        ...
+
+    @property
+    def send_budget(self) -> SendBudget | None:
+        """The chat platform's send budget a cluster's instances share; ``None`` when
+        ``cluster.enabled`` is off (the adapter paces itself)."""
         ...
 
     async def start(self) -> None: ...

@@ -45,6 +45,7 @@ import asyncio
 import enum
 import os
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -133,6 +134,14 @@ class Instance:
     pid: int
     started_at: datetime
     heartbeat_at: datetime
+    relay_url: str | None = None
+    """Where the other instances reach its webhook listener (``None``: it polls, or is older)."""
+
+
+def _instance(row: Any) -> Instance:
+    return Instance(
+        int(row.id), row.name, row.host, int(row.pid), row.started_at, row.heartbeat_at, row.relay_url
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +183,10 @@ class InstanceRegistry:
         self.host = host
         self.pid = pid
         self.ttl = ttl
+        self.relay_url: str | None = None
+        """Where the other instances reach this one's webhook listener (registered with the row)."""
+        self.beaten_at: float | None = None
+        """``time.monotonic()`` of the last heartbeat written (or of the registration)."""
         self._id: int | None = None
 
     @classmethod
@@ -197,7 +210,14 @@ class InstanceRegistry:
             now = database_now(conn)
             statement = (
                 sa.insert(_INSTANCES)
-                .values(name=self.name, host=self.host, pid=self.pid, started_at=now, heartbeat_at=now)
+                .values(
+                    name=self.name,
+                    host=self.host,
+                    pid=self.pid,
+                    started_at=now,
+                    heartbeat_at=now,
+                    relay_url=self.relay_url,
+                )
                 .returning(_INSTANCES.c.id)
             )
             instance_id = int(conn.execute(statement).scalar_one())
@@ -211,6 +231,7 @@ class InstanceRegistry:
             return instance_id
 
         self._id = await self.db.write_sync(insert)
+        self.beaten_at = time.monotonic()
         log.info("instance %s registered as %d (%s, pid %d)", self.name, self._id, self.host, self.pid)
         return self._id
 
@@ -255,6 +276,8 @@ class InstanceRegistry:
             except (SQLAlchemyError, OSError) as exc:
                 log.warning("instance %s: heartbeat failed (%s: %s)", self.name, type(exc).__name__, exc)
                 continue
+            if found is not Liveness.GONE:
+                self.beaten_at = time.monotonic()
             if found is Liveness.LAPSED:
                 log.warning(
                     "instance %s: heartbeat older than %gs: others may have taken its leases",
@@ -265,6 +288,11 @@ class InstanceRegistry:
                     return
             state = found
         log.info("instance %s stopped: no more heartbeats", self.name)
+
+    def heartbeat_fresh(self) -> bool:
+        """The last heartbeat was written less than the ttl ago (by this process's clock: it
+        asks whether *it* kept beating, not what others see)."""
+        return self.beaten_at is not None and time.monotonic() - self.beaten_at < self.ttl
 
     async def stop(self) -> int:
         """Mark the instance stopped and release every lease it holds, in one transaction (another
@@ -291,10 +319,7 @@ class InstanceRegistry:
             rows = conn.execute(
                 sa.select(_INSTANCES).where(instance_alive(conn, self.ttl)).order_by(_INSTANCES.c.id)
             ).all()
-            return [
-                Instance(int(row.id), row.name, row.host, int(row.pid), row.started_at, row.heartbeat_at)
-                for row in rows
-            ]
+            return [_instance(row) for row in rows]
 
         return await self.db.read_sync(read)
 
@@ -397,6 +422,25 @@ class Leases:
                 found["claimed_at"],
                 bool(found["live"]),
             )
+
+        return await self.db.read_sync(read)
+
+    async def live_holder(self, kind: LeaseKind, key: int) -> Instance | None:
+        """The live instance that holds the lease, as its row reads now; ``None`` when nobody
+        live does (never claimed, released, or its holder dead)."""
+
+        def read(session: Session) -> Instance | None:
+            conn = session.connection()
+            row = conn.execute(
+                sa.select(_INSTANCES)
+                .join(_LEASES, _LEASES.c.instance_id == _INSTANCES.c.id)
+                .where(
+                    _LEASES.c.kind == kind,
+                    _LEASES.c.key == key,
+                    instance_alive(conn, self.ttl),
+                )
+            ).first()
+            return None if row is None else _instance(row)
 
         return await self.db.read_sync(read)
 

@@ -22,6 +22,13 @@ after a takeover fails). A failed check, or a heartbeat that finds the instance
 lapsed and the lead taken, calls ``on_lost``: the process logs one line and exits
 (:data:`EXIT_LEAD_LOST`); its service manager starts it again, as a standby.
 
+**A standby's listener.** In webhook mode a standby serves the chat platform's POSTs too (a proxy in
+front of the instances may send any update to any of them): it relays each one to the leader's
+listener, at the address the leader registered (:attr:`Lead.relay_url`, the ``instances`` row),
+and answers the platform what the leader answered. The adapter starts that relay from
+:meth:`Lead.on_standby`, which runs once this instance knows it waits (migrated and registered),
+and asks :meth:`Lead.leader` where to relay.
+
 What a woken former leader can still do before its first write or heartbeat is
 send what it held in memory to the chat (a stream edit, an answer whose "shown"
 mark then fails): the at-least-once window docs/operations/cluster.md describes.
@@ -32,13 +39,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from sqlalchemy import Connection
 
 from agentgram.runtime.infra import metrics
 from agentgram.runtime.infra.backoff import Backoff
-from agentgram.runtime.infra.cluster import InstanceRegistry, Leases
+from agentgram.runtime.infra.cluster import Instance, InstanceRegistry, Leases
 from agentgram.runtime.infra.config import ClusterSettings
 from agentgram.runtime.infra.log import get_logger
 from agentgram.runtime.infra.storage.cluster_rows import LeaseKind
@@ -87,6 +94,7 @@ class Lead:
         self._leases: Leases | None = None
         self._beating: asyncio.Task[None] | None = None
         self._lost = False
+        self._standby_hooks: list[Callable[[], Awaitable[None]]] = []
 
     @property
     def instance_id(self) -> int:
@@ -99,6 +107,33 @@ class Lead:
     @property
     def host(self) -> str:
         return self.registry.host
+
+    @property
+    def relay_url(self) -> str | None:
+        """Where the other instances reach this one's webhook listener (``None``: polling)."""
+        return self.registry.relay_url
+
+    @relay_url.setter
+    def relay_url(self, url: str | None) -> None:
+        """Set by the adapter before :meth:`take` (it is registered with the instance)."""
+        self.registry.relay_url = url
+
+    def on_standby(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Run ``hook`` once :meth:`take` finds another instance leading (this one registered and
+        its database migrated); not at all when this instance leads at once."""
+        self._standby_hooks.append(hook)
+
+    def heartbeat_fresh(self) -> bool:
+        """This instance wrote a heartbeat within ``cluster.lease_ttl`` (``/healthz``)."""
+        return self.registry.heartbeat_fresh()
+
+    async def leader(self) -> Instance | None:
+        """The live instance that leads now, its row as it reads now (``None``: nobody live
+        leads, e.g. between a leader's death and the takeover; or this instance is not
+        registered yet)."""
+        if self._leases is None:
+            return None
+        return await self._leases.live_holder(LeaseKind.LEAD, LEAD_KEY)
 
     @property
     def leading(self) -> bool:
@@ -133,6 +168,9 @@ class Lead:
                 return epoch
             holder = await self._leases.holder(LeaseKind.LEAD, LEAD_KEY)
             if holder is not None and holder.instance_id != told:
+                if told is None:
+                    for hook in self._standby_hooks:
+                        await hook()
                 told = holder.instance_id
                 log.info(
                     "instance %s is a standby: instance %d leads", self.registry.name, holder.instance_id

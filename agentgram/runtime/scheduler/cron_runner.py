@@ -6,6 +6,13 @@ a recent one runs once, an older one is recorded as missed. A run a crash
 interrupted is recorded failed ("interrupted by restart") and re-run once.
 A job has at most one run in flight; a fire time that finds one running is
 missed rather than queued.
+
+Each fire time is run or recorded missed once, whoever fires it: its row is
+inserted first, once (:meth:`JobStore.start_run`, :meth:`JobStore.record_missed`),
+and only the instance whose row went in goes on. A fire time with a row already
+(another scheduler on the database, or this one before a restart) is left alone
+and logged at debug. The catch-up on start goes the same way, so a new leader
+never runs what the previous one ran or recorded missed.
 """
 
 from __future__ import annotations
@@ -141,7 +148,7 @@ class CronRunner(Part):
         if isinstance(decision, RunNow):
             fire = decision.fire_time
         elif isinstance(decision, RecordMissed):
-            self._notify(await self.jobs.record_missed(job.id, decision.fire_time))
+            await self._record_missed(job.id, decision.fire_time)
         if fire is not None or rerun:
             self.launch(job.id, scheduled_for=fire)
 
@@ -188,24 +195,32 @@ class CronRunner(Part):
 
     async def _fire(self, job_id: int) -> None:
         """APScheduler's entry; it lasts as long as the run (``max_instances=1``)."""
-        await self.engine.await_quietly(self.engine.spawn(self._fired(job_id)))
+        await self.engine.await_quietly(self.engine.spawn(self.fire(job_id)))
 
-    async def _fired(self, job_id: int) -> None:
-        """The fire time this run stands for is decided by the one misfire rule."""
+    async def fire(self, job_id: int) -> None:
+        """A fire of the job: the fire time it stands for is decided by the one misfire rule,
+        then run (until the run ends) or recorded missed, once across instances."""
         job = await self.jobs.get(job_id)
         if job is None or not job.enabled:
             return
         decision = job_misfire(job, self.clock.now(), self.ports.scheduler.misfire_grace)
         if isinstance(decision, RecordMissed):
-            self._notify(await self.jobs.record_missed(job_id, decision.fire_time))
+            await self._record_missed(job_id, decision.fire_time)
             return
         if not isinstance(decision, RunNow):
             return
         task = self.launch(job_id, scheduled_for=decision.fire_time)
         if task is None:  # a manual run is still going: this fire time is missed
-            self._notify(await self.jobs.record_missed(job_id, decision.fire_time))
+            await self._record_missed(job_id, decision.fire_time)
             return
         await asyncio.wait({task})
+
+    async def _record_missed(self, job_id: int, fire_time: datetime) -> None:
+        run = await self.jobs.record_missed(job_id, fire_time)
+        if run is None:
+            _slot_taken(job_id, fire_time)
+            return
+        self._notify(run)
 
     # --- one run -------------------------------------------------------------------------
 
@@ -226,6 +241,10 @@ class CronRunner(Part):
             if job is None:
                 return
             run = await self.jobs.start_run(active.job_id, scheduled_for=scheduled_for)
+            if run is None:
+                assert scheduled_for is not None, "a manual run has no slot to find taken"
+                _slot_taken(active.job_id, scheduled_for)
+                return
             assert run.id is not None
             active.run_id = run.id
             started = time.monotonic()
@@ -338,3 +357,12 @@ class CronRunner(Part):
     def _notify(self, run: JobRun) -> None:
         for listener in list(self.listeners):
             listener(run)
+
+
+def _slot_taken(job_id: int, fire_time: datetime) -> None:
+    log.debug(
+        "cron job %s: fire time %s has a row already (run or missed elsewhere or before); not run again",
+        job_id,
+        fire_time.isoformat(),
+        extra={"job": job_id},
+    )

@@ -6,6 +6,11 @@ transaction and every time comes from the injected :class:`Clock`, so the
 store is deterministic under test. A job's schedule text is kept as typed and
 re-parsed against its ``anchor_at`` (when it was set), so ``in 20m`` and
 ``every 2h`` mean the same instants after a restart.
+
+A fire time is one ``job_runs`` row, a run or a ``missed`` record, whichever
+is inserted first (:meth:`JobStore.start_run`, :meth:`JobStore.record_missed`,
+the slot key of :mod:`runtime.infra.storage.scheduler_rows`): of two schedulers
+on one database, or a restart racing its own catch-up, only one runs it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from agentgram.runtime.infra.storage.scheduler_rows import (
     JobRunStatus,
     ScheduledJob,
     ScheduleKind,
+    insert_slot,
 )
 from agentgram.runtime.scheduler.clock import Clock, as_utc
 from agentgram.runtime.scheduler.localtime import zone
@@ -243,29 +249,33 @@ class JobStore:
 
     async def start_run(
         self, job_id: int, *, session_id: int | None = None, scheduled_for: datetime | None = None
-    ) -> JobRun:
+    ) -> JobRun | None:
         """A ``running`` row; the job's last run is now and its next run moves on.
 
         ``scheduled_for`` is the fire time this run stands for; leave it out
-        for a manual "run now", which uses up no fire time.
+        for a manual "run now", which uses up no fire time. A fire time is
+        inserted once (:func:`insert_slot`): ``None`` when it has a row already
+        (another instance ran it or recorded it missed, or this one did before a
+        restart), and the caller must not run it.
         """
         now = self._clock.now()
+        run = JobRun(
+            job_id=job_id,
+            session_id=session_id,
+            scheduled_for=as_utc(scheduled_for) if scheduled_for else None,
+            started_at=now,
+            status=JobRunStatus.RUNNING,
+        )
         async with self._db.write() as session:
             job = await self._require(session, job_id)
-            run = JobRun(
-                job_id=job_id,
-                session_id=session_id,
-                scheduled_for=as_utc(scheduled_for) if scheduled_for else None,
-                started_at=now,
-                status=JobRunStatus.RUNNING,
-            )
+            if not await _insert_slot(session, run):
+                return None
             job.last_run_at = now
             if run.scheduled_for is not None:
                 job.last_fire_at = max(run.scheduled_for, job.last_fire_at or run.scheduled_for)
             job.running_session_id = session_id
             job.next_run_at = job_next_run(job, now) if job.enabled else None
-            session.add_all([run, job])
-            await session.flush()
+            session.add(job)
         return run
 
     async def attach_session(self, run_id: int, session_id: int) -> None:
@@ -307,25 +317,30 @@ class JobStore:
             session.add(run)
         return run
 
-    async def record_missed(self, job_id: int, fire_time: datetime) -> JobRun:
-        """A ``missed`` row for a fire time too old to run; the next run moves past now."""
+    async def record_missed(self, job_id: int, fire_time: datetime) -> JobRun | None:
+        """A ``missed`` row for a fire time too old to run; the next run moves past now.
+
+        Inserted once, as a run is: ``None`` when the fire time has a row already.
+        """
         now = self._clock.now()
+        fire = as_utc(fire_time)
+        run = JobRun(
+            job_id=job_id,
+            scheduled_for=fire,
+            started_at=now,
+            ended_at=now,
+            duration_ms=0,
+            status=JobRunStatus.MISSED,
+        )
         async with self._db.write() as session:
             job = await self._require(session, job_id)
-            run = JobRun(
-                job_id=job_id,
-                scheduled_for=as_utc(fire_time),
-                started_at=now,
-                ended_at=now,
-                duration_ms=0,
-                status=JobRunStatus.MISSED,
-            )
-            job.last_fire_at = max(as_utc(fire_time), job.last_fire_at or as_utc(fire_time))
+            if not await _insert_slot(session, run):
+                return None
+            job.last_fire_at = max(fire, job.last_fire_at or fire)
             job.next_run_at = job_next_run(job, now) if job.enabled else None
             if job.next_run_at is None:
                 job.enabled = False
-            session.add_all([run, job])
-            await session.flush()
+            session.add(job)
         return run
 
     async def runs(self, job_id: int, *, limit: int = 20) -> list[JobRun]:
@@ -388,3 +403,8 @@ class JobStore:
         run.duration_ms = max(0, int((now - as_utc(run.started_at)).total_seconds() * 1000))
         run.final_response = final_response
         run.error = error
+
+
+async def _insert_slot(session: AsyncSession, run: JobRun) -> bool:
+    """:func:`insert_slot` inside ``session``'s transaction."""
+    return await session.run_sync(lambda tx: insert_slot(tx.connection(), run))

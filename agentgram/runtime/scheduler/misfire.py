@@ -69,6 +69,22 @@ def decide_misfire(
     return RecordMissed(fire_time=newest)
 
 
+LOOKBACK = timedelta(days=366)
+"""How far back :func:`last_fire` looks for a fire time (a yearly crontab's is within it)."""
+
+
+def last_fire(schedule: Schedule, tz: tzinfo, now: datetime, *, anchor: datetime) -> datetime | None:
+    """The schedule's newest fire time at or before ``now`` (within :data:`LOOKBACK`): the slot a
+    fire at ``now`` stands for. ``anchor`` places an interval's grid; two instances that share
+    it name the same slots."""
+    now = as_utc(now)
+    since = now - LOOKBACK
+    first = next_run(schedule, tz, since, anchor=anchor)
+    if first is None or first > now:
+        return None
+    return _newest_fire(schedule, tz, since=since, now=now, anchor=anchor, span=timedelta(minutes=1))
+
+
 def _newest_fire(
     schedule: Schedule,
     tz: tzinfo,

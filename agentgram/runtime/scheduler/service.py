@@ -65,7 +65,9 @@ class SchedulerService:
 
         Called before the runtime resumes interrupted turns, so a tic or cron
         turn a crash cut short is failed here instead of resumed there. From
-        here until :meth:`stop` the service hears of every finished turn.
+        here until :meth:`stop` the service hears of every finished turn. The
+        catch-up goes through the slots' insert-once rows, so a new leader never
+        runs a slot the previous one ran or recorded missed.
         """
         if self._on_turn_finished not in self.ports.turns.finish_listeners:
             self.ports.turns.finish_listeners.append(self._on_turn_finished)
@@ -73,6 +75,7 @@ class SchedulerService:
         interrupted = await self.cron.interrupted()
         await self.ticker.settle_open()
         self.engine.start(self.ports.timezone, self.ports.scheduler.misfire_grace)
+        await self.ticker.catch_up()
         await self.cron.resume(interrupted)
         await self.ticker.reschedule()
         await self.delivery.schedule_flush(await self.delivery.held_until())

@@ -10,6 +10,17 @@ hours (but still skips when there is nothing to look at).
 
 The decisions themselves are pure (:mod:`runtime.scheduler.tic`,
 :mod:`runtime.scheduler.plan`); this module runs them and records each one.
+
+**A slot is one row.** The schedule names its slots the same on every
+instance (an interval is counted from :data:`TIC_ANCHOR`, not from when the
+process started), and a fire stands for its slot, the newest fire time at or
+before now. Its row is inserted once, before anything runs: only the instance
+whose row went in acts on the slot; the other finds it taken and logs it at
+debug. A fire while the previous tic still runs is recorded skipped. On start
+(a new leader, or a restart) the slots passed since the newest recorded one go
+by the misfire rule of cron jobs: the newest is run if it is recent
+(``scheduler.misfire_grace``), else recorded missed; the older ones are folded
+into it.
 """
 
 from __future__ import annotations
@@ -18,10 +29,8 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
 
-from apscheduler.triggers.interval import IntervalTrigger
 from sqlmodel import col, select
 
 from agentgram.runtime.core.mailbox import ScheduledTurnBody
@@ -41,6 +50,7 @@ from agentgram.runtime.infra.storage.scheduler_rows import (
 from agentgram.runtime.scheduler.delivery import address
 from agentgram.runtime.scheduler.headless import HeadlessTurns, failure
 from agentgram.runtime.scheduler.jobs import INTERRUPTED
+from agentgram.runtime.scheduler.misfire import RecordMissed, RunNow, decide_misfire, last_fire
 from agentgram.runtime.scheduler.part import Part, Shared
 from agentgram.runtime.scheduler.plan import TicPlan, cron_event, run_result, tic_plan
 from agentgram.runtime.scheduler.schedule import MIN_INTERVAL, IntervalSchedule, parse_schedule, to_trigger
@@ -60,6 +70,16 @@ from agentgram.runtime.scheduler.values import HomeChat, TicRecord
 log = get_logger("scheduler")
 
 TIC_JOB = "tic"
+
+TIC_ANCHOR = datetime(1970, 1, 1, tzinfo=UTC)
+"""Where an interval's slots are counted from: the same on every instance and after every restart
+(``every 30m`` ticks at :00 and :30)."""
+
+MISSED = "missed"
+"""The reason of a slot recorded skipped because it passed while no instance ran the scheduler."""
+
+STILL_RUNNING = "the previous tic is still running"
+"""The reason of a slot recorded skipped because it came while a tic ran."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +107,6 @@ class TicRunner(Part):
         self.listeners: list[Callable[[TicRun], None]] = []
         """Told after every tic decision that ended (skipped, deferred, delivered, silent, failed)."""
         self._running = False
-        self._task: asyncio.Task[Any] | None = None
         self._deferred_for: int | None = None
 
     # --- plan and APScheduler entry --------------------------------------------------------
@@ -102,10 +121,7 @@ class TicRunner(Part):
             return plan
         self.engine.remove_job(TIC_JOB)
         if plan.enabled:
-            if isinstance(plan.schedule, IntervalSchedule):
-                trigger: Any = IntervalTrigger(seconds=plan.schedule.seconds, timezone=self.ports.timezone)
-            else:
-                trigger = to_trigger(plan.schedule, self.ports.timezone)
+            trigger = to_trigger(plan.schedule, self.ports.timezone, anchor=TIC_ANCHOR)
             aps.add_job(self._fire, trigger, id=TIC_JOB, name="tic", replace_existing=True)
         return plan
 
@@ -131,12 +147,46 @@ class TicRunner(Part):
         )
 
     async def _fire(self) -> None:
-        await self.engine.await_quietly(self.engine.spawn(self._fired()))
+        """APScheduler's entry; it ends with the decision, so a slot that comes while the tic
+        still runs is fired (and recorded skipped) rather than dropped by APScheduler."""
+        await self.engine.await_quietly(self.engine.spawn(self.fire()))
 
-    async def _fired(self) -> None:
-        decision = await self.tic()
-        if isinstance(decision, Run) and self._task is not None:
-            await asyncio.wait({self._task})
+    async def fire(self) -> TicDecision | None:
+        """A fire of the tic's schedule: the slot it stands for is decided (and started), once
+        across instances; ``None`` when tics are off or the schedule names no slot."""
+        plan = await self.plan()
+        if not plan.enabled:
+            return None
+        slot = last_fire(plan.schedule, self.ports.timezone, self.clock.now(), anchor=TIC_ANCHOR)
+        if slot is None:
+            return None
+        return await self.tic(slot=slot)
+
+    async def catch_up(self) -> None:
+        """On start: the slots passed since the newest recorded one, by the misfire rule (the
+        newest run if recent, else recorded missed); nothing before the first fired tic."""
+        plan = await self.plan()
+        since = await self.tics.newest_slot()
+        if not plan.enabled or since is None:
+            return
+        decision = decide_misfire(
+            plan.schedule,
+            self.ports.timezone,
+            since=since,
+            now=self.clock.now(),
+            grace=self.ports.scheduler.misfire_grace,
+            anchor=TIC_ANCHOR,
+        )
+        if isinstance(decision, RunNow):
+            log.info(
+                "tic catch-up: slot %s runs now (the slots since %s passed unrun)",
+                decision.fire_time.isoformat(),
+                decision.first_missed.isoformat(),
+            )
+            self.engine.spawn(self.tic(slot=decision.fire_time))
+        elif isinstance(decision, RecordMissed):
+            log.info("tic catch-up: slot %s recorded missed", decision.fire_time.isoformat())
+            await self._record_slot(TicRunStatus.SKIPPED, MISSED, decision.fire_time)
 
     # --- one tic ---------------------------------------------------------------------------
 
@@ -156,10 +206,17 @@ class TicRunner(Part):
         assert session.id is not None
         return HomeChat(session_id=session.id, chat_id=chat_id, language=session.language_code)
 
-    async def tic(self, *, manual: bool = False) -> TicDecision:
-        """Decide one tic now and start it if it should run; the decision is recorded."""
+    async def tic(self, *, manual: bool = False, slot: datetime | None = None) -> TicDecision:
+        """Decide one tic now and start it if it should run; the decision is recorded.
+
+        ``slot`` is the scheduled fire time a fire stands for (``None``: ``/tic now``, a deferred
+        tic's run): its row is inserted once, before anything runs, and a slot found taken is
+        left alone (the decision is still returned).
+        """
         if self._running:
-            return Run()  # the tic in flight answers this one too; nothing recorded
+            if slot is not None:
+                await self._record_slot(TicRunStatus.SKIPPED, STILL_RUNNING, slot)
+            return Run()  # the tic in flight answers this one too
         home = await self.home_session()
         now = self.clock.now()
         tic_md = read_tic_md(self.ports.workdir)
@@ -176,12 +233,24 @@ class TicRunner(Part):
         if isinstance(decision, DeferBusy):
             self._deferred_for = home.session_id  # set before any await: the turn may end meanwhile
         if not isinstance(decision, Run):
-            return await self._record(decision)
-        self._running = True
+            recorded = await self._record_slot(decision.status, decision.reason, slot)
+            if not recorded and isinstance(decision, DeferBusy):
+                self._deferred_for = None  # the slot was decided elsewhere, its deferral too
+            return decision
+        self._running = True  # before any await: a fire meanwhile finds this tic running
+        try:
+            row = await self.tics.record(TicRunStatus.RAN, slot=slot)
+        except BaseException:
+            self._running = False
+            raise
+        if row is None:
+            self._running = False
+            _slot_taken(slot)
+            return decision
         text = build_tic_input(
             now, self.ports.timezone, prompt=prompt, tic_md=tic_md, pending_events=events
         ).render()
-        self._task = self.engine.spawn(self._run(home, text))
+        self.engine.spawn(self._run(home, text, row))  # the engine owns it: stop cancels it
         return decision
 
     def turn_finished(self, session_id: int) -> None:
@@ -190,37 +259,44 @@ class TicRunner(Part):
             self._deferred_for = None
             self.engine.spawn(self.tic())
 
-    async def _record(self, decision: TicDecision) -> TicDecision:
-        row = await self.tics.record(decision.status, reason=decision.reason)
+    async def _record_slot(self, status: TicRunStatus, reason: str | None, slot: datetime | None) -> bool:
+        """Record a decision that runs nothing; whether its row went in (a slot may be taken)."""
+        row = await self.tics.record(status, reason=reason, slot=slot)
+        if row is None:
+            _slot_taken(slot)
+            return False
         self._notify(row)
-        return decision
+        return True
 
-    async def _run(self, home: HomeChat, text: str) -> None:
+    async def _run(self, home: HomeChat, text: str, row: TicRun) -> None:
+        """The tic's turn in a headless session of its own; its row (``ran``, open) is written."""
+        tic_id = row.id
+        assert tic_id is not None
+        started = time.monotonic()
         try:
-            session = await self.ports.sessions.create_headless(
-                SessionSource.TIC, home.chat_id, auto_deny=True
-            )
-            row = await self.tics.record(TicRunStatus.RAN, session_id=session.id)
-            assert row.id is not None
-            started = time.monotonic()
             try:
+                session = await self.ports.sessions.create_headless(
+                    SessionSource.TIC, home.chat_id, auto_deny=True
+                )
+                assert session.id is not None
+                await self.tics.attach_session(tic_id, session.id)
                 outcome = await self.turns.run(
-                    session, ScheduledTurnBody(job="tic", text=text), f"tic:{row.id}"
+                    session, ScheduledTurnBody(job="tic", text=text), f"tic:{tic_id}"
                 )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.exception("tic failed to run")
                 outcome = failure(exc)
-            finished = await durable(self._finish(home, row.id, outcome))
+            finished = await durable(self._finish(home, tic_id, outcome))
             took = time.monotonic() - started
             log.info(
                 "tic run=%s outcome=%s delivered=%s took=%.2fs",
-                row.id,
+                tic_id,
                 outcome.kind,
                 finished.delivered,
                 took,
-                extra={"tic": row.id, "outcome": str(outcome.kind), "took": round(took, 3)},
+                extra={"tic": tic_id, "outcome": str(outcome.kind), "took": round(took, 3)},
             )
         finally:
             self._running = False
@@ -282,3 +358,10 @@ class TicRunner(Part):
     def _notify(self, row: TicRun) -> None:
         for listener in list(self.listeners):
             listener(row)
+
+
+def _slot_taken(slot: datetime | None) -> None:
+    log.debug(
+        "tic slot %s has a row already (decided elsewhere or before a restart); not run again",
+        slot.isoformat() if slot is not None else None,
+    )

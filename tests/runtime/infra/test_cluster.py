@@ -252,3 +252,24 @@ async def _waiting_on_a_lock(db: Database) -> bool:
             )
         )
     return bool(waiting)
+
+
+async def test_the_live_holder_is_named_with_its_relay_address_until_it_dies(db: Database) -> None:
+    old, first = await _instance(db, "a")
+    assert await first.live_holder(LeaseKind.LEAD, 0) is None, "nobody holds it yet"
+    relay = InstanceRegistry(db, "b", "host-b", 200, ttl=TTL)
+    relay.relay_url = "http://10.0.0.2:8443/telegram/webhook"
+    second = Leases(db, await relay.register(), TTL)
+    assert await second.claim(LeaseKind.LEAD, 0) == 1
+    holder = await first.live_holder(LeaseKind.LEAD, 0)
+    assert holder is not None
+    assert (holder.id, holder.name, holder.relay_url) == (
+        relay.id,
+        "b",
+        "http://10.0.0.2:8443/telegram/webhook",
+    )
+    await _expire(db, relay)
+    assert await first.live_holder(LeaseKind.LEAD, 0) is None, "a dead holder is nobody to relay to"
+    assert await first.claim(LeaseKind.LEAD, 0) == 2
+    holder = await second.live_holder(LeaseKind.LEAD, 0)
+    assert holder is not None and (holder.id, holder.relay_url) == (old.id, None)

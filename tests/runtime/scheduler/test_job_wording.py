@@ -83,7 +83,7 @@ async def test_a_one_shot_that_ran_is_finished_and_cannot_be_resumed(
     assert once.id is not None and hourly.id is not None
     assert not job_finished(once, clock.now())
     run = await store.start_run(once.id)  # "Run now": a one-shot is used up by any run
-    assert run.id is not None
+    assert run is not None and run.id is not None
     await store.finish_run(run.id, JobRunStatus.SUCCESS, final_response="Call Anna!")
     done = await store.get(once.id)
     assert done is not None and not done.enabled and job_finished(done, clock.now())

@@ -142,7 +142,7 @@ async def test_run_lifecycle(store: JobStore, clock: FakeClock) -> None:
     assert job.id is not None
     clock.advance(timedelta(hours=1))
     run = await store.start_run(job.id, scheduled_for=clock.now())
-    assert run.id is not None and run.status == JobRunStatus.RUNNING
+    assert run is not None and run.id is not None and run.status == JobRunStatus.RUNNING
     await store.attach_session(run.id, 17)
     running = await store.get(job.id)
     assert running is not None
@@ -158,7 +158,7 @@ async def test_run_lifecycle(store: JobStore, clock: FakeClock) -> None:
     assert finished is not None and finished.running_session_id is None and finished.enabled
 
     failed_run = await store.start_run(job.id)
-    assert failed_run.id is not None
+    assert failed_run is not None and failed_run.id is not None
     await store.finish_run(failed_run.id, JobRunStatus.FAILED, error="LLM unavailable")
     history = await store.runs(job.id)
     assert [(r.status, r.error, r.session_id) for r in history] == [
@@ -174,7 +174,7 @@ async def test_one_shot_is_disabled_after_it_ran(store: JobStore, clock: FakeClo
     assert job.id is not None
     clock.advance(timedelta(minutes=20))
     run = await store.start_run(job.id)
-    assert run.id is not None
+    assert run is not None and run.id is not None
     await store.finish_run(run.id, JobRunStatus.SUCCESS, final_response="Call Anna!")
     done = await store.get(job.id)
     assert done is not None and not done.enabled and done.next_run_at is None
@@ -185,6 +185,7 @@ async def test_record_missed(store: JobStore, clock: FakeClock) -> None:
     assert daily.id is not None
     clock.set(utc(2026, 3, 28, 12))
     missed = await store.record_missed(daily.id, utc(2026, 3, 28, 8))
+    assert missed is not None
     assert (missed.status, missed.scheduled_for, missed.duration_ms) == ("missed", utc(2026, 3, 28, 8), 0)
     after = await store.get(daily.id)
     assert after is not None and after.next_run_at == utc(2026, 3, 29, 7)  # 09:00 CEST
@@ -208,7 +209,7 @@ async def test_interrupted_runs_are_failed_and_their_jobs_returned_once(
     await store.start_run(a.id, session_id=6)  # two stale rows of one job → one re-run
     await store.start_run(b.id, session_id=7)
     finished = await store.start_run(c.id)
-    assert finished.id is not None
+    assert finished is not None and finished.id is not None
     await store.finish_run(finished.id, JobRunStatus.SUCCESS)
 
     clock.advance(30)

@@ -27,7 +27,7 @@ async def test_records_decisions_and_reports_the_last(tics: TicStore, clock: Fak
 
     clock.advance(1800)
     ran = await tics.record(TicRunStatus.RAN, session_id=3)
-    assert ran.id is not None and ran.ended_at is None
+    assert ran is not None and ran.id is not None and ran.ended_at is None
     clock.advance(12)
     await tics.finish(ran.id, delivered=True)
     last = await tics.last()
@@ -35,7 +35,7 @@ async def test_records_decisions_and_reports_the_last(tics: TicStore, clock: Fak
     assert (last.status, last.delivered, last.session_id, last.ended_at) == ("ran", True, 3, clock.now())
 
     failed = await tics.record(TicRunStatus.RAN)
-    assert failed.id is not None
+    assert failed is not None and failed.id is not None
     await tics.finish(failed.id, delivered=False, failed=True, reason="LLM unavailable")
     last = await tics.last()
     assert last is not None and (last.status, last.reason) == ("failed", "LLM unavailable")

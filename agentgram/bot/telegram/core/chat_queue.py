@@ -19,7 +19,10 @@ whatever its retry policy. A 429 on a call that names no chat (a start-up call s
 they pass unqueued (polling spaces itself, :mod:`.ingest`). So does a button's answer
 (``answerCallbackQuery``): its toast is shown to the one user who pressed, not in the chat, and
 is worth sending only within seconds, so a 429 on it pauses nothing and a long ``retry_after``
-drops it (the decision it acknowledges stands; the prompt's own edit shows it).
+drops it (the decision it acknowledges stands; the prompt's own edit shows it). In a cluster
+(``cluster.enabled``) a 429 pauses every instance: the pause is recorded in the shared database,
+and each queue also waits out the pauses other instances recorded (:class:`SharedPauses`,
+:mod:`.shared_budget`); alone, :data:`ALONE` adds nothing.
 
 **Retries** live here and nowhere else: the drivers only pace (PTB's limiter with
 ``max_retries=0``, aiogram's session middleware the same). Every call names a :class:`Retry`
@@ -48,7 +51,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from agentgram.bot.telegram.core import port
 from agentgram.bot.telegram.core.metrics import SEND_RETRIES
@@ -142,6 +145,32 @@ def _wait(error: port.RetryAfter) -> float:
 # --- the queues -----------------------------------------------------------------------------
 
 
+class SharedPauses(Protocol):
+    """The 429 pauses every instance of a cluster honours (:class:`.shared_budget.SharedBudget`)."""
+
+    async def pause(self, chat_id: int | None, seconds: float) -> None:
+        """Tell every instance: no call in ``chat_id`` (``None``: any chat) for ``seconds``."""
+        ...
+
+    async def paused_for(self, chat_id: int | None) -> float:
+        """Seconds until a call in ``chat_id`` may go, as far as the other instances said."""
+        ...
+
+
+class _Alone:
+    """One instance: no pauses but its own queues'."""
+
+    async def pause(self, chat_id: int | None, seconds: float) -> None:
+        return None
+
+    async def paused_for(self, chat_id: int | None) -> float:
+        return 0.0
+
+
+ALONE: SharedPauses = _Alone()
+"""The :class:`SharedPauses` of an agentgram without a cluster."""
+
+
 @dataclass(slots=True, eq=False)
 class ChatQueue:
     """One chat's turn to call Telegram: who holds it, who waits, and until when it is paused."""
@@ -158,11 +187,13 @@ class ChatQueue:
 
 
 class ChatQueues:
-    """Every chat's :class:`ChatQueue`, and the pause that holds them all (a 429 without a chat)."""
+    """Every chat's :class:`ChatQueue`, and the pause that holds them all (a 429 without a chat);
+    ``shared``: the pauses of the other instances of a cluster (:data:`ALONE` without one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, shared: SharedPauses = ALONE) -> None:
         self._chats: dict[int, ChatQueue] = {}
         self._all_paused_until = 0.0
+        self.shared = shared
 
     def __len__(self) -> int:
         """Chats with a queue now (held, waited for or paused)."""
@@ -194,13 +225,15 @@ class ChatQueues:
 
     async def call(self, chat_id: int | None, call: Callable[[], Awaitable[T]]) -> T:
         """One call in ``chat_id``'s turn, once its pauses are over; a 429 pauses the chat (or,
-        without a chat, every chat) and is raised for the caller's retry policy."""
+        without a chat, every chat), on every instance of a cluster, and is raised for the
+        caller's retry policy."""
         async with self.turn(chat_id):
             await self._unpaused(chat_id)
             try:
                 return await call()
             except port.RetryAfter as error:
                 self.pause(chat_id, _wait(error))
+                await self.shared.pause(chat_id, _wait(error))
                 raise
 
     def pause(self, chat_id: int | None, seconds: float) -> None:
@@ -224,7 +257,7 @@ class ChatQueues:
         return max(0.0, until - time.monotonic())
 
     async def _unpaused(self, chat_id: int | None) -> None:
-        left = self.paused_for(chat_id)
+        left = max(self.paused_for(chat_id), await self.shared.paused_for(chat_id))
         if left > 0:
             await asyncio.sleep(left)
             await self._unpaused(chat_id)  # a pause may have grown while it was waited out
@@ -246,7 +279,7 @@ class QueuedBot:
     def __init__(self, api: port.BotApi, queues: ChatQueues | None = None) -> None:
         self.api = api
         """The driver's client (paced, never retrying)."""
-        self.queues = queues or ChatQueues()
+        self.queues = queues if queues is not None else ChatQueues()  # an empty one is falsy (len)
 
     @property
     def username(self) -> str | None:
@@ -354,6 +387,7 @@ async def chat_turn(bot: port.BotApi, chat_id: int) -> AsyncIterator[None]:
 
 
 __all__ = [
+    "ALONE",
     "BRIEF",
     "ONCE",
     "PERMANENT",
@@ -362,6 +396,7 @@ __all__ = [
     "ChatQueues",
     "QueuedBot",
     "Retry",
+    "SharedPauses",
     "chat_turn",
     "retry_after_seconds",
     "with_retry",

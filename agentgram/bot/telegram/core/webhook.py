@@ -18,6 +18,9 @@ handling keeps each chat in order; different chats arrive side by side (``max_co
 * a body that is over :data:`MAX_BODY`, not JSON, without an integer ``update_id``, or that the
   driver cannot parse: 200 and a dead letter — a 4xx would hold the chat's queue for a day;
 * an update of a type agentgram does not handle: 200, ignored;
+* a known update on a cluster's standby: relayed to the leader, and answered what the leader
+  answered (:mod:`.webhook_relay`); a relayed POST that reaches an instance which does not lead:
+  503;
 * a known update: 200 once its handlers ran. A handler that raised is looked at: when the database
   does not answer, the effect may be lost, so 503 with ``Retry-After`` (the redelivery is
   deduplicated by its key if it was stored after all); when it answers, the failure is a bug in the
@@ -46,15 +49,18 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel
 
 from agentgram.bot.telegram.core.incoming import Update
 from agentgram.bot.telegram.core.ingest import is_known
-from agentgram.runtime.app import Checkpoint
+from agentgram.runtime.app import Checkpoint, ClusterDoor
 from agentgram.runtime.debug_view import DebugView
 from agentgram.runtime.infra.log import get_logger
+
+if TYPE_CHECKING:  # the relay imports this module's answers
+    from agentgram.bot.telegram.core.webhook_relay import Relay
 
 log = get_logger("telegram.webhook")
 
@@ -86,6 +92,9 @@ class WebhookRuntime(Protocol):
 
     @property
     def debug(self) -> DebugView: ...
+
+    @property
+    def cluster(self) -> ClusterDoor | None: ...
 
     async def dead_letter(
         self, source: str, ref: str, error: str, payload: str, checkpoint: Checkpoint
@@ -142,6 +151,8 @@ class WebhookIngest:
         self._secret = secret.encode()
         self._refused = _Throttled("webhook: refused a request without the right secret token (403)")
         self.draining = False
+        self.relay: Relay | None = None
+        """Set while this instance is a cluster's standby: known updates go to the leader."""
         self.last_post: datetime | None = None
         """When the last POST with the right secret came (``/healthz``)."""
 
@@ -149,12 +160,16 @@ class WebhookIngest:
         """Stopping: every later POST is a 503 (requests being handled finish)."""
         self.draining = True
 
-    async def receive(self, secret: str | None, body: Body) -> Answer:
+    async def receive(self, secret: str | None, body: Body, relayed_by: str | None = None) -> Answer:
+        """One POST's answer; ``relayed_by`` names the standby that relayed it here."""
         if secret is None or not hmac.compare_digest(secret.encode(), self._secret):
             self._refused.warn()
             return FORBIDDEN
         self.last_post = datetime.now(UTC)
         if self.draining:
+            return UNAVAILABLE
+        if relayed_by is not None and self.relay is not None:
+            log.info("webhook: %s relayed an update here, but this instance does not lead; 503", relayed_by)
             return UNAVAILABLE
         try:
             return await self._settle(*(await _read(body)))
@@ -182,6 +197,8 @@ class WebhookIngest:
         if not is_known(update):
             log.debug("webhook: update %s of a type agentgram does not handle; ignored", update_id)
             return OK
+        if self.relay is not None:
+            return await self.relay.send(body)
         await self.process(replace(update, dedup_window=dedup_window(update)))
         return OK
 
@@ -212,6 +229,11 @@ class WebhookHealth(BaseModel):
     status: Literal["ok", "down"]
     database: Literal["ok", "down"]
     draining: bool
+    role: Literal["single", "leader", "standby"]
+    """A cluster's standby relays to the leader (:mod:`.webhook_relay`); ``single`` outside a cluster."""
+    heartbeat: Literal["ok", "stale"] | None
+    """In a cluster: whether this instance wrote its heartbeat within ``cluster.lease_ttl`` (a
+    stale one is down: the others may take what it holds)."""
     last_post: datetime | None
     """When the last POST with the right secret came."""
     webhook_url: str | None

@@ -10,8 +10,8 @@ Stopping drains first (:meth:`WebhookIngest.drain`: every new POST is a 503 with
 ``Retry-After``), then uvicorn's graceful shutdown lets the updates being handled finish. A
 stopping instance never calls ``deleteWebhook``: Telegram keeps the updates for the next start.
 
-``/healthz`` (no secret: it tells nothing but health) reports whether the database answers, the
-last POST's time and ``getWebhookInfo``'s last error (asked at most every
+``/healthz`` (no secret: it tells nothing but health) reports whether the database answers (and in
+a cluster whether this instance's heartbeat is fresh, and its role), the last POST's time and ``getWebhookInfo``'s last error (asked at most every
 :data:`WEBHOOK_INFO_EVERY` seconds); 503 while the database does not answer or the instance drains.
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from typing import Literal
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -27,6 +28,7 @@ from fastapi.responses import JSONResponse, Response
 from agentgram.bot.settings import WebhookSettings
 from agentgram.bot.telegram.core.port import BotApi, WebhookInfo
 from agentgram.bot.telegram.core.webhook import SECRET_HEADER, WebhookHealth, WebhookIngest
+from agentgram.bot.telegram.core.webhook_relay import RELAYED_HEADER, Relay
 from agentgram.bot.web.serve import WebServer, bind
 from agentgram.runtime.infra.log import get_logger
 
@@ -48,6 +50,7 @@ class WebhookListener:
         self._socket: socket.socket | None = None
         self._stopped = asyncio.Event()
         self._info: tuple[float, WebhookInfo | None] | None = None
+        self._retired: Relay | None = None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -70,12 +73,32 @@ class WebhookListener:
         """Until :meth:`stop`."""
         await self._stopped.wait()
 
+    @property
+    def serving(self) -> bool:
+        """:meth:`start` ran (a standby serves before its runtime has started)."""
+        return self._server is not None
+
+    async def serve_as_standby(self, relay: Relay) -> None:
+        """Serve now, relaying known updates to the leader (:mod:`.webhook_relay`)."""
+        self.ingest.relay = relay
+        await self.start()
+        log.info("webhook: serving as a standby; updates are relayed to the leader")
+
+    def lead(self) -> None:
+        """This instance leads now: updates are handled here. A relay still under way finishes
+        (its client closes at :meth:`stop`)."""
+        if self.ingest.relay is not None:
+            self._retired, self.ingest.relay = self.ingest.relay, None
+
     async def stop(self) -> None:
         self.ingest.drain()
         if self._server is not None:
             await self._server.stop()
         elif self._socket is not None:
             self._socket.close()
+        for relay in (self.ingest.relay, self._retired):
+            if relay is not None:
+                await relay.close()
         self._stopped.set()
 
     def _app(self) -> FastAPI:
@@ -85,7 +108,9 @@ class WebhookListener:
         return app
 
     async def _update(self, request: Request) -> Response:
-        answer = await self.ingest.receive(request.headers.get(SECRET_HEADER), request.stream)
+        answer = await self.ingest.receive(
+            request.headers.get(SECRET_HEADER), request.stream, request.headers.get(RELAYED_HEADER)
+        )
         headers = {"Retry-After": str(answer.retry_after)} if answer.retry_after is not None else None
         return Response(status_code=answer.status, headers=headers)
 
@@ -93,11 +118,17 @@ class WebhookListener:
         database, info = await asyncio.gather(
             self.ingest.runtime.debug.database_answers(), self._webhook_info()
         )
-        ok = database and not self.ingest.draining
+        cluster = self.ingest.runtime.cluster
+        heartbeat: Literal["ok", "stale"] | None = None
+        if cluster is not None:
+            heartbeat = "ok" if cluster.heartbeat_fresh() else "stale"
+        ok = database and not self.ingest.draining and heartbeat != "stale"
         health = WebhookHealth(
             status="ok" if ok else "down",
             database="ok" if database else "down",
             draining=self.ingest.draining,
+            role=self._role(),
+            heartbeat=heartbeat,
             last_post=self.ingest.last_post,
             webhook_url=info.url if info else None,
             pending_update_count=info.pending_update_count if info else None,
@@ -105,6 +136,11 @@ class WebhookListener:
             last_error_date=info.last_error_date if info else None,
         )
         return JSONResponse(health.model_dump(mode="json"), status_code=200 if ok else 503)
+
+    def _role(self) -> Literal["single", "leader", "standby"]:
+        if self.ingest.relay is not None:
+            return "standby"
+        return "single" if self.ingest.runtime.cluster is None else "leader"
 
     async def _webhook_info(self) -> WebhookInfo | None:
         now = time.monotonic()

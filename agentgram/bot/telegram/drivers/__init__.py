@@ -9,6 +9,10 @@ The driver's client only paces; the :class:`Driver` hands it out wrapped in the 
 queues (:class:`~..core.chat_queue.QueuedBot`), and every update it parses carries that
 same wrapped client, so whatever the adapter shows in a chat — a handler's reply or the
 runtime's output — takes that chat's one queue and its one retry layer.
+
+In a cluster (``shared``, :mod:`..core.shared_budget`) the driver's pacer takes from the budget
+every instance shares instead of its own, and the chat queues honour the 429 pauses any instance
+recorded; alone (``None``) both are as they always were.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgram.bot.settings import TelegramSettings
-from agentgram.bot.telegram.core.chat_queue import QueuedBot
+from agentgram.bot.telegram.core.chat_queue import ALONE, ChatQueues, QueuedBot
 from agentgram.bot.telegram.core.incoming import Update
 from agentgram.bot.telegram.core.metrics import count_call
 from agentgram.bot.telegram.core.port import BotApi
+from agentgram.bot.telegram.core.shared_budget import SharedBudget
 
 
 @dataclass(slots=True, frozen=True)
@@ -31,20 +36,29 @@ class Driver:
     """One raw update as a neutral :class:`~..incoming.Update`; raises for one it cannot read."""
 
 
-def make_driver(tg: TelegramSettings) -> Driver:
+def make_driver(tg: TelegramSettings, shared: SharedBudget | None = None) -> Driver:
+    """The driver ``telegram.library`` names; ``shared``: a cluster's budget (module docstring)."""
     token = tg.token.get_secret_value()
+    queues = ChatQueues(ALONE if shared is None else shared)
     if tg.library == "aiogram":
         from agentgram.bot.telegram.drivers import aiogram
 
         client: BotApi = aiogram.AiogramApi(
-            token, str(tg.api_base_url), messages_per_second=tg.messages_per_second, count=count_call
+            token,
+            str(tg.api_base_url),
+            messages_per_second=tg.messages_per_second,
+            count=count_call,
+            shared=shared,
         )
-        api = QueuedBot(client)
+        api = QueuedBot(client, queues)
         parse_aiogram = aiogram.parse_update
         return Driver(api, lambda raw: parse_aiogram(raw, api))
     from agentgram.bot.telegram.drivers import ptb
 
     queued = QueuedBot(
-        ptb.PtbApi(token, tg.bot_base_url, tg.file_base_url, per_second=tg.messages_per_second)
+        ptb.PtbApi(
+            token, tg.bot_base_url, tg.file_base_url, per_second=tg.messages_per_second, shared=shared
+        ),
+        queues,
     )
     return Driver(queued, lambda raw: ptb.parse_update(raw, queued))

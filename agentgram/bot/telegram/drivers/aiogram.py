@@ -14,7 +14,9 @@ Choices made where the issue is silent:
   and those in ``UNLIMITED`` the whole limiter (both sets come from
   :mod:`..ratelimit`, so the two drivers cannot drift). It only paces: a 429 is
   raised at once, as PTB's limiter with ``max_retries=0`` raises it, to the one
-  retry layer (:mod:`..core.chat_queue`), which pauses the chat's queue.
+  retry layer (:mod:`..core.chat_queue`), which pauses the chat's queue. In a
+  cluster it is :class:`SharedRateLimit` instead: the same calls paced by the
+  budget every instance shares, overall and per chat (:mod:`..core.shared_budget`).
 * **The metrics hook is the innermost middleware** (:class:`Counted`): it sees
   each HTTP request once, retries included, and labels it as
   :class:`~.ptb.MeteredRequest` does. aiogram decodes the body before it
@@ -109,6 +111,7 @@ from agentgram.bot.telegram.core.port import (
     WebhookInfo,
 )
 from agentgram.bot.telegram.core.ratelimit import UNLIMITED, UNMETERED
+from agentgram.bot.telegram.core.shared_budget import SharedBudget
 
 if TYPE_CHECKING:
     from aiogram.methods import Response
@@ -138,7 +141,8 @@ def parse_update(raw: dict[str, Any], api: BotApi) -> incoming.Update:
 
 
 class AiogramApi:
-    """:class:`~..port.BotApi` over ``aiogram.Bot``, against the Bot API server at ``api_base_url``."""
+    """:class:`~..port.BotApi` over ``aiogram.Bot``, against the Bot API server at ``api_base_url``;
+    paced alone at ``messages_per_second``, or by a cluster's ``shared`` budget."""
 
     def __init__(
         self,
@@ -147,9 +151,11 @@ class AiogramApi:
         *,
         messages_per_second: float,
         count: Count | None = None,
+        shared: SharedBudget | None = None,
     ) -> None:
         session = AiohttpSession(api=TelegramAPIServer.from_base(str(api_base_url)), timeout=CALL_TIMEOUT)
-        session.middleware(RateLimit(messages_per_second))  # outermost: paced before it is counted
+        pacer = RateLimit(messages_per_second) if shared is None else SharedRateLimit(shared)
+        session.middleware(pacer)  # outermost: paced before it is counted
         if count is not None:
             session.middleware(Counted(count))
         try:
@@ -374,6 +380,25 @@ class RateLimit(BaseRequestMiddleware):
                     del self._chats[key]
 
 
+class SharedRateLimit(BaseRequestMiddleware):
+    """A cluster's instance's message budget: the calls :class:`RateLimit` meters, paced by the
+    budget every instance shares (overall and per chat); a 429 passes as it came."""
+
+    def __init__(self, shared: SharedBudget) -> None:
+        self._shared = shared
+
+    async def __call__(
+        self,
+        make_request: NextRequestMiddlewareType[TelegramType],
+        bot: Bot,
+        method: TelegramMethod[TelegramType],
+    ) -> Response[TelegramType]:
+        chat_id = getattr(method, "chat_id", None)
+        if isinstance(chat_id, int | str) and method.__api_method__ not in UNLIMITED | UNMETERED:
+            await self._shared.pace(chat_id)
+        return await make_request(bot, method)
+
+
 class Counted(BaseRequestMiddleware):
     """Each HTTP request's result for the metrics hook (a cancelled request is not counted)."""
 
@@ -501,4 +526,4 @@ def _seconds(timeout: float) -> int:
     return math.ceil(timeout)
 
 
-__all__ = ["AiogramApi", "Counted", "RateLimit", "parse_update"]
+__all__ = ["AiogramApi", "Counted", "RateLimit", "SharedRateLimit", "parse_update"]

@@ -5,7 +5,9 @@ Its transport is PTB's ``ExtBot``: its HTTP layer (:class:`MeteredRequest`,
 (:class:`MessageRateLimiter`: the flood limits, minus the calls that send
 no message, :mod:`..ratelimit`). The limiter only paces: ``max_retries=0``, so a
 429 is raised at once, to the one retry layer (:mod:`..core.chat_queue`), which
-pauses the chat's queue. :class:`PtbApi` is the :class:`~..port.BotApi`
+pauses the chat's queue. In a cluster the limiter is :class:`SharedLimiter`
+instead: the same calls paced by the budget every instance shares
+(:mod:`..core.shared_budget`). :class:`PtbApi` is the :class:`~..port.BotApi`
 over it; every call maps PTB's exceptions onto the port's (:func:`_mapped`).
 Raw updates are parsed with PTB's ``Update.de_json`` (:func:`parse_update`).
 """
@@ -23,13 +25,14 @@ import telegram
 import telegram.error as ptb
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, ReactionTypeEmoji
 from telegram._utils.types import ODVInput
-from telegram.ext import AIORateLimiter, ExtBot
+from telegram.ext import AIORateLimiter, BaseRateLimiter, ExtBot
 from telegram.request import BaseRequest, HTTPXRequest, RequestData
 
 from agentgram.bot.telegram.core import port
 from agentgram.bot.telegram.core.incoming import Update, from_library
 from agentgram.bot.telegram.core.metrics import count_call, result_of
 from agentgram.bot.telegram.core.ratelimit import UNLIMITED, UNMETERED
+from agentgram.bot.telegram.core.shared_budget import SharedBudget
 
 
 def _not_a_retry_budget(record: logging.LogRecord) -> bool:
@@ -63,6 +66,34 @@ class MessageRateLimiter(AIORateLimiter):
         if endpoint in UNMETERED:
             data = {key: value for key, value in data.items() if key != "chat_id"}
         return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
+
+
+class SharedLimiter(BaseRateLimiter[int]):
+    """The limiter of a cluster's instance: the calls :class:`MessageRateLimiter` meters, paced by
+    the budget every instance shares (overall and per chat); it never retries either."""
+
+    def __init__(self, shared: SharedBudget) -> None:
+        self._shared = shared
+
+    async def initialize(self) -> None:
+        return None
+
+    async def shutdown(self) -> None:
+        return None
+
+    async def process_request(
+        self,
+        callback: Callable[..., Coroutine[Any, Any, Any]],
+        args: Any,
+        kwargs: dict[str, Any],
+        endpoint: str,
+        data: dict[str, Any],
+        rate_limit_args: int | None,
+    ) -> Any:
+        chat_id = data.get("chat_id")
+        if isinstance(chat_id, int | str) and endpoint not in UNLIMITED | UNMETERED:
+            await self._shared.pace(chat_id)
+        return await callback(*args, **kwargs)
 
 
 def method_of(url: str, http_method: str) -> str:
@@ -140,16 +171,26 @@ def _sent(message: telegram.Message) -> port.Sent:
 
 
 class PtbApi:
-    """:class:`~..port.BotApi` over python-telegram-bot's ``ExtBot``."""
+    """:class:`~..port.BotApi` over python-telegram-bot's ``ExtBot``; paced alone at
+    ``per_second``, or by a cluster's ``shared`` budget."""
 
-    def __init__(self, token: str, base_url: str, file_base_url: str, *, per_second: float) -> None:
+    def __init__(
+        self,
+        token: str,
+        base_url: str,
+        file_base_url: str,
+        *,
+        per_second: float,
+        shared: SharedBudget | None = None,
+    ) -> None:
+        limiter = MessageRateLimiter(per_second) if shared is None else SharedLimiter(shared)
         self.bot: ExtBot[int] = ExtBot(
             token,
             base_url=base_url,
             base_file_url=file_base_url,
             request=MeteredRequest(connection_pool_size=256),  # PTB's own sizes
             get_updates_request=MeteredRequest(connection_pool_size=1),
-            rate_limiter=MessageRateLimiter(per_second),
+            rate_limiter=limiter,
         )
         self._started = False
 

@@ -63,6 +63,9 @@ class InstanceRow(SQLModel, table=True):
     """The database's time of the last heartbeat; older than ``cluster.lease_ttl``: dead."""
     stopped_at: datetime | None = None
     """Set by a graceful stop (its leases are released in the same transaction)."""
+    relay_url: str | None = None
+    """Where the other instances reach this instance's webhook listener (webhook mode; revision
+    0012): while it leads, a standby relays the updates the chat platform POSTs to it there."""
 
 
 class LeaseRow(SQLModel, table=True):

@@ -44,6 +44,7 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 from sqlmodel import SQLModel
 
 import agentgram.runtime.infra.storage.background_rows  # registers the tables
+import agentgram.runtime.infra.storage.budget_rows  # registers the table
 import agentgram.runtime.infra.storage.cluster_rows  # registers the tables
 import agentgram.runtime.infra.storage.grant_rows  # registers the tables
 import agentgram.runtime.infra.storage.models

@@ -5,8 +5,15 @@ needs nothing from :mod:`runtime.scheduler`; rows stay inside the scheduler
 (what reaches the adapter is :mod:`runtime.scheduler.values`).
 
 Importing this module registers the tables on ``SQLModel.metadata``; the
-migration step creates every registered table on a fresh database and adds
-missing ones to an older database, so no versioned step is needed for them.
+baseline revision creates them, revision 0010 adds the slot keys.
+
+**A slot is one row.** A fire of a cron job or of the tic stands for one
+*slot*, the fire time it is due at: ``job_runs (job_id, scheduled_for)`` and
+``tic_runs.slot`` are unique where set, and :func:`insert_slot` inserts a
+fire's row with ``INSERT … ON CONFLICT DO NOTHING``. Only the instance whose
+insert went in runs the fire; any other (a second scheduler on the database,
+or this one before a restart) finds the slot taken and leaves it. A manual
+run ("Run now", ``/tic now``) has no slot and is always inserted.
 
 Timestamps are stored as UTC and read back *aware*
 (:data:`~runtime.storage.types.UTCDateTime`, as in every table): SQLite keeps
@@ -21,10 +28,12 @@ from __future__ import annotations
 import enum
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Index
+from sqlalchemy import BigInteger, Connection, Index, text
 from sqlmodel import Field, SQLModel
 
+from agentgram.runtime.infra.storage.concurrency import insert_for
 from agentgram.runtime.infra.storage.models import utcnow
+from agentgram.runtime.infra.storage.rows import row_values, table_of
 from agentgram.runtime.infra.storage.types import StrEnumType, UTCDateTime
 
 
@@ -80,7 +89,18 @@ class ScheduledJob(SQLModel, table=True):
 
 class JobRun(SQLModel, table=True):
     __tablename__ = "job_runs"
-    __table_args__ = (Index("ix_job_runs_job", "job_id", "id"),)
+    __table_args__ = (
+        Index("ix_job_runs_job", "job_id", "id"),
+        # a fire time is run (or recorded missed) once: revision 0010, insert_slot
+        Index(
+            "ux_job_runs_slot",
+            "job_id",
+            "scheduled_for",
+            unique=True,
+            sqlite_where=text("scheduled_for IS NOT NULL"),
+            postgresql_where=text("scheduled_for IS NOT NULL"),
+        ),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     job_id: int = Field(foreign_key="scheduled_jobs.id")
@@ -96,14 +116,56 @@ class JobRun(SQLModel, table=True):
 
 class TicRun(SQLModel, table=True):
     __tablename__ = "tic_runs"
+    __table_args__ = (
+        # a tic slot is decided once: revision 0010, insert_slot
+        Index(
+            "ux_tic_runs_slot",
+            "slot",
+            unique=True,
+            sqlite_where=text("slot IS NOT NULL"),
+            postgresql_where=text("slot IS NOT NULL"),
+        ),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
+    slot: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    """The scheduled fire time this row stands for; ``None`` for ``/tic now`` and a deferred tic's run."""
     started_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     status: TicRunStatus = Field(default=TicRunStatus.RAN, sa_type=StrEnumType(TicRunStatus))
     reason: str | None = None
     delivered: bool = False
     session_id: int | None = None
+
+
+_SLOT_KEYS: dict[type[SQLModel], tuple[str, ...]] = {
+    JobRun: ("job_id", "scheduled_for"),
+    TicRun: ("slot",),
+}
+"""Each table's slot key: the columns of its partial unique index, the last one the nullable slot."""
+
+
+def insert_slot(conn: Connection, row: JobRun | TicRun) -> bool:
+    """Insert ``row`` unless its slot has a row already; whether it went in (its ``id`` then set).
+
+    A row without a slot (a manual run) is outside the partial index and always goes in. One
+    statement, so the database settles two schedulers firing one slot: on PostgreSQL the
+    second insert waits for the first to commit and then does nothing.
+    """
+    table = table_of(type(row))
+    keys = _SLOT_KEYS[type(row)]
+    values = {column: value for column, value in row_values(row).items() if column != "id"}
+    statement = (
+        insert_for(conn, table)
+        .values(values)
+        .on_conflict_do_nothing(index_elements=list(keys), index_where=table.c[keys[-1]].is_not(None))
+        .returning(table.c.id)
+    )
+    row_id = conn.execute(statement).scalar()
+    if row_id is None:
+        return False
+    row.id = int(row_id)
+    return True
 
 
 class TicState(SQLModel, table=True):
