@@ -15,10 +15,11 @@ resumes them), queued output is delivered briefly, the database closes — and
 the driver's client closes last.
 
 In webhook mode (``telegram.mode: webhook``, :mod:`.core.webhook`) the listener's socket is bound
-first (a cluster's standby serves it while it waits, relaying each update to the leader:
-:mod:`.core.webhook_relay`) (a ``telegram.webhook.listen`` in use is a config error before anything starts), ``deleteWebhook``
-and ``getUpdates`` are never called; once the runtime has started the listener serves and
-``setWebhook`` is called (retried like the other start steps). Stopping drains the listener first
+first (a ``telegram.webhook.listen`` in use is a config error before anything starts),
+``deleteWebhook`` and ``getUpdates`` are never called; once the runtime has started the listener
+serves and ``setWebhook`` is called (retried like the other start steps). A cluster's standby
+serves the listener while it waits, relaying each update to the leader
+(:mod:`.core.webhook_relay`); once it leads, it handles them itself. Stopping drains the listener first
 (new POSTs get 503) and never deletes the webhook.
 
 Everything is built by :func:`compose`, the one place the adapter is wired.
