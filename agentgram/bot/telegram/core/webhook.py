@@ -12,7 +12,7 @@ handling keeps each chat in order; different chats arrive side by side (``max_co
 **Answers** (the body is always empty: nothing is echoed):
 
 * a missing or wrong ``X-Telegram-Bot-Api-Secret-Token`` (compared in constant time): 403, nothing
-  read or stored, a warning at most once a minute (:class:`_Throttled`);
+  read or stored, a warning at most once a minute (:class:`Throttled`);
 * an instance that is stopping (:meth:`WebhookIngest.drain`): 503 with ``Retry-After``, so Telegram
   sends it again later (to this instance once restarted, or to another);
 * a body that is over :data:`MAX_BODY`, not JSON, without an integer ``update_id``, or that the
@@ -117,7 +117,7 @@ Body = Callable[[], AsyncIterator[bytes]]
 """The request's body, chunk by chunk (read only once the secret is right)."""
 
 
-class _Throttled:
+class Throttled:
     """One warning at most every :data:`WARN_EVERY` seconds, counting the ones held back."""
 
     def __init__(self, message: str) -> None:
@@ -125,13 +125,16 @@ class _Throttled:
         self._last = -WARN_EVERY
         self._held = 0
 
-    def warn(self) -> None:
+    def warn(self, detail: str = "") -> None:
+        """Warn now, unless one was written within :data:`WARN_EVERY` (``detail``: what this
+        failure said, written when the warning is)."""
         now = time.monotonic()
         if now - self._last < WARN_EVERY:
             self._held += 1
             return
         held, self._held, self._last = self._held, 0, now
-        log.warning("%s%s", self.message, f" ({held} more since the last warning)" if held else "")
+        more = f" ({held} more since the last warning)" if held else ""
+        log.warning("%s%s%s", self.message, detail, more)
 
 
 class WebhookIngest:
@@ -149,7 +152,7 @@ class WebhookIngest:
         """The dispatcher's handlers, raising what fails (``Dispatcher.process(reraise=True)``)."""
         self.runtime = runtime
         self._secret = secret.encode()
-        self._refused = _Throttled("webhook: refused a request without the right secret token (403)")
+        self._refused = Throttled("webhook: refused a request without the right secret token (403)")
         self.draining = False
         self.relay: Relay | None = None
         """Set while this instance is a cluster's standby: known updates go to the leader."""
@@ -250,6 +253,7 @@ __all__ = [
     "RETRY_AFTER",
     "SECRET_HEADER",
     "Answer",
+    "Throttled",
     "WebhookHealth",
     "WebhookIngest",
     "WebhookRuntime",

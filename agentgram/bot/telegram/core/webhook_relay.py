@@ -28,7 +28,7 @@ import time
 
 import httpx
 
-from agentgram.bot.telegram.core.webhook import SECRET_HEADER, UNAVAILABLE, Answer
+from agentgram.bot.telegram.core.webhook import SECRET_HEADER, UNAVAILABLE, Answer, Throttled
 from agentgram.runtime.app import ClusterDoor
 from agentgram.runtime.infra.cluster import Instance
 from agentgram.runtime.infra.log import get_logger
@@ -50,13 +50,14 @@ class Relay:
         self._secret = secret
         self._client = httpx.AsyncClient(timeout=timeout)
         self._leader: tuple[float, Instance | None] | None = None
+        self._failed = Throttled("webhook: relaying an update to the leader failed; answered 503")
         self.relayed = 0
         """Updates the leader answered 200 (``/healthz``)."""
 
     async def send(self, body: bytes) -> Answer:
         """Relay one update's body: the leader's answer, or a 503 when there is nobody to ask."""
         leader = await self._lookup()
-        if leader is None or leader.relay_url is None or leader.name == self.cluster.instance_name:
+        if leader is None or leader.relay_url is None or leader.id == self.cluster.instance_id:
             log.info("webhook: no live leader to relay the update to; answered 503 (Telegram retries)")
             return UNAVAILABLE
         headers = {
@@ -68,7 +69,7 @@ class Relay:
             response = await self._client.post(leader.relay_url, content=body, headers=headers)
         except httpx.HTTPError as error:
             self._leader = None  # look again next time: the leader may have changed
-            log.warning("webhook: relaying to %s failed (%s); answered 503", leader.name, error)
+            self._failed.warn(f" (to {leader.name}: {error})")  # once a minute: every POST fails alike
             return UNAVAILABLE
         if response.status_code == 200:
             self.relayed += 1
