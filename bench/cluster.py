@@ -51,7 +51,6 @@ import os
 import random
 import resource
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -84,7 +83,7 @@ from bench.common import (
     write_results,
 )
 from bench.fakes import TimedOpenAI, TimedTelegram
-from tests.cluster.harness import RoundRobinProxy
+from tests.cluster.harness import RoundRobinProxy, free_port
 
 Pacing = Literal["off", "on"]
 PACINGS: tuple[Pacing, ...] = ("off", "on")
@@ -193,12 +192,6 @@ class Node:
         except TimeoutError:
             self.proc.kill()
             return await self.proc.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def instance_config(

@@ -253,6 +253,13 @@ async def cluster(
                 instance.database.close()
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on now (for a listener started later)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 WEBHOOK_SECRET = "cluster-secret_" + "x" * 24
 WEBHOOK_PATH = "/telegram/webhook"
 
@@ -260,9 +267,7 @@ WEBHOOK_PATH = "/telegram/webhook"
 def _webhook(telegram: dict[str, Any], public_url: str | None) -> tuple[dict[str, Any], str]:
     """The ``telegram`` section of an instance in webhook mode on a free port (Telegram POSTs to
     ``public_url``, by default the listener itself), and the listener's URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()
     hook = {
         "listen": f"127.0.0.1:{port}",
         "public_url": public_url or f"http://127.0.0.1:{port}",

@@ -268,7 +268,7 @@ class JobStore:
         )
         async with self._db.write() as session:
             job = await self._require(session, job_id)
-            if not await _insert_slot(session, run):
+            if not await insert_slot(session, run):
                 return None
             job.last_run_at = now
             if run.scheduled_for is not None:
@@ -334,7 +334,7 @@ class JobStore:
         )
         async with self._db.write() as session:
             job = await self._require(session, job_id)
-            if not await _insert_slot(session, run):
+            if not await insert_slot(session, run):
                 return None
             job.last_fire_at = max(fire, job.last_fire_at or fire)
             job.next_run_at = job_next_run(job, now) if job.enabled else None
@@ -403,8 +403,3 @@ class JobStore:
         run.duration_ms = max(0, int((now - as_utc(run.started_at)).total_seconds() * 1000))
         run.final_response = final_response
         run.error = error
-
-
-async def _insert_slot(session: AsyncSession, run: JobRun) -> bool:
-    """:func:`insert_slot` inside ``session``'s transaction."""
-    return await session.run_sync(lambda tx: insert_slot(tx.connection(), run))

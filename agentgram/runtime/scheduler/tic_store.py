@@ -60,7 +60,7 @@ class TicStore:
             session_id=session_id,
         )
         async with self._db.write() as session:
-            inserted = await session.run_sync(lambda tx: insert_slot(tx.connection(), row))
+            inserted = await insert_slot(session, row)
         return row if inserted else None
 
     async def attach_session(self, tic_id: int, session_id: int) -> None:

@@ -30,6 +30,7 @@ from datetime import datetime
 
 from sqlalchemy import BigInteger, Connection, Index, text
 from sqlmodel import Field, SQLModel
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from agentgram.runtime.infra.storage.concurrency import insert_for
 from agentgram.runtime.infra.storage.models import utcnow
@@ -145,13 +146,18 @@ _SLOT_KEYS: dict[type[SQLModel], tuple[str, ...]] = {
 """Each table's slot key: the columns of its partial unique index, the last one the nullable slot."""
 
 
-def insert_slot(conn: Connection, row: JobRun | TicRun) -> bool:
-    """Insert ``row`` unless its slot has a row already; whether it went in (its ``id`` then set).
+async def insert_slot(session: AsyncSession, row: JobRun | TicRun) -> bool:
+    """Insert ``row`` in ``session``'s transaction unless its slot has a row already; whether it
+    went in (its ``id`` then set).
 
     A row without a slot (a manual run) is outside the partial index and always goes in. One
     statement, so the database settles two schedulers firing one slot: on PostgreSQL the
     second insert waits for the first to commit and then does nothing.
     """
+    return await session.run_sync(lambda tx: _insert_slot(tx.connection(), row))
+
+
+def _insert_slot(conn: Connection, row: JobRun | TicRun) -> bool:
     table = table_of(type(row))
     keys = _SLOT_KEYS[type(row)]
     values = {column: value for column, value in row_values(row).items() if column != "id"}
