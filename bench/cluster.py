@@ -6,10 +6,15 @@ server (:func:`bench.common.pg_database`), fresh fakes (:class:`~bench.fakes.Tim
 instance in its own process as an operator starts it: ``python -m agentgram.bot run --config
 FILE`` with ``cluster: {enabled: true, instance_name: node-X}`` (default ``lease_ttl`` and
 ``heartbeat``), ``telegram.mode: webhook`` and ``telegram.webhook.public_url`` the proxy's URL
-on every instance, so Telegram's POSTs go to each instance in turn and a standby relays its share
-to the leader (``bot/telegram/core/webhook_relay.py``). node-a starts first; the load begins only
-once it has set the webhook and every other instance has logged ``is a standby``. The workdir is
-shared, the logs are at the product's default level (INFO), the driver is ``--library``.
+on every instance, so Telegram's POSTs go to each instance in turn. The instances share the chats
+(:mod:`agentgram.runtime.infra.ownership`): each chat runs on the instance that holds its ``chat``
+lease, claimed by the instance its first update reaches; an update reaching another instance is
+relayed to the owner (``bot/telegram/core/webhook_relay.py``). The lead is only the scheduler's.
+node-a starts first, until it leads and has set the webhook; then the others, until each has
+logged ``agentgram is running``; then the load. The workdir is shared, the logs are at the
+product's default level (INFO), the driver is ``--library``. Before the instances stop, the
+``leases`` table tells which instance owns each chat of the load, and so how many of the POSTs the
+proxy handed to an instance were for a chat another instance runs (relayed).
 
 The load and the timing are :mod:`bench.chats`': ``--chats`` private chats at once, each sending
 ``--messages`` messages one after another (each after the previous reply is complete), the model
@@ -23,10 +28,8 @@ Two pacing modes (``--pacing``):
 * ``off`` — Telegram's pacing lifted: ``telegram.messages_per_second`` set to :data:`LIFTED`
   (the shared budget is still asked for every metered send, so its database round trip stays in
   the figures; a private chat's one a second is Telegram's and stays too, never reached by a
-  closed-loop chat here). It measures the engine. (``bench.chats``' ``agentgram-nolimit`` kind,
-  which set ``bot.application.bot._rate_limiter = None``, fails with ``AttributeError`` since
-  issue 18 replaced PTB's ``Application`` by the adapter's own dispatch; the config key does what
-  it meant, through the product's own door.)
+  closed-loop chat here). It measures the engine. (``bench.chats``' ``agentgram-nolimit`` kind
+  does the same.)
 * ``on`` — the product's 30 messages a second, which a cluster's instances share: the run reports
   the most messages Telegram received in any 1-second window, and per second over any 10 seconds
   (the fake's own arrival times of ``sendMessage``; the JSON also has every call the budget meters,
@@ -34,7 +37,9 @@ Two pacing modes (``--pacing``):
 
 Per process (``/proc``): CPU seconds (user + system) during the measured load and peak RSS
 (``VmHWM``); beside them the PostgreSQL server's processes' CPU, this driver's (the fakes, the
-proxy and the users) and the machine's busy cores, so a ceiling can be placed.
+proxy and the users) and the machine's busy cores, so a ceiling can be placed. The summary gives
+the instances' CPU per message together (all instances' CPU ÷ messages) and the busiest and the
+idlest instance's utilisation.
 
 Usage: ``scripts/test-services sh -c 'python -m bench.cluster --pg-url "$AGENTGRAM_TEST_PG_URL"'``
 (300 chats × 2 messages; 1, 2 and 3 instances, pacing off and on, each twice, in the order 1, 2, 3,
@@ -49,6 +54,7 @@ import contextlib
 import gc
 import os
 import random
+import re
 import resource
 import signal
 import sys
@@ -83,7 +89,7 @@ from bench.common import (
     write_results,
 )
 from bench.fakes import TimedOpenAI, TimedTelegram
-from tests.cluster.harness import RoundRobinProxy, free_port
+from tests.cluster.harness import Forwarded, RoundRobinProxy, free_port
 
 Pacing = Literal["off", "on"]
 PACINGS: tuple[Pacing, ...] = ("off", "on")
@@ -95,6 +101,10 @@ WEBHOOK_PATH = "/telegram/webhook"
 SECRET = "bench-cluster_" + "s" * 32
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 30.0
+RUNNING = "agentgram is running as @"
+"""What an instance logs once it serves (``bot/telegram/app.py``)."""
+CLAIMED = re.compile(r"instance \S+ runs chat (-?\d+) now")
+"""What an instance logs as it claims a chat (``runtime/infra/ownership.py``); the chat id."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -200,7 +210,7 @@ def instance_config(
 ) -> dict[str, Any]:  # fmt: skip
     """An instance's config: the benchmarks' bot (:func:`bench.common.agentgram_config`) on the
     shared database and workdir, in webhook mode behind ``public_url``, in the cluster as
-    ``node.name``; logs at the default level (INFO: the standby says so there)."""
+    ``node.name``; logs at the default level (INFO: the lead and each chat's claim are told there)."""
     raw = agentgram_config(
         workdir, tg_root=tg_root, llm_url=llm_url, users=users, edit_interval=opts.edit_interval,
         storage_url=database_url,
@@ -318,16 +328,56 @@ def telegram_side(tg: TimedTelegram, since: int, turns: int) -> dict[str, Any]:
 
 
 async def start_cluster(nodes: Sequence[Node], tg: TimedTelegram, hook_url: str) -> None:
-    """node-a first, until it leads and has set the webhook; then the others at once, until each
-    has logged that it is a standby."""
+    """node-a first, until it leads (the scheduler's lead) and has set the webhook; then the others
+    at once, until each has logged that it is running (every instance serves its chats)."""
     first, *others = nodes
     await first.start()
     await first.wait_for(partial(first.logged, f"instance {first.name} leads"), "lead")
     await first.wait_for(lambda: tg.webhook_url == hook_url, "setWebhook")
+    await first.wait_for(partial(first.logged, RUNNING), "running line")
     for node in others:
         await node.start()
     for node in others:
-        await node.wait_for(partial(node.logged, f"instance {node.name} is a standby"), "standby line")
+        await node.wait_for(partial(node.logged, RUNNING), "running line")
+
+
+async def chat_owners(database_url: str) -> dict[int, str]:
+    """Each chat's owner now: the name of the instance that holds its ``chat`` lease."""
+    import asyncpg
+
+    connection = await asyncpg.connect(asyncpg_dsn(database_url))
+    try:
+        rows = await connection.fetch(
+            "SELECT l.key, i.name FROM leases l JOIN instances i ON i.id = l.instance_id"
+            " WHERE l.kind = 'chat'"
+        )
+    finally:
+        await connection.close()
+    return {int(r["key"]): str(r["name"]) for r in rows}
+
+
+def ownership(
+    nodes: Sequence[Node], owners: dict[int, str], users: Sequence[int], posts: Sequence[Forwarded]
+) -> dict[str, Any]:
+    """How the load's chats were shared: chats owned per instance (the leases, and the claims of the
+    load's chats each instance logged: more than it owns when chats moved), and the load's POSTs the proxy handed to an instance that does not own the
+    chat (relayed to the owner)."""
+    load = set(users)
+    owned = Counter(owners[u] for u in users if u in owners)
+    updates = [p for p in posts if p.chat in load and 200 <= p.status < 300]
+    relayed = sum(
+        1 for p in updates if p.chat is not None and owners.get(p.chat) not in (None, nodes[p.upstream].name)
+    )
+    return {
+        "chats_owned": {n.name: owned.get(n.name, 0) for n in nodes},
+        "chats_unowned": len(load) - sum(owned.values()),
+        "chats_claimed_logged": {
+            n.name: sum(1 for c in CLAIMED.findall(n.log_text()) if int(c) in load) for n in nodes
+        },
+        "load_posts": len(updates),
+        "relayed_posts": relayed,
+        "relayed_share": round(relayed / len(updates), 3) if updates else None,
+    }
 
 
 async def measure(count: int, pacing: Pacing, opts: Options, folder: Path) -> dict[str, Any]:
@@ -359,14 +409,17 @@ async def measure(count: int, pacing: Pacing, opts: Options, folder: Path) -> di
         for index in range(max(chats.WARM_TURNS, count)):  # every instance takes a POST before the load
             await chats.one_turn(tg, llm, chats.WARM_USER, index, opts.turn_timeout)
         server = await postmaster_pid(database_url)
+        posted = len(proxy.forwarded)
         result = await _loaded(nodes, tg, llm, users, load_opts, server)
+        owners = await chat_owners(database_url)
+        result |= ownership(nodes, owners, users, proxy.forwarded[posted:])
         result |= {
             "instances": count,
             "pacing": pacing,
             "messages_per_second_setting": LIFTED if pacing == "off" else PRODUCT_RATE,
             "ready_rss_mb": {name: round(kb / 1024, 1) for name, kb in ready_kb.items()},
             "peak_rss_mb": {n.name: round(process_kb(n.pid, "VmHWM") / 1024, 1) for n in nodes},
-            "leader": next((n.name for n in nodes if n.logged(f"instance {n.name} leads")), None),
+            "lead": next((n.name for n in nodes if n.logged(f"instance {n.name} leads")), None),
             "proxy": {
                 nodes[i].name if i >= 0 else "none": dict(
                     Counter(f.status for f in proxy.forwarded if f.upstream == i)
@@ -441,7 +494,7 @@ async def _loaded(
 
 
 async def _stop_all(nodes: Sequence[Node]) -> dict[str, int | None]:
-    """Standbys first (so nobody takes over from a stopping leader), then the leader."""
+    """The others first, then node-a (the scheduler's lead, so nobody takes it over meanwhile)."""
     return {n.name: await n.stop() for n in reversed(nodes)}
 
 
@@ -485,15 +538,11 @@ def summary(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _summed(pacing: str, count: int, group: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    runs = [(r, r.get("leader") or "node-a") for r in group]
-
-    def leader(key: str) -> list[float]:
-        return [r[key][lead] for r, lead in runs]
-
-    def standbys(key: str) -> list[float]:
-        return [value for r, lead in runs for name, value in r[key].items() if name != lead]
+    def per_run(key: str, pick: Callable[[Sequence[float]], float]) -> float | None:
+        return _mean([pick(list(r[key].values())) for r in group])
 
     rates = [r["messages_per_s"] for r in group]
+    owned = [v for r in group for v in r["chats_owned"].values()]
     return {
         "pacing": pacing,
         "instances": count,
@@ -503,20 +552,34 @@ def _summed(pacing: str, count: int, group: Sequence[dict[str, Any]]) -> dict[st
         "e2e_p50_ms": _mean([r["end_to_end_ms"].get("p50") for r in group]),
         "e2e_p99_ms": _mean([r["end_to_end_ms"].get("p99") for r in group]),
         "overhead_p50_ms": _mean([r["overhead_ms"].get("p50") for r in group]),
-        "leader_cpu_ms_per_message": _mean(leader("cpu_ms_per_message")),
-        "leader_utilisation": _mean(leader("cpu_utilisation")),
-        "standby_cpu_ms_per_message": _mean(standbys("cpu_ms_per_message")),
+        "cpu_ms_per_message": per_run("cpu_ms_per_message", sum),
+        "instance_cpu_ms_per_message_max": per_run("cpu_ms_per_message", max),
+        "instance_cpu_ms_per_message_min": per_run("cpu_ms_per_message", min),
+        "instances_utilisation": per_run("cpu_utilisation", sum),
+        "utilisation_max": per_run("cpu_utilisation", max),
+        "utilisation_min": per_run("cpu_utilisation", min),
         "postgres_utilisation": _mean([r["postgres_utilisation"] for r in group]),
+        "postgres_cpu_ms_per_message": _mean([_per_message(r, r["postgres_utilisation"]) for r in group]),
         "driver_utilisation": _mean([r["driver_cpu_utilisation"] for r in group]),
+        "driver_cpu_ms_per_message": _mean([_per_message(r, r["driver_cpu_utilisation"]) for r in group]),
         "machine_busy_cores": _mean([r["machine_busy_cores"] for r in group]),
-        "leader_peak_rss_mb": max(leader("peak_rss_mb")),
-        "standby_peak_rss_mb": max(standbys("peak_rss_mb"), default=None),
+        "chats_owned_range": [min(owned), max(owned)] if owned else None,
+        "chats_unowned": sum(r["chats_unowned"] for r in group),
+        "relayed_share": _mean([r["relayed_share"] for r in group]),
+        "peak_rss_mb_max": max(v for r in group for v in r["peak_rss_mb"].values()),
         "send_message_max_per_1s": max(r["telegram"]["send_message_max_per_1s"] for r in group),
         "send_message_max_per_s_over_10s": max(
             r["telegram"]["send_message_max_per_s_over_10s"] for r in group
         ),
         "failures": sum(len(r["failures"]) for r in group),
     }
+
+
+def _per_message(run: dict[str, Any], utilisation: float | None) -> float | None:
+    """CPU ms per message of a process whose ``utilisation`` over the run's load is given."""
+    if utilisation is None or not run["turns"]:
+        return None
+    return float(utilisation * run["wall_s"] * 1000 / run["turns"])
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -543,45 +606,53 @@ def _per_node(values: dict[str, Any]) -> str:
 
 def table(payload: dict[str, Any]) -> str:
     """Every run, then the summary per pacing and instance count."""
-    widths = [7, 5, 4, 7, 9, 9, 9, 20, 20, 6, 5, 5, 5, 7, 8]
+    widths = [7, 5, 4, 7, 9, 9, 9, 17, 17, 13, 6, 5, 5, 5, 7, 8]
     header = [
         "pacing", "inst", "rep", "msgs/s", "e2e p50", "e2e p99", "ovh p50", "CPU s (a/b/c)",
-        "peak RSS MB (a/b/c)", "lead%", "pg%", "drv%", "busy", "max/1s", "max/10s",
+        "CPU% (a/b/c)", "chats (a/b/c)", "relay", "pg%", "drv%", "busy", "max/1s", "max/10s",
     ]  # fmt: skip
     lines = [row(header, widths)]
     for r in payload["runs"]:
-        leader = r.get("leader") or "node-a"
         tg = r["telegram"]
         lines.append(row([
             r["pacing"], r["instances"], r.get("repeat", 0), r["messages_per_s"],
             r["end_to_end_ms"].get("p50", "-"), r["end_to_end_ms"].get("p99", "-"),
-            r["overhead_ms"].get("p50", "-"), _per_node(r["cpu_s"]), _per_node(r["peak_rss_mb"]),
-            _percent(r["cpu_utilisation"].get(leader)), _percent(r["postgres_utilisation"]),
+            r["overhead_ms"].get("p50", "-"), _per_node(r["cpu_s"]),
+            _per_node({k: _percent(v) for k, v in r["cpu_utilisation"].items()}), _per_node(r["chats_owned"]),
+            _percent(r["relayed_share"]), _percent(r["postgres_utilisation"]),
             _percent(r["driver_cpu_utilisation"]), r["machine_busy_cores"],
             tg["send_message_max_per_1s"], tg["send_message_max_per_s_over_10s"],
         ], widths))  # fmt: skip
         if r["failures"]:
             lines.append(f"  {len(r['failures'])} failed: {r['failures'][:3]}")
-    widths = [7, 5, 20, 6, 9, 9, 9, 14, 14, 14, 6, 5, 7, 8]
+    widths = [7, 5, 20, 6, 9, 9, 9, 16, 11, 8, 10, 6, 5, 5, 5, 7, 8]
     header = [
-        "pacing", "inst", "msgs/s (range)", "×1", "e2e p50", "e2e p99", "ovh p50", "lead CPU ms/msg",
-        "stby CPU ms/msg", "RSS MB lead/st", "lead%", "pg%", "max/1s", "max/10s",
+        "pacing", "inst", "msgs/s (range)", "×1", "e2e p50", "e2e p99", "ovh p50", "ms/msg inst/pg/drv",
+        "max/min %", "all %", "chats", "relay", "pg%", "drv%", "busy", "max/1s", "max/10s",
     ]  # fmt: skip
     lines += ["", "summary (mean of the runs):", row(header, widths)]
     for s in payload["summary"]:
         low, high = s["messages_per_s_range"]
+        owned = s["chats_owned_range"] or ["-", "-"]
         lines.append(row([
             s["pacing"], s["instances"], f"{s['messages_per_s']} ({low}–{high})",
             s["ratio_to_one"]["messages_per_s"] or "-", s["e2e_p50_ms"], s["e2e_p99_ms"], s["overhead_p50_ms"],
-            s["leader_cpu_ms_per_message"], s["standby_cpu_ms_per_message"] or "-",
-            f"{s['leader_peak_rss_mb']}/{s['standby_peak_rss_mb'] or '-'}",
-            _percent(s["leader_utilisation"]), _percent(s["postgres_utilisation"]),
+            "/".join(
+                "-" if v is None else str(round(v))
+                for v in (s["cpu_ms_per_message"], s["postgres_cpu_ms_per_message"], s["driver_cpu_ms_per_message"])
+            ),
+            f"{_percent(s['utilisation_max'])}/{_percent(s['utilisation_min'])}",
+            _percent(s["instances_utilisation"]), f"{owned[0]}–{owned[1]}", _percent(s["relayed_share"]),
+            _percent(s["postgres_utilisation"]), _percent(s["driver_utilisation"]), s["machine_busy_cores"],
             s["send_message_max_per_1s"], s["send_message_max_per_s_over_10s"],
         ], widths))  # fmt: skip
     lines.append(
-        "lead% / pg% / drv%: CPU of the leader, the PostgreSQL server, this driver (100 = one core); busy:"
-        " the machine's cores in use (other work included); max/1s: most sendMessage calls Telegram got"
-        " in any 1 s; max/10s: in any 10 s, per second"
+        "CPU% / pg% / drv%: CPU of each instance, the PostgreSQL server, this driver (100 = one core);"
+        " ms/msg inst/pg/drv: CPU per message of all instances together, PostgreSQL, this driver; max/min %: the busiest and the idlest instance;"
+        " all %: the instances together; chats: the load's chats an instance owns (fewest–most);"
+        " relay: the load's POSTs that reached an instance not owning the chat; busy: the machine's"
+        " cores in use (other work included); max/1s: most sendMessage calls Telegram got in any 1 s;"
+        " max/10s: in any 10 s, per second"
     )
     return "\n".join(lines)
 

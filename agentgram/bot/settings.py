@@ -108,9 +108,9 @@ class WebhookSettings(Section):
     max_connections: int = Field(default=40, ge=1, le=100)
     """At most this many updates Telegram POSTs at once (one chat's updates always come one by one)."""
     relay_url: HttpUrl | None = None
-    """In a cluster: where the other instances reach this listener, path included (a standby relays
-    Telegram's POSTs there while this instance leads). ``None``: ``http://`` the ``listen`` host (this
-    machine's name when it listens on every address), its port and ``path``."""
+    """In a cluster: where the other instances reach this listener, path included (they relay
+    Telegram's POSTs of the chats this instance runs there). ``None``: ``http://`` the ``listen``
+    host (this machine's name when it listens on every address), its port and ``path``."""
 
     @field_validator("listen")
     @classmethod

@@ -49,6 +49,7 @@ from agentgram.runtime.door.protocols import (
     ApprovalsDoor,
     CallsDoor,
     ChatDoor,
+    ClaimHook,
     ClusterDoor,
     Door,
     JobsDoor,
@@ -166,6 +167,11 @@ class Runtime:
         self.close_hooks: list[RestartHook] = []
         """Run on close once the hub stopped, before the database closes: an adapter delivers what
         is queued while it can still record what it showed."""
+        self._leading: asyncio.Task[None] | None = None
+        self.claim_hooks: list[ClaimHook] = []
+        """Run when a cluster's instance has just claimed a chat, before anything of it resumes: an
+        adapter tidies what the chat's previous owner left in it (as :attr:`restart_hooks` do for
+        every chat after a restart)."""
         self.restart_hooks: list[RestartHook] = []
         """Run on start before anything resumes: an adapter tidies what the previous process left
         in the chats (e.g. status lines it never finished), knowing nothing of this one runs yet."""
@@ -173,7 +179,7 @@ class Runtime:
     @property
     def cluster(self) -> ClusterDoor | None:
         """This instance's part in a cluster (``None`` unless ``cluster.enabled``)."""
-        return self.parts.lead
+        return self.parts.owners
 
     @property
     def send_budget(self) -> SendBudget | None:
@@ -201,13 +207,18 @@ class Runtime:
         else:
             log.info("database %s", url)
         await migrate(self.parts.db, self.settings.storage.migrate)
-        if self.parts.lead is not None:  # a cluster's standby waits here until it leads
-            await self.parts.lead.take()
-            self.parts.db.fence = self.parts.lead.fence  # from now on every write checks the lead
+        lead, owners = self.parts.lead, self.parts.owners
+        spread = owners is not None and owners.spreading
+        if lead is not None and owners is not None and spread:  # every instance runs its chats
+            await lead.join()
+            self.parts.db.fence = owners.fence  # a session's writes check its chat's lease
+            lead.lapse_checks.append(owners.still_holds)
+        elif lead is not None:  # a cluster's standby waits here until it leads
+            await lead.take()
+            self.parts.db.fence = lead.fence  # from now on every write checks the lead
         await self.parts.approval_manager.load_rules()
-        await (
-            self.parts.processes.reap_orphans()
-        )  # before any interrupted command is re-run or MCP server starts
+        # before any interrupted command is re-run or MCP server starts
+        await self.parts.processes.reap_orphans(live=await self._live_instances())
         await (
             self.parts.mcp_catalog.list_eager()
         )  # the lazy: false servers' tools, offered from the first turn
@@ -215,12 +226,71 @@ class Runtime:
             await self.parts.approval_manager.add_rule(rule)
         await self.parts.questions.load()
         self._llm_check = asyncio.create_task(self._check_llm(), name="llm-check")
+        if owners is not None and spread:
+            self.parts.scheduler.shared = True  # run now, kill and /tic now go to the leader
+            owners.on_claimed(self._recover_chat)
+            owners.on_mail(self._mail_from_elsewhere)
+            owners.on_poll(self.parts.approval_manager.reload)  # an "Always" saved elsewhere
+            owners.on_poll(self.parts.scheduler.sync)  # on the leader: jobs edited elsewhere
+            self._leading = asyncio.create_task(self._lead_when_free(), name="cluster-lead")
+            await owners.start()  # claims the chats nobody live runs, each recovered as it is claimed
+            return
         await (
             self.parts.background.orphan_all()
         )  # calls the previous process ran died with it: the agent is told
         self.parts.chat_sessions.fill(await self.parts.session_store.active_chats(CHAT_SESSIONS_KEPT))
         await self.parts.scheduler.start()  # before recover: it settles tic/cron turns a crash cut short
         await self.recover()
+
+    async def _live_instances(self) -> list[int] | None:
+        """The ids of a cluster's live instances (their command groups are not orphans); ``None``
+        alone."""
+        if self.parts.lead is None:
+            return None
+        return [instance.id for instance in await self.parts.lead.registry.live()]
+
+    async def _lead_when_free(self) -> None:
+        """Spread over instances: the scheduler runs on the one that holds the lead (taken here
+        once free: at once, or when the leader dies)."""
+        assert self.parts.lead is not None
+        await self.parts.lead.take()
+        await self.parts.scheduler.start()
+        await self._resend_undelivered(headless=True)  # reports the previous leader never showed
+
+    async def _recover_chat(self, chat_id: int) -> None:
+        """This instance has just claimed ``chat_id`` (:mod:`runtime.infra.ownership`): what its
+        previous owner left is recovered as :meth:`recover` does for everything after a crash."""
+        for hook in self.claim_hooks:
+            await hook(chat_id)
+        self.parts.chat_sessions.forget_chat(chat_id)
+        await self.parts.questions.load()  # the chat's pending questions, asked on the previous owner
+        await self.parts.processes.reap_orphans(live=await self._live_instances())
+        await self.parts.background.orphan_all(chat_id=chat_id)
+        await self._resend_undelivered(chat_id, headless=False)
+        for turn in await self.parts.session_store.open_turns(chat_id=chat_id):
+            if turn.status == TurnStatus.RUNNING:
+                log.info(
+                    "resuming turn %s of session %s (chat %d claimed)", turn.id, turn.session_id, chat_id
+                )
+                self.parts.hub.resume(turn.session_id, turn.id or 0)
+        for session_id in await self.parts.session_store.sessions_with_mail(chat_id=chat_id):
+            self.parts.mailbox.forget(session_id)
+            for envelope in await self.parts.mailbox.unread(session_id):
+                await self.parts.desk.replay(envelope)
+            self.parts.hub.wake(session_id)
+
+    async def _mail_from_elsewhere(self, session_id: int, envelope_id: str | None) -> None:
+        """Another instance stored mail for a session this one runs: control mail named is applied
+        here as if stored here, and the session wakes (its unread mail read anew). The poll's
+        look (``envelope_id`` ``None``) leaves a busy session alone: it reads its mail next."""
+        if envelope_id is None and self.parts.hub.is_busy(session_id):
+            return
+        self.parts.mailbox.forget(session_id)
+        if envelope_id is not None:
+            for envelope in await self.parts.mailbox.unread(session_id):
+                if envelope.id == envelope_id:
+                    self.parts.desk.act(envelope)
+        self.parts.hub.wake(session_id)
 
     async def recover(self) -> None:
         """Resume what a previous process left: answers the chat never showed, interrupted turns,
@@ -237,13 +307,17 @@ class Runtime:
                 await self.parts.desk.replay(envelope)  # stored, maybe never applied: decisions, answers
             self.parts.hub.wake(session_id)
 
-    async def _resend_undelivered(self) -> None:
+    async def _resend_undelivered(self, chat_id: int | None = None, *, headless: bool | None = None) -> None:
         """Final answers, notices and reports stored but never shown (killed in between, or
-        the chat platform down until the end) go out now, once."""
-        for event in await self.parts.outbox.unshown(since=utcnow() - UNDELIVERED_WINDOW):
+        the chat platform down until the end) go out now, once (of one chat: ``chat_id``; only
+        the headless runs' reports or none of them: ``headless``)."""
+        since = utcnow() - UNDELIVERED_WINDOW
+        for event in await self.parts.outbox.unshown(since=since, chat_id=chat_id, headless=headless):
             log.info("sending the stored %s %s, which the chat never showed", event.kind, event.outbox_id)
             self.parts.bus.emit(event)
-        for row in await self.parts.history.undelivered_answers(since=utcnow() - UNDELIVERED_WINDOW):
+        if headless:
+            return  # the scheduler's reports only: the chats' answers are their owners'
+        for row in await self.parts.history.undelivered_answers(since=since, chat_id=chat_id):
             session = await self.parts.session_store.get(row.session_id)
             if session is None or row.id is None or row.turn_id is None:
                 continue
@@ -290,6 +364,10 @@ class Runtime:
         try:
             if self._llm_check is not None:
                 await cancel_and_wait(self._llm_check)
+            if self._leading is not None:
+                await cancel_and_wait(self._leading)
+            if self.parts.owners is not None:
+                await self.parts.owners.close()  # no more claims, scans or notifications
             await self.parts.scheduler.stop()
             self.parts.background.begin_close()  # what the shutdown cancels is orphaned on the next start
             await self.parts.hub.shutdown()
@@ -333,6 +411,11 @@ class Runtime:
         """Hear every event the runtime emits (synchronously: queue it, never block); returns
         the call that unsubscribes."""
         return self.parts.bus.subscribe(subscriber)
+
+    def on_chat_claimed(self, hook: ClaimHook) -> None:
+        """Run ``hook(chat_id)`` when this instance of a cluster has just claimed the chat (see
+        :attr:`claim_hooks`); never without a cluster."""
+        self.claim_hooks.append(hook)
 
     def on_restart(self, hook: RestartHook) -> None:
         """Run ``hook`` on start before anything resumes (see :attr:`restart_hooks`)."""

@@ -57,7 +57,7 @@ from agentgram.runtime.core.sessions.hub import HubOptions, SessionHub
 from agentgram.runtime.core.turn.background import BackgroundCalls
 from agentgram.runtime.core.turn.compaction import CompactionReport, Compactor
 from agentgram.runtime.core.turn.context import ContextSettings
-from agentgram.runtime.core.turn.deps import ChosenModels, TurnDeps
+from agentgram.runtime.core.turn.deps import ALONE, ChosenModels, TurnDeps
 from agentgram.runtime.core.turn.subagents import AgentBook, ExecuteTask
 from agentgram.runtime.door.approvals import Approvals
 from agentgram.runtime.door.calls import Calls
@@ -70,6 +70,7 @@ from agentgram.runtime.infra.events import EventBus
 from agentgram.runtime.infra.lead import Lead, exit_now
 from agentgram.runtime.infra.llm.models import ModelRegistry
 from agentgram.runtime.infra.llm.types import LLMClient
+from agentgram.runtime.infra.ownership import Ownership
 from agentgram.runtime.infra.send_budget import SendBudget
 from agentgram.runtime.infra.storage.background_rows import BackgroundStore
 from agentgram.runtime.infra.storage.db import Database
@@ -202,6 +203,8 @@ class Parts:
     sessions: Sessions
     lead: Lead | None
     """This instance's part in a cluster's lead (``cluster.enabled``; :mod:`runtime.infra.lead`)."""
+    owners: Ownership | None
+    """The chats this instance of a cluster runs (``cluster.enabled``; :mod:`runtime.infra.ownership`)."""
     send_budget: SendBudget | None
     """The chat platform's send budget every instance of a cluster shares (``cluster.enabled``;
     :mod:`runtime.infra.send_budget`); ``None`` alone, where the adapter paces itself."""
@@ -239,7 +242,14 @@ def compose(
     output = Output(outbox, bus, session_store)
     history = HistoryStore(db)
     mailbox = SqlMailbox(db, settings.mailbox.max_unread)
-    processes = SqlProcessLedger(session_store)  # groups reaped after a kill
+    lead = Lead(db, settings.cluster, on_lost=on_lead_lost) if settings.cluster.enabled else None
+    owners = Ownership(lead, db) if lead is not None else None
+    if owners is not None:
+        mailbox.announce = owners.announce  # mail for a session another instance runs wakes it
+        mailbox.leases = owners  # a worker's mail is fenced by its session's lease
+    processes = SqlProcessLedger(  # groups reaped after a kill (in a cluster, a dead instance's)
+        session_store, instance=lead.registered_id if lead is not None else (lambda: None)
+    )
     mcp = McpServers(settings.mcp, processes)
     mcp_catalog = McpCatalog(mcp, GrantStore(db))
     approval = settings.approval.model_copy(
@@ -327,6 +337,7 @@ def compose(
         calls=background,
         files=inbox,
         mcp=mcp_catalog,
+        owners=owners if owners is not None else ALONE,
     )
     hub = SessionHub(deps, HubOptions(resume_on_message=settings.mailbox.resume_on_message))
     chat_sessions = ChatSessionCache(CHAT_SESSIONS_KEPT)
@@ -426,7 +437,8 @@ def compose(
         sessions=Sessions(
             models=models, usage=usage, desk=hub.desk, skill_catalog=skill_catalog, mcp_catalog=mcp_catalog
         ),
-        lead=Lead(db, settings.cluster, on_lost=on_lead_lost) if settings.cluster.enabled else None,
+        lead=lead,
+        owners=owners,
         send_budget=SendBudget(db) if settings.cluster.enabled else None,
     )
     for cls, make in runtime_tools(settings):

@@ -224,6 +224,9 @@ _LEASES: sa.Table = LeaseRow.__table__  # type: ignore[attr-defined]
 class InstanceRole(enum.StrEnum):
     LEADER = "leader"
     STANDBY = "standby"
+    """Polling: waits to take over from the leader, runs nothing."""
+    MEMBER = "member"
+    """Webhook mode: runs the chats it holds; not the scheduler (the leader's)."""
     SINGLE = "single"
     """No cluster: this process is the only one on its database."""
 
@@ -287,7 +290,10 @@ def _this_instance(lead: Lead | None) -> ThisInstance:
         instance_id: int | None = registry.id
     except RuntimeError:  # not registered yet
         instance_id = None
-    role = InstanceRole.LEADER if lead.leading else InstanceRole.STANDBY
+    if lead.leading:
+        role = InstanceRole.LEADER
+    else:
+        role = InstanceRole.MEMBER if lead.shares_chats else InstanceRole.STANDBY
     return ThisInstance(
         id=instance_id, name=redact(registry.name), host=redact(registry.host), pid=registry.pid, role=role
     )

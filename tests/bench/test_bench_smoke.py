@@ -91,22 +91,34 @@ async def test_context_build_and_mailbox_benchmarks_compare_postgres_with_sqlite
 
 async def test_cluster_benchmark_runs_two_instances_behind_the_proxy() -> None:
     """Issue 27's benchmark: two instance processes on a fresh PostgreSQL database, in webhook mode
-    behind the round-robin proxy, answer every chat, and each instance's CPU and RSS are read."""
+    behind the round-robin proxy, share the chats and answer every one; each instance's CPU and RSS
+    are read, and each chat's owner from the leases."""
     opts = cluster.Options(
-        instances=(2,), pacing=("off",), chats=3, messages=1, llm_ms=30, chunks=3, turn_timeout=20,
+        instances=(2,), pacing=("off",), chats=4, messages=1, llm_ms=30, chunks=3, turn_timeout=20,
         pg_url=pg_server_url(),
     )  # fmt: skip
     payload = await cluster.run(opts)
     (result,) = payload["runs"]
-    assert result["turns"] == 3 and not result["failures"], result
-    assert result["leader"] == "node-a" and result["exit_codes"] == {"node-a": 0, "node-b": 0}
+    assert result["turns"] == 4 and not result["failures"], result
+    assert result["lead"] == "node-a" and result["exit_codes"] == {"node-a": 0, "node-b": 0}
     assert result["end_to_end_ms"]["p50"] >= result["llm_ms"]["p50"] > 0
-    assert result["cpu_s"]["node-a"] > 0 and all(mb > 0 for mb in result["peak_rss_mb"].values())
+    assert all(s > 0 for s in result["cpu_s"].values()) and all(
+        mb > 0 for mb in result["peak_rss_mb"].values()
+    )
     assert {name: statuses.get(200, 0) > 0 for name, statuses in result["proxy"].items()} == {
         "node-a": True,
         "node-b": True,
-    }, "both instances took POSTs: the standby relayed its share to the leader"
-    assert result["telegram"]["send_message"] == 3 and result["telegram"]["send_message_max_per_1s"] >= 1
+    }, "both instances took POSTs"
+    owned = result["chats_owned"]
+    assert sum(owned.values()) == 4 and result["chats_unowned"] == 0, result
+    assert all(n > 0 for n in owned.values()), f"both instances run chats: {owned}"
+    assert result["chats_claimed_logged"] == owned, "each claim logged once, none moved"
+    assert result["load_posts"] == 4 and 0 <= result["relayed_posts"] <= 4
+    assert result["telegram"]["send_message"] == 4 and result["telegram"]["send_message_max_per_1s"] >= 1
     (summed,) = payload["summary"]
-    assert summed["messages_per_s"] > 0 and summed["standby_cpu_ms_per_message"] is not None
+    assert summed["messages_per_s"] > 0 and summed["chats_owned_range"] == [
+        min(owned.values()),
+        max(owned.values()),
+    ]
+    assert summed["utilisation_max"] >= summed["utilisation_min"] > 0
     assert "msgs/s" in cluster.table(payload)

@@ -5,7 +5,8 @@ and the workdir (as a cluster's instances share them: docs/operations/cluster.md
 
 In webhook mode the instances may sit behind a :class:`RoundRobinProxy` (``proxy=True``): one
 public URL, each POST handed to the next instance in turn, as a load balancer that knows nothing
-of agentgram does; a standby relays what it gets to the leader.
+of agentgram does; the instances share the chats, and each relays an update of a chat another
+instance runs to that instance.
 
 The lease times are short (:data:`LEASE_TTL`, :data:`HEARTBEAT`) so that a takeover is seconds,
 not the default ten.
@@ -59,6 +60,22 @@ class Instance(CrashRig):
             lambda: f"instance {self.name} is a standby" in self.log_text(), f"{self.name} a standby"
         )
 
+    async def start_member(self) -> None:
+        """Start it in webhook mode beside others (every instance runs its chats): until it serves."""
+        polls = self.log_text().count("agentgram is running")
+        await self.start(
+            lambda: self.log_text().count("agentgram is running") > polls, f"{self.name} running"
+        )
+
+    def runs(self, chat_id: int) -> bool:
+        """This instance holds the chat's lease (webhook mode: it runs the chat)."""
+        rows = self.query(
+            "SELECT i.name AS name FROM leases l JOIN instances i ON i.id = l.instance_id "
+            "WHERE l.kind = 'chat' AND l.key = ?",
+            chat_id,
+        )
+        return bool(rows) and rows[0]["name"] == self.name
+
     async def start_leading(self) -> None:
         """Start it as the first instance: it leads at once (polls, or set its webhook)."""
         if self.webhook_url is None:
@@ -90,6 +107,8 @@ class Forwarded:
     upstream: int
     path: str
     status: int
+    chat: int | None = None
+    """The chat of the update POSTed (``None``: none, or not an update)."""
 
 
 @dataclass
@@ -144,7 +163,7 @@ class RoundRobinProxy:
                     request.method, self.upstreams[upstream] + request.path_qs, data=body, headers=headers
                 ) as answer:
                     content = await answer.read()
-                    self.forwarded.append(Forwarded(upstream, request.path, answer.status))
+                    self.forwarded.append(Forwarded(upstream, request.path, answer.status, _chat_of(body)))
                     kept = {
                         k: v
                         for k, v in answer.headers.items()
@@ -164,6 +183,10 @@ class Cluster:
     database_url: str
     instances: list[Instance]
     proxy: RoundRobinProxy | None = None
+
+    def owner_of(self, chat_id: int) -> Instance | None:
+        """The instance whose lease the chat is under (live or not); ``None`` when none."""
+        return next((i for i in self.instances if i.runs(chat_id)), None)
 
     def conflicts_seen(self) -> list[str]:
         """The instances that were told 409 Conflict by ``getUpdates`` (a second poller) and lived
@@ -251,6 +274,16 @@ async def cluster(
                     instance.kill_now()
                     await instance.reap_killed()
                 instance.database.close()
+
+
+def _chat_of(body: bytes) -> int | None:
+    """The chat of an update's body, as the proxy saw it (for the tests' bookkeeping)."""
+    try:
+        update = json.loads(body)
+        message = update.get("message") or (update.get("callback_query") or {}).get("message") or {}
+        return int(message["chat"]["id"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def free_port() -> int:

@@ -16,7 +16,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tests.cluster.harness import cluster
+import pytest
+
+from tests.cluster.harness import TAKEOVER, cluster
 from tests.crash.harness import Row
 from tests.fakes.openai_server import Hang, Reply, Text
 
@@ -43,8 +45,11 @@ def tic_rows(rows: list[Row]) -> list[dict[str, Any]]:
     ]
 
 
-async def test_a_tic_fires_once_per_slot_across_a_killed_leader(tmp_path: Path) -> None:
-    async with cluster(tmp_path, tic=TIC) as rig:
+@pytest.mark.parametrize("webhook", [False, True], ids=["polling", "webhook"])
+async def test_a_tic_fires_once_per_slot_across_a_killed_leader(tmp_path: Path, webhook: bool) -> None:
+    """Polling, the other instance waits as a standby; in webhook mode it runs its chats from the
+    start and takes the lead, which is then only the scheduler's, in the background."""
+    async with cluster(tmp_path, webhook=webhook, tic=TIC) as rig:
         a, b = rig.instances
         asked: list[str] = []
 
@@ -56,15 +61,22 @@ async def test_a_tic_fires_once_per_slot_across_a_killed_leader(tmp_path: Path) 
             return tic_rows(a.query("SELECT * FROM tic_runs ORDER BY slot"))
 
         rig.llm.handler = answer
-        await a.start()
-        await b.start_standby()
+        if webhook:
+            await a.start_leading()
+            await b.start_member()
+        else:
+            await a.start()
+            await b.start_standby()
         await a.wait(lambda: len(asked) == HANGS, "the leader's tic that hangs", timeout=20)
         await a.wait(
             lambda: any(r["reason"] == STILL_RUNNING for r in rows()), "a slot that came while it hung"
         )
         killed_at = datetime.now(UTC)
         await a.kill()
-        await b.wait_lead()
+        if webhook:  # the lead is only the scheduler's: no webhook is set again
+            await b.wait(b.leads, "b to lead", TAKEOVER)
+        else:
+            await b.wait_lead()
         await b.wait(
             lambda: len([r for r in rows() if r["slot"] > killed_at and r["ended"] is not None]) >= 3,
             "the new leader's catch-up and two slots of its own",

@@ -34,6 +34,19 @@ real 25 MB), the file route ``/file/bot<token>/<file_path>`` serves the bytes, r
 in ``downloads`` and hangs on demand (``hold_downloads``); uploads (``sendPhoto`` up to 10 MB,
 ``sendDocument`` up to 50 MB) keep the bytes, name and caption for ``files_sent``.
 
+Groups and forum topics as the Bot API shows them: ``add_group`` makes a basic group or a
+supergroup (a forum with ``forum=True``); ``send_text`` writes there as any member, addressed to
+the bot by a ``mention`` (``@username``, or a ``text_mention`` carrying the bot's user) or by a
+command ``/cmd@username``, or as a reply to the bot's message (whose ``from`` is the bot). Topics
+(``add_topic``, ``createForumTopic``) are the thread of their creation service message, whose id
+is the ``message_thread_id``; every message in a topic that replies to nothing else carries that
+service message as ``reply_to_message`` (so in a topic the bot created, every message looks like a
+reply to the bot). Sends honour ``message_thread_id`` and refuse a topic that is not there
+("message thread not found", also for the General topic's id 1 except in ``sendChatAction``) or
+closed ("TOPIC_CLOSED"); a reply without one lands in the topic of the message it replies to.
+Drafts are private-only, ``flood_per_group`` plays the 20-a-minute group limit, and
+``setMyCommands`` keeps each call's ``scope`` (``commands_for``).
+
 Usage::
 
     async with FakeTelegram() as tg:
@@ -77,6 +90,7 @@ __all__ = [
     "InjectedFault",
     "RecordedRequest",
     "SentMessage",
+    "Topic",
     "UploadedFile",
     "WebhookDelivery",
 ]
@@ -110,6 +124,15 @@ DEFAULT_ALLOWED_UPDATES = frozenset(
 KNOWN_UPDATE_TYPES = DEFAULT_ALLOWED_UPDATES | {"chat_member", "message_reaction", "message_reaction_count"}
 _SUFFIXES = {"voice": ".oga", "video_notes": ".mp4", "photos": ".jpg", "stickers": ".webp"}
 """The extension Telegram's ``file_path`` has for files that come without a name."""
+GROUP_TYPES = frozenset({"group", "supergroup"})
+GENERAL_TOPIC = 1  # the General topic's thread id; sends must leave message_thread_id out for it
+TOPIC_COLOR = 7322096  # createForumTopic's default icon_color (0x6FB9F0)
+COMMAND_SCOPES = frozenset(
+    {
+        "default", "all_private_chats", "all_group_chats", "all_chat_administrators", "chat",
+        "chat_administrators", "chat_member",
+    }
+)  # fmt: skip
 _TOKEN_SHAPE = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
 _COMMAND_NAME = re.compile(r"^[a-z0-9_]{1,32}$")
 _BOT_COMMAND = re.compile(r"^/[A-Za-z0-9_]{1,32}(@[A-Za-z0-9_]+)?")
@@ -193,6 +216,7 @@ class SentMessage:
     document_content: bytes | None = None
     document_mime_type: str | None = None
     file_id: str | None = None
+    thread_id: int | None = None  # the forum topic it was sent to; None: not in a topic (General)
 
     @property
     def caption(self) -> str | None:
@@ -251,6 +275,7 @@ class ChatActionCall:
     chat_id: int
     action: str
     time: float
+    thread_id: int | None = None
 
     def __iter__(self):  # allows `chat_id, action, t = call`
         return iter((self.chat_id, self.action, self.time))
@@ -273,6 +298,19 @@ class CommandsCall:
     commands: list[tuple[str, str]]  # (command, description)
     scope: dict[str, Any]
     language_code: str
+
+
+@dataclass(slots=True)
+class Topic:
+    """A forum topic: the thread of its creation service message ``thread_id``."""
+
+    chat_id: int
+    thread_id: int
+    name: str
+    icon_color: int
+    creator_id: int  # the bot's id when created with createForumTopic
+    closed: bool = False
+    deleted: bool = False
 
 
 @dataclass(slots=True)
@@ -513,6 +551,9 @@ class FakeTelegram(LoopbackServer):
         self._revoked = False
         self._flood_per_chat: float | None = None
         self._flood_hits: dict[int, deque[float]] = {}
+        self._flood_per_group: int | None = None
+        self._group_hits: dict[int, deque[float]] = {}
+        self.topics: dict[tuple[int, int], Topic] = {}  # (chat_id, thread_id); deleted ones stay
         self._files: dict[str, _StoredFile] = {}
         self._downloads_held = False
         self._changed_event = asyncio.Event()
@@ -573,6 +614,54 @@ class FakeTelegram(LoopbackServer):
                 chat_id, {"id": chat_id, "type": chat_type, "title": title or f"Group {chat_id}"}
             )
         self._next_message_id.setdefault(chat_id, 1)
+
+    def add_group(self, chat_id: int, *, title: str, supergroup: bool = True, forum: bool = False) -> None:
+        """Make a group the bot is a member of known: a supergroup (ids like ``-100xxxxxxxxxx``), a
+        basic group (``supergroup=False``, small negative ids) or a forum supergroup."""
+        if chat_id >= 0 or (supergroup and chat_id > -1_000_000_000_000):
+            raise ValueError(f"{chat_id} is not a {'supergroup' if supergroup else 'group'} id")
+        if forum and not supergroup:
+            raise ValueError("only supergroups can be forums")
+        known = self._chats.get(chat_id)
+        if known is not None and known["type"] not in GROUP_TYPES:
+            raise ValueError(f"chat {chat_id} is already a {known['type']} chat")
+        chat: dict[str, Any] = {
+            "id": chat_id,
+            "type": "supergroup" if supergroup else "group",
+            "title": title,
+        }
+        self._next_message_id.setdefault(chat_id, 1)
+        if forum:
+            chat["is_forum"] = True
+            # id 1 is the General topic's: no message, and so no other topic, ever has it
+            self._next_message_id[chat_id] = max(self._next_message_id[chat_id], GENERAL_TOPIC + 1)
+        self._chats[chat_id] = chat
+
+    def add_topic(self, group_id: int, name: str, *, creator: int | None = None) -> int:
+        """Open a topic in forum ``group_id``, as ``createForumTopic`` does (``creator`` None: the
+        bot) or a member (``creator``, a user id) would; returns its ``message_thread_id``, the id
+        of its creation service message. No update is queued for it."""
+        if not self._chats.get(group_id, {}).get("is_forum"):
+            raise ValueError(f"chat {group_id} is not a forum (add_group(..., forum=True))")
+        return self._open_topic(group_id, name, TOPIC_COLOR, creator).thread_id
+
+    def close_topic(self, group_id: int, thread_id: int) -> None:
+        """An admin closes the topic: sends to it answer 400 "TOPIC_CLOSED" until reopened."""
+        self._live_topic(group_id, thread_id).closed = True
+
+    def reopen_topic(self, group_id: int, thread_id: int) -> None:
+        self._live_topic(group_id, thread_id).closed = False
+
+    def delete_topic(self, group_id: int, thread_id: int) -> None:
+        """An admin deletes the topic and with it every message in it; sends to it answer 400
+        "message thread not found"."""
+        self._remove_topic(self._live_topic(group_id, thread_id))
+
+    def flood_per_group(self, per_minute: int | None = 20) -> None:
+        """Answer 429 when one group or supergroup gets more than ``per_minute`` sends/edits within
+        60 s, Telegram's guidance for groups (None = off)."""
+        self._flood_per_group = per_minute
+        self._group_hits.clear()
 
     def refuse_drafts(self, chat_id: int | None = None) -> None:
         """Drafts are refused: for ``chat_id`` with a 400 as for a chat without drafts, or, with no
@@ -801,17 +890,38 @@ class FakeTelegram(LoopbackServer):
         language_code: str = "en",
         reply_to_message_id: int | None = None,
         first_name: str = "Ann",
+        thread_id: int | None = None,
+        mention: bool = False,
+        mention_user: bool = False,
     ) -> int:
-        """The user writes ``text``; a leading ``/command`` gets a bot_command entity."""
+        """The user writes ``text``; a leading ``/command`` (``/stop@botname`` too) gets a
+        bot_command entity. In a group, ``chat_id`` is the group and ``user_id`` the member
+        writing; ``thread_id`` is the forum topic written in (None: General). ``mention`` puts
+        ``@<bot username> `` before the text with a ``mention`` entity, ``mention_user`` the bot's
+        first name with a ``text_mention`` entity carrying the bot's user."""
+        if mention and mention_user:
+            raise ValueError("mention or mention_user, not both")
         message = self._user_message(
-            user_id, chat_id, chat_type, first_name, language_code, reply_to_message_id
+            user_id, chat_id, chat_type, first_name, language_code, reply_to_message_id, thread_id
         )
-        message["text"] = text
+        entities: list[dict[str, Any]] = []
+        prefix = ""
+        if mention:
+            prefix = f"@{self.username}"
+            entities.append({"type": "mention", "offset": 0, "length": _utf16_len(prefix)})
+        elif mention_user:
+            prefix = self.first_name
+            entities.append(
+                {"type": "text_mention", "offset": 0, "length": _utf16_len(prefix), "user": self.bot_user}
+            )
+        prefix += " " if prefix else ""
         command = _BOT_COMMAND.match(text)
         if command:
-            message["entities"] = [
-                {"type": "bot_command", "offset": 0, "length": _utf16_len(command.group())}
-            ]
+            length = _utf16_len(command.group())
+            entities.append({"type": "bot_command", "offset": _utf16_len(prefix), "length": length})
+        message["text"] = prefix + text
+        if entities:
+            message["entities"] = entities
         return self.send_update({"message": message})
 
     def send_sticker(
@@ -1049,12 +1159,20 @@ class FakeTelegram(LoopbackServer):
         first_name: str,
         language_code: str,
         reply_to_message_id: int | None,
+        thread_id: int | None = None,
     ) -> dict[str, Any]:
         if chat_id is None:
             if chat_type != "private":
                 raise ValueError("chat_id is required for non-private chats")
             chat_id = user_id
+        if chat_id not in self._chats and chat_type == "private" and chat_id != user_id:
+            raise ValueError(f"chat {chat_id} is another user's private chat: add_group it first")
         self.add_chat(chat_id, chat_type=chat_type, first_name=first_name, language_code=language_code)
+        if thread_id is not None:
+            topic = self.topics.get((chat_id, thread_id))
+            if topic is None or topic.deleted or topic.closed:
+                state = "no" if topic is None or topic.deleted else "a closed"
+                raise AssertionError(f"chat {chat_id} has {state} topic {thread_id} to write in")
         user = self._users.setdefault(
             user_id,
             {"id": user_id, "is_bot": False, "first_name": first_name, "language_code": language_code},
@@ -1063,11 +1181,16 @@ class FakeTelegram(LoopbackServer):
         message: dict[str, Any] = {
             "message_id": message_id, "from": dict(user), "chat": dict(self._chats[chat_id]), "date": int(time.time()),
         }  # fmt: skip
+        if thread_id is not None:
+            message["message_thread_id"], message["is_topic_message"] = thread_id, True
         if reply_to_message_id is not None:
             target = self._any_message_dict(chat_id, reply_to_message_id)
             if target is None:
                 raise AssertionError(f"no message {reply_to_message_id} in chat {chat_id} to reply to")
+            target.pop("reply_to_message", None)  # Telegram nests no further replies
             message["reply_to_message"] = target
+        elif thread_id is not None:
+            message["reply_to_message"] = self._any_message_dict(chat_id, thread_id)
         self._user_messages[(chat_id, message_id)] = message
         return message
 
@@ -1075,6 +1198,21 @@ class FakeTelegram(LoopbackServer):
     def messages(self, chat_id: int, *, include_deleted: bool = True) -> list[SentMessage]:
         """The bot's messages in ``chat_id``, in send order."""
         return [m for m in self._sent.get(chat_id, []) if include_deleted or not m.deleted]
+
+    def messages_in(
+        self, chat_id: int, thread_id: int | None = None, *, include_deleted: bool = True
+    ) -> list[SentMessage]:
+        """The bot's messages in one topic of ``chat_id`` (None: the General topic, or a chat
+        without topics), in send order."""
+        return [
+            m for m in self.messages(chat_id, include_deleted=include_deleted) if m.thread_id == thread_id
+        ]
+
+    def topic(self, chat_id: int, thread_id: int) -> Topic:
+        try:
+            return self.topics[(chat_id, thread_id)]
+        except KeyError:
+            raise AssertionError(f"chat {chat_id} never had a topic {thread_id}") from None
 
     def last_message(self, chat_id: int) -> SentMessage | None:
         sent = self.messages(chat_id, include_deleted=False)
@@ -1110,6 +1248,11 @@ class FakeTelegram(LoopbackServer):
 
     def unanswered_callbacks(self) -> list[str]:
         return list(self._callbacks)
+
+    def commands_for(self, scope_type: str) -> list[CommandsCall]:
+        """Every setMyCommands/deleteMyCommands call for scopes of ``scope_type`` (any language,
+        any chat), in order; each keeps its whole ``scope`` object."""
+        return [c for c in self.commands if c.scope.get("type", "default") == scope_type]
 
     def my_commands(self, scope_type: str = "default", language_code: str = "") -> list[tuple[str, str]]:
         for call in reversed(self.commands):
@@ -1263,20 +1406,25 @@ class FakeTelegram(LoopbackServer):
                 await asyncio.wait_for(event.wait(), remaining)
 
     def _flood_control(self, method: str, params: dict[str, Any]) -> None:
-        if self._flood_per_chat is None or method not in _FLOOD_METHODS:
+        if method not in _FLOOD_METHODS:
             return
         try:
             chat_id = int(params.get("chat_id"))  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return
         now = time.monotonic()
-        hits = self._flood_hits.setdefault(chat_id, deque())
-        while hits and now - hits[0] >= 1.0:
-            hits.popleft()
-        if len(hits) >= self._flood_per_chat:
-            retry = max(1, math.ceil(1.0 - (now - hits[0])))
-            raise ApiError(429, f"Too Many Requests: retry after {retry}", retry)
-        hits.append(now)
+        per_chat = None if self._flood_per_chat is None else self._flood_hits.setdefault(chat_id, deque())
+        per_group = None
+        if self._flood_per_group is not None and self._chats.get(chat_id, {}).get("type") in GROUP_TYPES:
+            per_group = self._group_hits.setdefault(chat_id, deque())
+        # both limits are checked before either counts the call: a refused call is no send
+        if per_chat is not None and self._flood_per_chat is not None:
+            _check_window(per_chat, now, 1.0, self._flood_per_chat)
+        if per_group is not None and self._flood_per_group is not None:
+            _check_window(per_group, now, 60.0, self._flood_per_group)
+        for hits in (per_chat, per_group):
+            if hits is not None:
+                hits.append(now)
 
     # ---------------------------------------------------------------------------- shared rules
     def _take_message_id(self, chat_id: int) -> int:
@@ -1357,6 +1505,55 @@ class FakeTelegram(LoopbackServer):
             raise _bad("message to be replied not found")
         return target
 
+    def _send_thread(
+        self, chat_id: int, params: dict[str, Any], reply_to: int | None = None, *, action: bool = False
+    ) -> int | None:
+        """The forum topic a send goes to, or Telegram's 400: ``message_thread_id`` if given (0 is
+        none), else the topic of the message replied to. The General topic takes no thread id,
+        but chat actions may name it (1)."""
+        thread = _int(params, "message_thread_id", required=False) or None
+        if thread is None and reply_to is not None:
+            replied = self._any_message_dict(chat_id, reply_to) or {}
+            thread = replied.get("message_thread_id") if replied.get("is_topic_message") else None
+        if thread is None or (action and thread == GENERAL_TOPIC and self._chats[chat_id].get("is_forum")):
+            return None
+        # without is_forum a thread is a comment thread, which the fake does not model
+        topic = self.topics.get((chat_id, thread))
+        if topic is None or topic.deleted:
+            raise _bad("message thread not found")
+        if topic.closed:
+            raise _bad("TOPIC_CLOSED")
+        return thread
+
+    def _live_topic(self, chat_id: int, thread_id: int) -> Topic:
+        topic = self.topics.get((chat_id, thread_id))
+        if topic is None or topic.deleted:
+            raise AssertionError(f"chat {chat_id} has no topic {thread_id}")
+        return topic
+
+    def _open_topic(self, chat_id: int, name: str, color: int, creator: int | None) -> Topic:
+        thread_id = self._take_message_id(chat_id)
+        author = self.bot_user if creator is None else self._users.get(creator)
+        if author is None:
+            author = {"id": creator, "is_bot": False, "first_name": "Ann"}
+        self._user_messages[(chat_id, thread_id)] = {
+            "message_id": thread_id, "from": dict(author), "chat": dict(self._chats[chat_id]),
+            "date": int(time.time()), "message_thread_id": thread_id, "is_topic_message": True,
+            "forum_topic_created": {"name": name, "icon_color": color},
+        }  # fmt: skip
+        topic = Topic(chat_id, thread_id, name, color, author["id"])
+        self.topics[(chat_id, thread_id)] = topic
+        return topic
+
+    def _remove_topic(self, topic: Topic) -> None:
+        """Delete ``topic`` with every message in it, as Telegram does."""
+        topic.deleted = True
+        for sent in self.messages_in(topic.chat_id, topic.thread_id):
+            sent.deleted = True
+        for key, message in list(self._user_messages.items()):
+            if key[0] == topic.chat_id and message.get("message_thread_id") == topic.thread_id:
+                del self._user_messages[key]
+
     def _any_message_dict(self, chat_id: int, message_id: int) -> dict[str, Any] | None:
         if (chat_id, message_id) in self._user_messages:
             return dict(self._user_messages[(chat_id, message_id)])
@@ -1394,8 +1591,11 @@ class FakeTelegram(LoopbackServer):
             body["reply_markup"] = sent.reply_markup
         if sent.edit_date is not None:
             body["edit_date"] = sent.edit_date
-        if sent.reply_to_message_id is not None:
-            target = self._any_message_dict(sent.chat_id, sent.reply_to_message_id)
+        if sent.thread_id is not None:
+            body["message_thread_id"], body["is_topic_message"] = sent.thread_id, True
+        reply_to = sent.thread_id if sent.reply_to_message_id is None else sent.reply_to_message_id
+        if reply_to is not None:  # in a topic, a message replying to none replies to its creation
+            target = self._any_message_dict(sent.chat_id, reply_to)
             if target is not None:
                 target.pop("reply_to_message", None)
                 body["reply_to_message"] = target
@@ -1649,14 +1849,22 @@ class FakeTelegram(LoopbackServer):
             if not 1 <= len(description.strip()) <= 256:
                 raise _bad("BOT_COMMAND_DESCRIPTION_INVALID")
             commands.append((command, description))
-        scope = _json(params, "scope", "can't parse scope JSON object") or {"type": "default"}
+        scope = self._command_scope(params)
         self.commands.append(CommandsCall(commands, scope, _str(params, "language_code") or ""))
         return True
 
     async def _m_deleteMyCommands(self, params: dict[str, Any]) -> bool:
-        scope = _json(params, "scope", "can't parse scope JSON object") or {"type": "default"}
+        scope = self._command_scope(params)
         self.commands.append(CommandsCall([], scope, _str(params, "language_code") or ""))
         return True
+
+    def _command_scope(self, params: dict[str, Any]) -> dict[str, Any]:
+        scope = _json(params, "scope", "can't parse scope JSON object") or {"type": "default"}
+        if not isinstance(scope, dict) or scope.get("type") not in COMMAND_SCOPES:
+            raise _bad("can't parse BotCommandScope JSON object")  # not verified against Telegram
+        if scope["type"].startswith("chat"):
+            self._chat_id({"chat_id": scope.get("chat_id")})
+        return scope
 
     async def _m_getMyCommands(self, params: dict[str, Any]) -> list[dict[str, str]]:
         scope = _json(params, "scope", "can't parse scope JSON object") or {"type": "default"}
@@ -1681,10 +1889,12 @@ class FakeTelegram(LoopbackServer):
         text, parse_mode, visible, entities = self._message_text(params)
         markup = self._reply_markup(params)
         reply_to = self._reply_to(chat_id, params)
+        thread = self._send_thread(chat_id, params, reply_to)
         sent = SentMessage(
             message_id=self._take_message_id(chat_id), chat_id=chat_id, text=text, parse_mode=parse_mode,
             reply_markup=markup, date=int(time.time()), visible_text=visible, entities=entities,
             disable_notification=_bool(params, "disable_notification"), reply_to_message_id=reply_to,
+            thread_id=thread,
         )  # fmt: skip
         return self._record_sent(sent)
 
@@ -1693,7 +1903,8 @@ class FakeTelegram(LoopbackServer):
             raise ApiError(404, "Not Found")
         chat_id = self._chat_id(params)
         if self._chats[chat_id]["type"] != "private" or chat_id in self._draftless:
-            raise _bad("TEXTDRAFT_PEER_INVALID")
+            raise _bad("TEXTDRAFT_PEER_INVALID")  # what Telegram answers for groups and channels
+        self._send_thread(chat_id, params)  # private chats have no topics here: any is not found
         draft_id = _int(params, "draft_id", empty="draft_id is empty")
         if not draft_id:
             raise _bad("DRAFT_ID_INVALID")
@@ -1776,7 +1987,8 @@ class FakeTelegram(LoopbackServer):
             raise _bad("action is empty")
         if action not in CHAT_ACTIONS:
             raise _bad("wrong parameter action in request")
-        self.chat_actions.append(ChatActionCall(chat_id, action, time.time()))
+        thread = self._send_thread(chat_id, params, action=True)
+        self.chat_actions.append(ChatActionCall(chat_id, action, time.time(), thread))
         return True
 
     async def _m_answerCallbackQuery(self, params: dict[str, Any]) -> bool:
@@ -1816,6 +2028,47 @@ class FakeTelegram(LoopbackServer):
         self.reactions[(chat_id, message_id)] = reaction
         return True
 
+    async def _m_createForumTopic(self, params: dict[str, Any]) -> dict[str, Any]:
+        chat_id = self._forum(params)
+        name = _str(params, "name") or ""
+        if not 1 <= len(name) <= 128:
+            raise _bad("TOPIC_TITLE_EMPTY" if not name else "TOPIC_TITLE_TOO_LONG")  # not verified
+        color = _int(params, "icon_color", required=False) or TOPIC_COLOR
+        topic = self._open_topic(chat_id, name, color, None)
+        return {"message_thread_id": topic.thread_id, "name": name, "icon_color": color}
+
+    async def _m_closeForumTopic(self, params: dict[str, Any]) -> bool:
+        topic = self._topic_param(params)
+        if topic.closed:
+            raise _bad("TOPIC_NOT_MODIFIED")
+        topic.closed = True
+        return True
+
+    async def _m_reopenForumTopic(self, params: dict[str, Any]) -> bool:
+        topic = self._topic_param(params)
+        if not topic.closed:
+            raise _bad("TOPIC_NOT_MODIFIED")
+        topic.closed = False
+        return True
+
+    async def _m_deleteForumTopic(self, params: dict[str, Any]) -> bool:
+        self._remove_topic(self._topic_param(params))
+        return True
+
+    def _forum(self, params: dict[str, Any]) -> int:
+        chat_id = self._chat_id(params)
+        if not self._chats[chat_id].get("is_forum"):
+            raise _bad("the chat is not a forum")
+        return chat_id
+
+    def _topic_param(self, params: dict[str, Any]) -> Topic:
+        chat_id = self._forum(params)
+        thread = _int(params, "message_thread_id", empty="message thread identifier is not specified")
+        topic = self.topics.get((chat_id, thread or 0))
+        if topic is None or topic.deleted:
+            raise _bad("message thread not found")  # not verified for these methods
+        return topic
+
     async def _m_sendDocument(self, params: dict[str, Any]) -> dict[str, Any]:
         return self._send_file(params, "document")
 
@@ -1833,12 +2086,15 @@ class FakeTelegram(LoopbackServer):
         visible, entities = self._parse_text(caption or "", parse_mode)
         if _utf16_len(visible) > MAX_CAPTION:
             raise _bad("message caption is too long")
+        markup, reply_to = self._reply_markup(params), self._reply_to(chat_id, params)
+        thread = self._send_thread(chat_id, params, reply_to)
         sent = SentMessage(
             message_id=self._take_message_id(chat_id), chat_id=chat_id, text=caption, parse_mode=parse_mode,
-            reply_markup=self._reply_markup(params), date=int(time.time()), kind=kind, visible_text=visible,
+            reply_markup=markup, date=int(time.time()), kind=kind, visible_text=visible,
             entities=entities, disable_notification=_bool(params, "disable_notification"),
-            reply_to_message_id=self._reply_to(chat_id, params), document_filename=stored.name,
+            reply_to_message_id=reply_to, document_filename=stored.name,
             document_content=stored.content, document_mime_type=stored.mime_type, file_id=stored.file_id,
+            thread_id=thread,
         )  # fmt: skip
         return self._record_sent(sent)
 
@@ -1880,6 +2136,16 @@ def _webhook_queue(update: dict[str, Any]) -> object:
     if isinstance(message, dict) and isinstance(message.get("chat"), dict):
         return message["chat"].get("id")
     return ("update", update["update_id"])
+
+
+def _check_window(hits: deque[float], now: float, window: float, limit: float) -> None:
+    """Telegram's 429 when ``hits`` (times of earlier calls, oldest first) already hold ``limit``
+    calls within ``window`` seconds of ``now``; forgets the ones outside it."""
+    while hits and now - hits[0] >= window:
+        hits.popleft()
+    if len(hits) >= limit:
+        retry = max(1, math.ceil(window - (now - hits[0])))
+        raise ApiError(429, f"Too Many Requests: retry after {retry}", retry)
 
 
 def _default_description(status: int, retry_after: int | None) -> str:

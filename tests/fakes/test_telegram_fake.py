@@ -8,9 +8,18 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+from aiohttp import ClientSession
 from hypothesis import given
 from hypothesis import strategies as st
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, ReactionTypeEmoji, Update
+from telegram import (
+    Bot,
+    BotCommandScopeAllGroupChats,
+    BotCommandScopeChat,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    ReactionTypeEmoji,
+    Update,
+)
 from telegram.constants import ParseMode
 from telegram.error import (
     BadRequest,
@@ -594,3 +603,202 @@ async def test_callback_with_broken_message_breaks_ptb(bot: Bot, tg: FakeTelegra
         Update.de_json(payload, bot)
     assert await bot.answer_callback_query(payload["callback_query"]["id"])  # the query is real
     assert tg.unanswered_callbacks() == []
+
+
+# ------------------------------------------------------------------------------------------ groups and topics
+GROUP = -1001234567890
+FORUM = -1009876543210
+
+
+async def test_group_message_carries_the_group_and_its_sender(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_group(GROUP, title="Team")
+    tg.add_group(-4242, title="Old crew", supergroup=False)
+    tg.send_text(USER, "hello team", chat_id=GROUP)
+    tg.send_text(USER + 1, "hi", chat_id=-4242)
+    first, second = (u.message for u in await bot.get_updates())
+    assert first is not None and second is not None
+    assert (first.chat.id, first.chat.type, first.chat.title, first.chat.is_forum) == (
+        GROUP, "supergroup", "Team", None,
+    )  # fmt: skip
+    assert first.from_user is not None and first.from_user.id == USER
+    assert (second.chat.type, second.chat.title, second.from_user.id) == ("group", "Old crew", USER + 1)  # type: ignore[union-attr]
+    with pytest.raises(ValueError):
+        tg.add_group(-4242, title="x")  # a supergroup id has 13 digits after its minus
+    with pytest.raises(ValueError):
+        tg.add_group(-4243, title="x", supergroup=False, forum=True)
+    with pytest.raises(ValueError):
+        tg.send_text(USER, "x", chat_id=-555)  # neither the user's own chat nor a known group
+
+
+async def test_mentions_and_addressed_commands_in_utf16(tg: FakeTelegram) -> None:
+    async with FakeTelegram(first_name="Bot 🤖") as fake, Bot(fake.token, base_url=fake.base_url) as b:
+        fake.add_group(GROUP, title="Team")
+        fake.send_text(USER, "what now? 😀", chat_id=GROUP, mention=True)
+        fake.send_text(USER, "/stop", chat_id=GROUP, mention_user=True)
+        fake.send_text(USER, f"/stop@{fake.username} now", chat_id=GROUP)
+        mentioned, named, command = (u.message for u in await b.get_updates())
+    assert mentioned is not None and mentioned.text == f"@{fake.username} what now? 😀"
+    assert [(e.type, t) for e, t in mentioned.parse_entities().items()] == [("mention", f"@{fake.username}")]
+    assert named is not None and named.text == "Bot 🤖 /stop"
+    (mention, cmd) = named.entities
+    assert (mention.type, mention.offset, mention.length) == ("text_mention", 0, 6)  # 🤖 is 2 units
+    assert mention.user is not None and mention.user.id == fake.bot_id and mention.user.is_bot
+    assert (cmd.type, cmd.offset, cmd.length) == ("bot_command", 7, 5)  # not at 0: no command for PTB
+    assert command is not None and command.entities[0].type == "bot_command"
+    assert command.parse_entity(command.entities[0]) == f"/stop@{fake.username}"
+    with pytest.raises(ValueError):
+        tg.send_text(USER, "x", mention=True, mention_user=True)
+
+
+async def test_reply_to_the_bot_carries_the_bot_as_from(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_group(GROUP, title="Team")
+    tg.send_text(USER, "question", chat_id=GROUP)  # 1
+    answer = await bot.send_message(GROUP, "answer", reply_to_message_id=1)  # 2, a reply itself
+    tg.send_text(USER + 1, "thanks", chat_id=GROUP, reply_to_message_id=answer.message_id)
+    reply = (await bot.get_updates())[-1].message
+    assert reply is not None and reply.reply_to_message is not None
+    replied = reply.reply_to_message
+    assert replied.from_user is not None and replied.from_user.id == tg.bot_id and replied.from_user.is_bot
+    assert replied.text == "answer" and replied.reply_to_message is None  # Telegram nests no deeper
+
+
+async def test_forum_topics_carry_their_thread(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_group(FORUM, title="Forum", forum=True)
+    ideas = tg.add_topic(FORUM, "Ideas")  # opened by the bot, as with createForumTopic
+    assert ideas != 1 and tg.topic(FORUM, ideas).creator_id == tg.bot_id
+    tg.send_text(USER, "in the topic", chat_id=FORUM, thread_id=ideas)
+    tg.send_text(USER, "in General", chat_id=FORUM)
+    topical, general = (u.message for u in await bot.get_updates())
+    assert topical is not None and topical.chat.is_forum
+    assert (topical.message_thread_id, topical.is_topic_message) == (ideas, True)
+    root = topical.reply_to_message  # every topic message "replies" to the topic's creation
+    assert root is not None and root.message_id == ideas and root.forum_topic_created is not None
+    assert root.forum_topic_created.name == "Ideas" and root.from_user.id == tg.bot_id  # type: ignore[union-attr]
+    assert general is not None and general.message_thread_id is None and not general.is_topic_message
+
+    sent = await bot.send_message(FORUM, "answer", message_thread_id=ideas)
+    assert (sent.message_thread_id, sent.is_topic_message) == (ideas, True)
+    by_reply = await bot.send_message(FORUM, "also", reply_to_message_id=topical.message_id)
+    assert by_reply.message_thread_id == ideas  # a reply lands in the topic of what it replies to
+    await bot.send_document(FORUM, b"notes", filename="n.txt", message_thread_id=ideas)
+    await bot.send_message(FORUM, "to General")
+    await bot.send_chat_action(FORUM, "typing", message_thread_id=ideas)
+    await bot.send_chat_action(FORUM, "typing", message_thread_id=1)  # actions may name General
+    assert [m.visible_text for m in tg.messages_in(FORUM, ideas)] == ["answer", "also", ""]
+    assert [m.text for m in tg.messages_in(FORUM)] == ["to General"]
+    assert [c.thread_id for c in tg.chat_actions] == [ideas, None]
+    for thread in (1, 999):  # General takes no thread id in sends; 999 never existed
+        with pytest.raises(BadRequest, match=r"^Message thread not found$"):
+            await bot.send_message(FORUM, "x", message_thread_id=thread)
+    tg.add_group(GROUP, title="Plain")
+    with pytest.raises(BadRequest, match=r"(?i)message thread not found"):
+        await bot.send_photo(GROUP, b"\x89PNG", message_thread_id=ideas)
+    with pytest.raises(AssertionError):
+        tg.send_text(USER, "x", chat_id=FORUM, thread_id=999)
+
+
+async def test_topics_created_closed_and_deleted_by_the_api(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_group(FORUM, title="Forum", forum=True)
+    tg.add_group(GROUP, title="Plain")
+    with pytest.raises(BadRequest, match=r"(?i)the chat is not a forum"):
+        await bot.create_forum_topic(GROUP, "x")
+    topic = await bot.create_forum_topic(FORUM, "Bugs")
+    thread = topic.message_thread_id
+    assert (topic.name, tg.topic(FORUM, thread).name) == ("Bugs", "Bugs")
+    first = await bot.send_message(FORUM, "first", message_thread_id=thread)
+    tg.send_text(USER, "user's", chat_id=FORUM, thread_id=thread)
+
+    assert await bot.close_forum_topic(FORUM, thread)
+    with pytest.raises(BadRequest, match=r"^Topic_closed$"):  # PTB capitalizes the description
+        await bot.send_message(FORUM, "x", message_thread_id=thread)
+    with pytest.raises(BadRequest, match=r"(?i)topic_closed"):
+        await bot.send_chat_action(FORUM, "typing", message_thread_id=thread)
+    with pytest.raises(BadRequest, match=r"(?i)topic_not_modified"):
+        await bot.close_forum_topic(FORUM, thread)
+    with pytest.raises(AssertionError, match=r"closed topic"):
+        tg.send_text(USER, "x", chat_id=FORUM, thread_id=thread)
+    assert tg.requests[-1].description == "Bad Request: TOPIC_NOT_MODIFIED"
+    assert await bot.reopen_forum_topic(FORUM, thread)
+    await bot.send_message(FORUM, "again", message_thread_id=thread)
+
+    assert await bot.delete_forum_topic(FORUM, thread)
+    assert tg.message(FORUM, first.message_id).deleted  # the topic took its messages along
+    assert all(m.deleted for m in tg.messages_in(FORUM, thread))
+    with pytest.raises(BadRequest, match=r"(?i)message thread not found"):
+        await bot.send_message(FORUM, "x", message_thread_id=thread)
+    with pytest.raises(BadRequest, match=r"(?i)message thread not found"):
+        await bot.delete_forum_topic(FORUM, thread)
+
+
+async def test_topic_controls_close_and_delete(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_group(FORUM, title="Forum", forum=True)
+    thread = tg.add_topic(FORUM, "Chat", creator=USER)
+    tg.send_text(USER, "hello", chat_id=FORUM, thread_id=thread)
+    (update,) = await bot.get_updates()
+    assert update.message is not None and update.message.reply_to_message is not None
+    assert update.message.reply_to_message.from_user.id == USER  # type: ignore[union-attr]
+    tg.close_topic(FORUM, thread)
+    with pytest.raises(BadRequest, match=r"(?i)topic_closed"):
+        await bot.send_message(FORUM, "x", message_thread_id=thread)
+    tg.reopen_topic(FORUM, thread)
+    sent = await bot.send_message(FORUM, "ok", message_thread_id=thread)
+    tg.delete_topic(FORUM, thread)
+    assert tg.message(FORUM, sent.message_id).deleted and tg.topic(FORUM, thread).deleted
+    with pytest.raises(BadRequest, match=r"(?i)message thread not found"):
+        await bot.send_message(FORUM, "x", message_thread_id=thread)
+    with pytest.raises(AssertionError):
+        tg.close_topic(FORUM, thread)
+
+
+async def test_drafts_are_refused_outside_private_chats(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_group(GROUP, title="Team")
+    with pytest.raises(BadRequest, match=r"(?i)textdraft_peer_invalid"):
+        await bot.send_message_draft(GROUP, 7, "thinking")
+    assert tg.drafts == []
+    assert (tg.requests[-1].method, tg.requests[-1].status) == ("sendMessageDraft", 400)
+    assert tg.requests[-1].description == "Bad Request: TEXTDRAFT_PEER_INVALID"
+    tg.add_chat(USER)
+    with pytest.raises(BadRequest, match=r"(?i)message thread not found"):
+        await bot.send_message_draft(USER, 7, "thinking", message_thread_id=5)
+    assert await bot.send_message_draft(USER, 7, "thinking")
+
+
+async def test_flood_per_group(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_group(GROUP, title="Team")
+    tg.add_chat(USER)
+    tg.flood_per_group(3)
+    first = await bot.send_message(GROUP, "1")
+    await bot.send_message(GROUP, "2")
+    await bot.edit_message_text("1 edited", chat_id=GROUP, message_id=first.message_id)  # edits count
+    with pytest.raises(RetryAfter) as err:
+        await bot.send_message(GROUP, "4")
+    assert dt.timedelta(seconds=58) <= err.value.retry_after <= dt.timedelta(seconds=60)  # type: ignore[operator]
+    for i in range(5):
+        await bot.send_message(USER, str(i))  # private chats are not groups
+    tg.flood_per_group(None)
+    await bot.send_message(GROUP, "4")
+    assert [m.text for m in tg.messages(GROUP)] == ["1 edited", "2", "4"]
+
+
+async def test_set_my_commands_keeps_its_scope(bot: Bot, tg: FakeTelegram) -> None:
+    tg.add_group(GROUP, title="Team")
+    await bot.set_my_commands([("stop", "Stop")], scope=BotCommandScopeAllGroupChats())
+    await bot.set_my_commands([("help", "Help")], scope=BotCommandScopeChat(GROUP), language_code="ru")
+    await bot.set_my_commands([("start", "Start")])
+    (groups,) = tg.commands_for("all_group_chats")
+    assert groups.scope == {"type": "all_group_chats"} and groups.commands == [("stop", "Stop")]
+    (chat,) = tg.commands_for("chat")
+    assert (chat.scope, chat.language_code) == ({"type": "chat", "chat_id": GROUP}, "ru")
+    assert tg.my_commands("all_group_chats") == [("stop", "Stop")] and tg.my_commands() == [
+        ("start", "Start")
+    ]
+    with pytest.raises(BadRequest, match=r"(?i)chat not found"):
+        await bot.set_my_commands([("stop", "Stop")], scope=BotCommandScopeChat(-1005550000000))
+    async with ClientSession() as http:
+        body = {"commands": [], "scope": {"type": "everyone"}}
+        async with http.post(f"{tg.root}/bot{tg.token}/setMyCommands", json=body) as resp:
+            assert resp.status == 400
+            assert (await resp.json())[
+                "description"
+            ] == "Bad Request: can't parse BotCommandScope JSON object"
+    assert len(tg.commands) == 3

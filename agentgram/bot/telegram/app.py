@@ -17,9 +17,9 @@ the driver's client closes last.
 In webhook mode (``telegram.mode: webhook``, :mod:`.core.webhook`) the listener's socket is bound
 first (a ``telegram.webhook.listen`` in use is a config error before anything starts),
 ``deleteWebhook`` and ``getUpdates`` are never called; once the runtime has started the listener
-serves and ``setWebhook`` is called (retried like the other start steps). A cluster's standby
-serves the listener while it waits, relaying each update to the leader
-(:mod:`.core.webhook_relay`); once it leads, it handles them itself. Stopping drains the listener first
+serves and ``setWebhook`` is called (retried like the other start steps). In a cluster the
+instances share the chats, and each relays an update of a chat another instance runs to that
+instance (:mod:`.core.webhook_relay`). Stopping drains the listener first
 (new POSTs get 503) and never deletes the webhook.
 
 Everything is built by :func:`compose`, the one place the adapter is wired.
@@ -96,7 +96,7 @@ class TelegramBot:
         api = self.driver.api
         if self.webhook is not None:
             self.webhook.bind()
-            self._serve_as_standby(self.webhook)
+            self._share_chats(self.webhook)
         await with_retry(api.get_me, self.start_retry, "start-up: getMe")
         if self.webhook is None:
             await with_retry(api.delete_webhook, self.start_retry, "start-up: deleteWebhook")
@@ -115,25 +115,21 @@ class TelegramBot:
             self.settings.telegram.mode,
         )
 
-    def _serve_as_standby(self, listener: WebhookListener) -> None:
-        """In a cluster: register where this listener is reached, and serve it as a relay to the
-        leader while this instance waits as a standby (:mod:`.core.webhook_relay`)."""
+    def _share_chats(self, listener: WebhookListener) -> None:
+        """In a cluster: register where this listener is reached, share the chats with the other
+        instances, and relay each update to the instance that runs its chat (:mod:`.core.webhook_relay`)."""
         cluster = self.runtime.cluster
         if cluster is None:
             return
         hook = self.settings.telegram.webhook
         assert hook.secret_token is not None, "webhook mode is refused without a secret (config_check)"
         cluster.relay_url = hook.relay_address()
-        relay = partial(Relay, cluster, hook.secret_token.get_secret_value())
-        cluster.on_standby(lambda: listener.serve_as_standby(relay()))
+        cluster.spread()
+        listener.relay_to_owners(Relay(cluster, hook.secret_token.get_secret_value()))
 
     async def _start_webhook(self, listener: WebhookListener) -> None:
-        """Serve (a standby that now leads stops relaying), then tell Telegram where (updates it
-        holds come once ``setWebhook`` answered)."""
-        if listener.serving:
-            listener.lead()
-        else:
-            await listener.start()
+        """Serve, then tell Telegram where (updates it holds come once ``setWebhook`` answered)."""
+        await listener.start()
         hook = self.settings.telegram.webhook
         assert hook.secret_token is not None, "webhook mode is refused without a secret (config_check)"
         register = partial(

@@ -5,7 +5,8 @@ the database answers, 503 once the database does not or the adapter has not had
 a poll return for :data:`~runtime.debug_view.POLLING_DOWN_AFTER` seconds; the
 LLM endpoint's state is reported, never a reason to fail the probe (the bot
 still answers, saying it cannot reach the model). It names this process's
-instance and its role (``leader``, ``standby``, or ``single`` without a cluster). ``/metrics`` is
+instance and its role (``leader``, ``standby`` when polling, ``member`` in webhook mode, or
+``single`` without a cluster). ``/metrics`` is
 :func:`runtime.metrics.render`, behind the token like everything else.
 """
 

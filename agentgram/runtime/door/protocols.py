@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, tzinfo
-from typing import Protocol
+from typing import Literal, Protocol
 
 from agentgram.runtime.capabilities.agents.skills import Skill
 from agentgram.runtime.capabilities.attachments.inbox import FileSource
@@ -69,6 +69,8 @@ class KeyValueStore(Protocol):
 
 
 RestartHook = Callable[[], Awaitable[None]]
+ClaimHook = Callable[[int], Awaitable[None]]
+"""Told the chat id a cluster's instance has just claimed (:mod:`runtime.infra.ownership`)."""
 
 
 class ChatDoor(Protocol):
@@ -192,7 +194,7 @@ class SessionsDoor(Protocol):
 
 class ClusterDoor(Protocol):
     """This instance's part in a cluster (``cluster.enabled``): what a webhook adapter needs to
-    serve as a standby too (:mod:`runtime.infra.lead`, "A standby's listener")."""
+    share the chats with the other instances (:mod:`runtime.infra.ownership`)."""
 
     @property
     def instance_id(self) -> int: ...
@@ -202,9 +204,21 @@ class ClusterDoor(Protocol):
     def relay_url(self) -> str | None: ...
     @relay_url.setter
     def relay_url(self, url: str | None) -> None: ...
-    def on_standby(self, hook: Callable[[], Awaitable[None]]) -> None: ...
     async def leader(self) -> Instance | None: ...
+    @property
+    def leading(self) -> bool: ...
     def heartbeat_fresh(self) -> bool: ...
+    def spread(self) -> None:
+        """Every instance receives the platform's updates: share the chats (before ``start``)."""
+        ...
+
+    async def place(self, chat_id: int) -> Literal["here"] | Instance | None:
+        """Where the chat's updates are handled: ``"here"`` (this instance runs the chat, claimed
+        now if nobody live did), the live instance that runs it, or ``None`` (nobody reachable
+        now: the platform should retry)."""
+        ...
+
+    def forget_place(self, chat_id: int) -> None: ...
 
 
 class Door(Protocol):
@@ -257,6 +271,7 @@ class Door(Protocol):
     async def close(self) -> None: ...
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]: ...
     def on_restart(self, hook: RestartHook) -> None: ...
+    def on_chat_claimed(self, hook: ClaimHook) -> None: ...
     def on_close(self, hook: RestartHook) -> None: ...
     def set_file_source(self, source: FileSource, *, max_upload_bytes: int | None = None) -> None: ...
     async def dead_letter(

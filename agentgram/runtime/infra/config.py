@@ -301,15 +301,17 @@ class ClusterSettings(Section):
     """Several agentgram processes on one PostgreSQL database (:mod:`runtime.infra.cluster`).
 
     Each process registers an instance row with a heartbeat written in the database's time. One
-    instance leads (polls, runs every session and the scheduler) through a fenced lease another
-    instance takes once the leader's heartbeat is older than ``lease_ttl``; the others wait as
-    standbys (:mod:`runtime.infra.lead`, docs/operations/cluster.md). SQLite is one process's
-    database: ``enabled`` needs a PostgreSQL ``storage.url``."""
+    instance leads through a fenced lease another instance takes once the leader's heartbeat is
+    older than ``lease_ttl``. Polling, the leader polls and runs every session and the scheduler
+    while the others wait as standbys (:mod:`runtime.infra.lead`); in webhook mode the instances
+    share the chats, each run by the instance holding its lease, and the leader runs the scheduler
+    (:mod:`runtime.infra.ownership`; docs/operations/cluster.md). SQLite is one process's database:
+    ``enabled`` needs a PostgreSQL ``storage.url``."""
 
     enabled: bool = False
     """``true``: this process is one of several instances sharing ``storage.url`` (PostgreSQL only)."""
     lease_ttl: Duration = 10.0
-    """A leader whose heartbeat is older than this is dead: a standby takes over."""
+    """An instance whose heartbeat is older than this is dead: another takes over its lead and its chats."""
     heartbeat: Duration = Field(default=3.0, validate_default=True)  # checked against lease_ttl
     """How often an instance writes its heartbeat; shorter than ``lease_ttl`` (a third of it or less
     keeps a slow beat or two from costing the leases)."""

@@ -1,37 +1,33 @@
-"""Active and standby instances: one instance leads, the others wait to take over.
+"""The cluster's leader, and the fence of the instance that holds the lead.
 
-With ``cluster.enabled`` several processes share one PostgreSQL database. In this
-release exactly one of them, the **leader**, does the work: it polls (or serves the
-webhook), runs every session's turns, sends the outbox and runs the scheduler. The
-others are **standbys**: registered, beating, and waiting at start-up for the lead.
-The lead is a fenced lease (:class:`~runtime.infra.cluster.Leases`, kind
-``lead``) that a standby claims once the leader's heartbeat is older than
-``cluster.lease_ttl`` (a dead or paused leader) or at once when the leader stopped
-gracefully (its stop releases the lease). The new leader then starts as any
-agentgram starts after a crash: it continues the turns the old one left running,
-sends what the outbox never showed and reads the unread mail, so nothing
-committed is lost and no approved call runs twice (the same recovery the kill -9
-tests prove on one instance).
+With ``cluster.enabled`` several processes share one PostgreSQL database. One of them, the
+**leader**, holds the lead: a fenced lease (:class:`~runtime.infra.cluster.Leases`, kind ``lead``)
+that another instance claims once the leader's heartbeat is older than ``cluster.lease_ttl`` (a
+dead or paused leader) or at once when the leader stopped gracefully (its stop releases it).
 
-**The fence.** A leader paused past its lease (``SIGSTOP``, a frozen VM) must not
-write once it wakes: :meth:`Lead.fence` runs at the start of every write
-transaction of the runtime's database (``Database.fence``) and checks, inside that
-transaction, that this instance still holds the lead at the epoch it claimed
-(``FOR SHARE`` on the lease row: a takeover waits for the write to commit, a write
-after a takeover fails). A failed check, or a heartbeat that finds the instance
-lapsed and the lead taken, calls ``on_lost``: the process logs one line and exits
-(:data:`EXIT_LEAD_LOST`); its service manager starts it again, as a standby.
+What the lead covers depends on how updates arrive:
 
-**A standby's listener.** In webhook mode a standby serves the chat platform's POSTs too (a proxy in
-front of the instances may send any update to any of them): it relays each one to the leader's
-listener, at the address the leader registered (:attr:`Lead.relay_url`, the ``instances`` row),
-and answers the platform what the leader answered. The adapter starts that relay from
-:meth:`Lead.on_standby`, which runs once this instance knows it waits (migrated and registered),
-and asks :meth:`Lead.leader` where to relay.
+* **Polling** (one instance receives every update): the leader does all the work. It polls, runs
+  every session's turns, sends the outbox and runs the scheduler; the others are **standbys**,
+  registered, beating, and waiting at start-up (:meth:`Lead.take`). A new leader starts as any
+  agentgram starts after a crash: it continues the turns the old one left running, sends what the
+  outbox never showed and reads the unread mail, so nothing committed is lost and no approved
+  call runs twice.
+* **Webhook** (every instance receives updates): the instances share the chats, each chat owned by
+  one of them (:mod:`runtime.infra.ownership`); every instance starts at once (:meth:`Lead.join`)
+  and the lead only says which one runs the scheduler (it is taken in the background).
 
-What a woken former leader can still do before its first write or heartbeat is
-send what it held in memory to the chat (a stream edit, an answer whose "shown"
-mark then fails): the at-least-once window docs/operations/cluster.md describes.
+**The fence.** A leader paused past its lease (``SIGSTOP``, a frozen VM) must not write once it
+wakes: when polling, :meth:`Lead.fence` runs at the start of every write transaction of the
+runtime's database (``Database.fence``) and checks, inside that transaction, that this instance
+still holds the lead at the epoch it claimed (``FOR SHARE`` on the lease row: a takeover waits
+for the write to commit, a write after a takeover fails). A failed check, or a heartbeat that
+finds the instance lapsed and a lease of it taken, calls ``on_lost``: the process logs one line
+and exits (:data:`EXIT_LEAD_LOST`); its service manager starts it again.
+
+What a woken former leader can still do before its first write or heartbeat is send what it held
+in memory to the chat (a stream edit, an answer whose "shown" mark then fails): the at-least-once
+window docs/operations/cluster.md describes.
 """
 
 from __future__ import annotations
@@ -94,11 +90,20 @@ class Lead:
         self._leases: Leases | None = None
         self._beating: asyncio.Task[None] | None = None
         self._lost = False
-        self._standby_hooks: list[Callable[[], Awaitable[None]]] = []
+        self.shares_chats = False
+        """Webhook mode: the instances share the chats (:mod:`runtime.infra.ownership`) and the lead
+        is only the scheduler's; the others are members, not standbys."""
+        self.lapse_checks: list[Callable[[], Awaitable[bool]]] = []
+        """Run after a heartbeat lapse besides the lead's own check: whether what else this
+        instance holds is still its own (:meth:`runtime.infra.ownership.Ownership.still_holds`)."""
 
     @property
     def instance_id(self) -> int:
         return self.registry.id
+
+    def registered_id(self) -> int | None:
+        """This instance's id, ``None`` before it registered (what the process ledger records)."""
+        return self.registry.id if self._leases is not None else None
 
     @property
     def instance_name(self) -> str:
@@ -118,14 +123,14 @@ class Lead:
         """Set by the adapter before :meth:`take` (it is registered with the instance)."""
         self.registry.relay_url = url
 
-    def on_standby(self, hook: Callable[[], Awaitable[None]]) -> None:
-        """Run ``hook`` once :meth:`take` finds another instance leading (this one registered and
-        its database migrated); not at all when this instance leads at once."""
-        self._standby_hooks.append(hook)
-
     def heartbeat_fresh(self) -> bool:
         """This instance wrote a heartbeat within ``cluster.lease_ttl`` (``/healthz``)."""
         return self.registry.heartbeat_fresh()
+
+    @property
+    def leases(self) -> Leases | None:
+        """This instance's leases (``None`` until it registered)."""
+        return self._leases
 
     async def leader(self) -> Instance | None:
         """The live instance that leads now, its row as it reads now (``None``: nobody live
@@ -140,14 +145,22 @@ class Lead:
         """This instance holds the lead (claimed, not released, not lost); ``False`` as a standby."""
         return self.epoch is not None and not self._lost
 
-    async def take(self) -> int:
-        """Register, start beating, and wait until this instance holds the lead; its epoch.
-
-        A standby tries again every third of ``cluster.lease_ttl``, logging who leads."""
+    async def join(self) -> None:
+        """Register and start beating (once; :meth:`take` does it when not done yet)."""
+        if self._leases is not None:
+            return
         await self.registry.register()
         metrics.show_instance(self)  # agentgram_instance_info and agentgram_leader, read at each scrape
         self._leases = Leases(self.registry.db, self.registry.id, self.settings.lease_ttl)
         self._beating = asyncio.create_task(self._beat(), name="cluster-heartbeat")
+
+    async def take(self) -> int:
+        """Register and beat (:meth:`join`), and wait until this instance holds the lead; its epoch.
+
+        Another instance leading, this one tries again every third of ``cluster.lease_ttl``,
+        logging who leads."""
+        await self.join()
+        assert self._leases is not None
         scan = self.settings.lease_ttl / 3
         told: int | None = None
         delays = Backoff(min(1.0, scan), scan).delays()
@@ -168,13 +181,17 @@ class Lead:
                 return epoch
             holder = await self._leases.holder(LeaseKind.LEAD, LEAD_KEY)
             if holder is not None and holder.instance_id != told:
-                if told is None:
-                    for hook in self._standby_hooks:
-                        await hook()
                 told = holder.instance_id
-                log.info(
-                    "instance %s is a standby: instance %d leads", self.registry.name, holder.instance_id
-                )
+                if self.shares_chats:
+                    log.info(
+                        "instance %s runs its chats; instance %d leads (runs the scheduler)",
+                        self.registry.name,
+                        holder.instance_id,
+                    )
+                else:
+                    log.info(
+                        "instance %s is a standby: instance %d leads", self.registry.name, holder.instance_id
+                    )
             await asyncio.sleep(next(delays))
 
     def fence(self, conn: Connection) -> None:
@@ -183,10 +200,11 @@ class Lead:
         if self.epoch is None or self._leases is None:
             return  # not leading yet: only the lead's own bookkeeping writes (nothing of a session's)
         if not self._leases.holds(conn, LeaseKind.LEAD, LEAD_KEY, self.epoch):
-            self._lose("another instance took the lead (a write was refused)")
+            self.lose("another instance took the lead (a write was refused)")
             raise LeadLost(f"instance {self.registry.name} no longer leads")
 
-    def _lose(self, reason: str) -> None:
+    def lose(self, reason: str) -> None:
+        """Something this instance held was taken: ``on_lost`` once (the process leaves)."""
         if not self._lost:
             self._lost = True
             self.on_lost(f"instance {self.registry.name}: {reason}")
@@ -195,7 +213,7 @@ class Lead:
         """The heartbeat (:meth:`InstanceRegistry.run_heartbeat`, every ``cluster.heartbeat``
         seconds); a lapse while leading is checked against the lease."""
         with contextlib.suppress(LeadLost):  # the heartbeat's own write met the fence: on_lost ran
-            await self.registry.run_heartbeat(self.settings.heartbeat, on_lapse=self._still_leads)
+            await self.registry.run_heartbeat(self.settings.heartbeat, on_lapse=self._still_holds)
 
     async def _still_leads(self) -> bool:
         """After a lapse (paused past the ttl): whether the lead is still this instance's at its
@@ -204,8 +222,17 @@ class Lead:
             return True  # a standby has nothing to lose
         holder = await self._leases.holder(LeaseKind.LEAD, LEAD_KEY)
         if holder is None or holder.instance_id != self.registry.id or holder.epoch != self.epoch:
-            self._lose("its heartbeat lapsed and another instance took the lead")
+            self.lose("its heartbeat lapsed and another instance took the lead")
             return False
+        return True
+
+    async def _still_holds(self) -> bool:
+        """After a lapse: the lead and everything else this instance holds (:attr:`lapse_checks`)."""
+        if not await self._still_leads():
+            return False
+        for check in self.lapse_checks:
+            if not await check():
+                return False
         return True
 
     async def release(self) -> None:

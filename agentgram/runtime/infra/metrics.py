@@ -22,7 +22,7 @@ nor from the model (a tool name the runtime does not know is ``unknown``).
 A cluster's instance (:mod:`runtime.infra.lead`) shows itself with
 :func:`show_instance` once registered: ``agentgram_instance_info{instance, host} 1``,
 the series other metrics are joined with to learn which instance they came from,
-and ``agentgram_leader{instance}``, 1 while it leads and 0 as a standby. Both are
+and ``agentgram_leader{instance}``, 1 while it leads and 0 otherwise (a standby or a member). Both are
 read from the instance at each scrape (a collector, not gauges someone must keep
 in step), and only while it lives (a weak reference).
 """
@@ -142,7 +142,7 @@ class _Instances(Collector):
             labels=["instance", "host"],
         )
         leader = GaugeMetricFamily(
-            "agentgram_leader", "1 while the instance leads its cluster, 0 as a standby.", labels=["instance"]
+            "agentgram_leader", "1 while the instance leads its cluster, else 0.", labels=["instance"]
         )
         for instance in sorted(instances, key=lambda shown: shown.instance_name):
             info.add_metric([instance.instance_name, instance.host], 1)

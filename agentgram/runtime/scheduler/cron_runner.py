@@ -117,6 +117,11 @@ class ActiveRun:
     manual: bool = False  # "Run now", not a fire time
 
 
+def _shape(job: ScheduledJob) -> tuple[object, ...]:
+    """What decides a job's APScheduler entry."""
+    return (job.schedule, job.kind, job.timezone, job.enabled, job.anchor_at)
+
+
 class CronRunner(Part):
     def __init__(self, shared: Shared, turns: HeadlessTurns, delivery: Delivery, jobs: JobStore) -> None:
         super().__init__(shared)
@@ -126,6 +131,8 @@ class CronRunner(Part):
         self.listeners: list[Callable[[JobRun], None]] = []
         """Told after every finished (or missed) cron run."""
         self._running: dict[int, ActiveRun] = {}
+        self._known: dict[int, tuple[object, ...]] = {}
+        """Each job's schedule as last scheduled here (:meth:`sync` compares)."""
 
     # --- start: what the downtime left ---------------------------------------------------
 
@@ -157,6 +164,7 @@ class CronRunner(Part):
     def schedule(self, job: ScheduledJob) -> None:
         """(Re)place the job's APScheduler entry; a paused or finished job has none."""
         assert job.id is not None
+        self._known[job.id] = _shape(job)
         self.unschedule(job.id)
         aps = self.engine.aps
         if aps is None or not job.enabled:
@@ -177,6 +185,22 @@ class CronRunner(Part):
 
     def unschedule(self, job_id: int) -> None:
         self.engine.remove_job(cron_job_id(job_id))
+
+    async def sync(self) -> int:
+        """Follow job edits another instance stored (a cluster's leader runs the scheduler while
+        the chats that edit jobs may run elsewhere): a job whose schedule changed is scheduled
+        anew, a deleted one is dropped; how many changed. Unchanged jobs keep their entries."""
+        jobs = {job.id: job for job in await self.jobs.list_jobs() if job.id is not None}
+        changed = 0
+        for job_id in self._known.keys() - jobs.keys():
+            self.unschedule(job_id)
+            del self._known[job_id]
+            changed += 1
+        for job_id, job in jobs.items():
+            if self._known.get(job_id) != _shape(job):
+                self.schedule(job)
+                changed += 1
+        return changed
 
     def next_run(self, job: ScheduledJob) -> datetime | None:
         """When the job fires next, as APScheduler has it (the stored value when not scheduled)."""

@@ -21,6 +21,8 @@ It renders nothing: what the chat sees is a :class:`~runtime.events.Report`.
 
 from __future__ import annotations
 
+import uuid
+
 from agentgram.runtime.core.turn.outcome import TurnOutcome
 from agentgram.runtime.infra.storage.scheduler_rows import ScheduledJob
 from agentgram.runtime.scheduler.clock import Clock, SystemClock
@@ -34,10 +36,14 @@ from agentgram.runtime.scheduler.part import Shared
 from agentgram.runtime.scheduler.plan import TicPlan
 from agentgram.runtime.scheduler.ports import SchedulerPorts
 from agentgram.runtime.scheduler.schedule import ScheduleError
-from agentgram.runtime.scheduler.tic import TicDecision
+from agentgram.runtime.scheduler.tic import Run, TicDecision
 from agentgram.runtime.scheduler.tic_runner import TicRunner, TicStatus
 from agentgram.runtime.scheduler.tic_store import TicStore
 from agentgram.runtime.scheduler.values import HomeChat, Job, JobSpec
+
+REQUEST = "scheduler.request:"
+"""Key prefix of what a cluster's instance asks the scheduler's instance to do (``run``, ``kill``,
+``tic``), carried out at the leader's next :meth:`SchedulerService.sync`."""
 
 
 class SchedulerService:
@@ -55,6 +61,9 @@ class SchedulerService:
         self.ticker = TicRunner(shared, self.turns, self.tics)
         self.run_listeners = self.cron.listeners
         """Told after every finished (or missed) cron run; tests wait on it."""
+        self.shared = False
+        """A cluster's instances share the chats and one of them runs the scheduler: set on each
+        (``Runtime.start``); until this one runs it, "run now" and "kill" go to the leader."""
         self.tic_listeners = self.ticker.listeners
         """Told after every tic decision that ended (skipped, deferred, delivered, silent, failed)."""
 
@@ -77,7 +86,7 @@ class SchedulerService:
         self.engine.start(self.ports.timezone, self.ports.scheduler.misfire_grace)
         await self.ticker.catch_up()
         await self.cron.resume(interrupted)
-        await self.ticker.reschedule()
+        await self.ticker.reschedule(starting=True)
         await self.delivery.schedule_flush(await self.delivery.held_until())
 
     async def stop(self) -> None:
@@ -89,6 +98,15 @@ class SchedulerService:
         await self.engine.stop()
         if self._on_turn_finished in self.ports.turns.finish_listeners:
             self.ports.turns.finish_listeners.remove(self._on_turn_finished)
+
+    async def sync(self) -> None:
+        """A cluster's leader follows what other instances changed: job edits and the tic's
+        plan (they are stored; only this instance's APScheduler fires them)."""
+        if self.engine.aps is None:
+            return  # not running here
+        await self.cron.sync()
+        await self.ticker.sync()
+        await self._carry_out_requests()
 
     def _on_turn_finished(self, session_id: int, turn_id: int, outcome: TurnOutcome) -> None:
         self.turns.resolve(session_id, outcome)
@@ -132,15 +150,48 @@ class SchedulerService:
         return self.cron.is_running(job_id)
 
     async def run_now(self, job_id: int, *, chat_id: int | None = None) -> bool:
-        """Start a manual run (no fire time used up); ``False`` if one is already running."""
-        await self._row(job_id, chat_id=chat_id)
+        """Start a manual run (no fire time used up); ``False`` if one is already running. On a
+        cluster's instance that does not run the scheduler the leader is asked to (:meth:`sync`)."""
+        row = await self._row(job_id, chat_id=chat_id)
+        if self.elsewhere:
+            if row.running_session_id is not None:
+                return False  # the leader runs it now
+            await self._ask_leader("run", job_id)
+            return True
         return self.cron.launch(job_id, scheduled_for=None) is not None
 
     async def kill(self, job_id: int, *, chat_id: int | None = None) -> bool:
-        """Cancel a running job's session at once (the /stop path); ``False`` if it isn't running."""
+        """Cancel a running job's session at once (the /stop path); ``False`` if it isn't running.
+        On a cluster's instance that does not run the scheduler the leader is asked to."""
         if chat_id is not None:
             await self._row(job_id, chat_id=chat_id)
+        if self.elsewhere:
+            row = await self.jobs.get(job_id)
+            if row is None or row.running_session_id is None:
+                return False
+            await self._ask_leader("kill", job_id)
+            return True
         return await self.cron.kill(job_id)
+
+    @property
+    def elsewhere(self) -> bool:
+        """This process shares a cluster's chats and another instance runs the scheduler."""
+        return self.shared and self.engine.aps is None
+
+    async def _ask_leader(self, what: str, job_id: int) -> None:
+        """A request the leader carries out at its next :meth:`sync` (within a poll's period)."""
+        await self.ports.sessions.set_value(f"{REQUEST}{what}:{job_id}:{uuid.uuid4().hex}", what)
+
+    async def _carry_out_requests(self) -> None:
+        for key, what in (await self.ports.sessions.values_with_prefix(REQUEST)).items():
+            await self.ports.sessions.delete_value(key)
+            job_id = int(key[len(REQUEST) :].split(":")[1])
+            if what == "run":
+                self.cron.launch(job_id, scheduled_for=None)
+            elif what == "kill":
+                await self.cron.kill(job_id)
+            elif what == "tic":
+                self.engine.spawn(self.ticker.tic(manual=True))
 
     async def _row(self, job_id: int, *, chat_id: int | None) -> ScheduledJob:
         row = await self.jobs.get(job_id)
@@ -151,6 +202,11 @@ class SchedulerService:
     # --- tics -------------------------------------------------------------------------
 
     async def tic(self, *, manual: bool = False) -> TicDecision:
+        """A tic now (``/tic now``); on a cluster's instance that does not run the scheduler the
+        leader is asked to run it (what it decides reaches the home chat as any tic's report)."""
+        if self.elsewhere:
+            await self._ask_leader("tic", 0)
+            return Run()
         return await self.ticker.tic(manual=manual)
 
     async def tic_plan(self) -> TicPlan:

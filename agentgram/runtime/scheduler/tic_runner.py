@@ -108,22 +108,42 @@ class TicRunner(Part):
         """Told after every tic decision that ended (skipped, deferred, delivered, silent, failed)."""
         self._running = False
         self._deferred_for: int | None = None
+        self._scheduled: tuple[object, ...] | None = None
+        """The plan as last scheduled here (:meth:`sync` compares)."""
 
     # --- plan and APScheduler entry --------------------------------------------------------
 
     async def plan(self) -> TicPlan:
         return tic_plan(self.ports.tic, await self.tics.state(), self.ports.timezone, self.clock.now())
 
-    async def reschedule(self) -> TicPlan:
+    async def reschedule(self, *, starting: bool = False) -> TicPlan:
+        """Give the tic its APScheduler entry for the plan in force. ``starting`` (after the
+        catch-up): a slot that came between the catch-up and now fires at once, so that it too
+        ends as a row (APScheduler's first fire would be the slot after it)."""
         plan = await self.plan()
         aps = self.engine.aps
         if aps is None:
             return plan
+        self._scheduled = (plan.enabled, plan.schedule)
         self.engine.remove_job(TIC_JOB)
         if plan.enabled:
             trigger = to_trigger(plan.schedule, self.ports.timezone, anchor=TIC_ANCHOR)
-            aps.add_job(self._fire, trigger, id=TIC_JOB, name="tic", replace_existing=True)
+            first: dict[str, datetime] = {}
+            if starting and await self._slot_passed_unrecorded(plan):
+                first["next_run_time"] = datetime.now(UTC)
+            aps.add_job(self._fire, trigger, id=TIC_JOB, name="tic", replace_existing=True, **first)
         return plan
+
+    async def _slot_passed_unrecorded(self, plan: TicPlan) -> bool:
+        newest = await self.tics.newest_slot()
+        latest = last_fire(plan.schedule, self.ports.timezone, self.clock.now(), anchor=TIC_ANCHOR)
+        return newest is not None and latest is not None and latest > newest
+
+    async def sync(self) -> None:
+        """Follow a plan another instance stored (``/tic``): scheduled anew only when it changed."""
+        plan = await self.plan()
+        if (plan.enabled, plan.schedule) != self._scheduled:
+            await self.reschedule()
 
     async def set_enabled(self, enabled: bool) -> TicPlan:
         await self.tics.set_state(enabled=enabled)

@@ -18,9 +18,9 @@ handling keeps each chat in order; different chats arrive side by side (``max_co
 * a body that is over :data:`MAX_BODY`, not JSON, without an integer ``update_id``, or that the
   driver cannot parse: 200 and a dead letter — a 4xx would hold the chat's queue for a day;
 * an update of a type agentgram does not handle: 200, ignored;
-* a known update on a cluster's standby: relayed to the leader, and answered what the leader
-  answered (:mod:`.webhook_relay`); a relayed POST that reaches an instance which does not lead:
-  503;
+* in a cluster, a known update of a chat another instance runs: relayed to that instance, and
+  answered what it answered (:mod:`.webhook_relay`); a relayed POST that reaches an instance which
+  does not run the chat (it moved meanwhile): 503;
 * a known update: 200 once its handlers ran. A handler that raised is looked at: when the database
   does not answer, the effect may be lost, so 503 with ``Retry-After`` (the redelivery is
   deduplicated by its key if it was stored after all); when it answers, the failure is a bug in the
@@ -155,7 +155,7 @@ class WebhookIngest:
         self._refused = Throttled("webhook: refused a request without the right secret token (403)")
         self.draining = False
         self.relay: Relay | None = None
-        """Set while this instance is a cluster's standby: known updates go to the leader."""
+        """Set in a cluster: an update of a chat another instance runs goes there."""
         self.last_post: datetime | None = None
         """When the last POST with the right secret came (``/healthz``)."""
 
@@ -164,18 +164,15 @@ class WebhookIngest:
         self.draining = True
 
     async def receive(self, secret: str | None, body: Body, relayed_by: str | None = None) -> Answer:
-        """One POST's answer; ``relayed_by`` names the standby that relayed it here."""
+        """One POST's answer; ``relayed_by`` names the instance that relayed it here."""
         if secret is None or not hmac.compare_digest(secret.encode(), self._secret):
             self._refused.warn()
             return FORBIDDEN
         self.last_post = datetime.now(UTC)
         if self.draining:
             return UNAVAILABLE
-        if relayed_by is not None and self.relay is not None:
-            log.info("webhook: %s relayed an update here, but this instance does not lead; 503", relayed_by)
-            return UNAVAILABLE
         try:
-            return await self._settle(*(await _read(body)))
+            return await self._settle(*(await _read(body)), relayed_by)
         except Exception:
             if await self.runtime.debug.database_answers():
                 log.exception("webhook: handling an update failed; answered 200 (a retry fails alike)")
@@ -183,7 +180,7 @@ class WebhookIngest:
             log.warning("webhook: the database does not answer; the update is refused with 503")
             return UNAVAILABLE
 
-    async def _settle(self, body: bytes, complete: bool) -> Answer:
+    async def _settle(self, body: bytes, complete: bool, relayed_by: str | None) -> Answer:
         if not complete:
             return await self._dead_letter("?", f"the body is over {MAX_BODY} bytes", body)
         try:
@@ -200,8 +197,11 @@ class WebhookIngest:
         if not is_known(update):
             log.debug("webhook: update %s of a type agentgram does not handle; ignored", update_id)
             return OK
-        if self.relay is not None:
-            return await self.relay.send(body)
+        if self.relay is not None:  # a cluster: the chat may run on another instance
+            chat = update.effective_chat
+            relayed = await self.relay.route(chat.id if chat is not None else None, body, relayed_by)
+            if relayed is not None:
+                return relayed
         await self.process(replace(update, dedup_window=dedup_window(update)))
         return OK
 
@@ -232,8 +232,9 @@ class WebhookHealth(BaseModel):
     status: Literal["ok", "down"]
     database: Literal["ok", "down"]
     draining: bool
-    role: Literal["single", "leader", "standby"]
-    """A cluster's standby relays to the leader (:mod:`.webhook_relay`); ``single`` outside a cluster."""
+    role: Literal["single", "leader", "member"]
+    """In a cluster the ``leader`` runs the scheduler, a ``member`` does not; both run their chats
+    (:mod:`.webhook_relay`). ``single`` outside a cluster."""
     heartbeat: Literal["ok", "stale"] | None
     """In a cluster: whether this instance wrote its heartbeat within ``cluster.lease_ttl`` (a
     stale one is down: the others may take what it holds)."""

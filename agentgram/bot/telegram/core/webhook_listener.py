@@ -50,7 +50,6 @@ class WebhookListener:
         self._socket: socket.socket | None = None
         self._stopped = asyncio.Event()
         self._info: tuple[float, WebhookInfo | None] | None = None
-        self._retired: Relay | None = None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -73,22 +72,9 @@ class WebhookListener:
         """Until :meth:`stop`."""
         await self._stopped.wait()
 
-    @property
-    def serving(self) -> bool:
-        """:meth:`start` ran (a standby serves before its runtime has started)."""
-        return self._server is not None
-
-    async def serve_as_standby(self, relay: Relay) -> None:
-        """Serve now, relaying known updates to the leader (:mod:`.webhook_relay`)."""
+    def relay_to_owners(self, relay: Relay) -> None:
+        """In a cluster: an update of a chat another instance runs goes there (:mod:`.webhook_relay`)."""
         self.ingest.relay = relay
-        await self.start()
-        log.info("webhook: serving as a standby; updates are relayed to the leader")
-
-    def lead(self) -> None:
-        """This instance leads now: updates are handled here. A relay still under way finishes
-        (its client closes at :meth:`stop`)."""
-        if self.ingest.relay is not None:
-            self._retired, self.ingest.relay = self.ingest.relay, None
 
     async def stop(self) -> None:
         self.ingest.drain()
@@ -96,9 +82,8 @@ class WebhookListener:
             await self._server.stop()
         elif self._socket is not None:
             self._socket.close()
-        for relay in (self.ingest.relay, self._retired):
-            if relay is not None:
-                await relay.close()
+        if self.ingest.relay is not None:
+            await self.ingest.relay.close()
         self._stopped.set()
 
     def _app(self) -> FastAPI:
@@ -137,10 +122,11 @@ class WebhookListener:
         )
         return JSONResponse(health.model_dump(mode="json"), status_code=200 if ok else 503)
 
-    def _role(self) -> Literal["single", "leader", "standby"]:
-        if self.ingest.relay is not None:
-            return "standby"
-        return "single" if self.ingest.runtime.cluster is None else "leader"
+    def _role(self) -> Literal["single", "leader", "member"]:
+        cluster = self.ingest.runtime.cluster
+        if cluster is None:
+            return "single"
+        return "leader" if cluster.leading else "member"
 
     async def _webhook_info(self) -> WebhookInfo | None:
         now = time.monotonic()

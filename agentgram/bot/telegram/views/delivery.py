@@ -156,6 +156,8 @@ class Delivery:
         self.jobs = jobs_view.JobLines(bot, runtime, translator, job_interval)
         runtime.on_restart(self.recover)
         runtime.on_restart(self.jobs.recover)
+        runtime.on_chat_claimed(self.recover_chat)  # a cluster's chat taken over from a dead instance
+        runtime.on_chat_claimed(self.jobs.recover_chat)
 
     # --- intake (synchronous, never blocks the runtime) -------------------------
 
@@ -450,6 +452,13 @@ class Delivery:
         lines = await self.records.lines()
         if lines:
             self._tasks.spawn(self._close_lines(lines), name="close-status-lines")
+
+    async def recover_chat(self, chat_id: int) -> None:
+        """:meth:`recover` for one chat, which this instance of a cluster has just claimed from
+        another (``Runtime.claim_hooks``)."""
+        lines = [line for line in await self.records.lines() if line.chat_id == chat_id]
+        if lines:
+            self._tasks.spawn(self._close_lines(lines), name=f"close-status-lines-{chat_id}")
 
     async def _close_lines(self, lines: list[StatusLine]) -> None:
         for line in lines:

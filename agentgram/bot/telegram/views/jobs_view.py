@@ -209,6 +209,16 @@ class JobLines:
         if left:
             self._tasks.spawn(self._close_left(left), name="close-job-lines")
 
+    async def recover_chat(self, chat_id: int) -> None:
+        """:meth:`recover` for the lines of one chat a cluster's instance has just claimed."""
+        left = {
+            key: raw
+            for key, raw in (await self.runtime.values.values_with_prefix(JOB)).items()
+            if (record := _parse(key, raw)) is not None and record[1] == chat_id
+        }
+        if left:
+            self._tasks.spawn(self._close_left(left), name=f"close-job-lines-{chat_id}")
+
     async def _close_left(self, left: dict[str, str]) -> None:
         for key, raw in left.items():
             try:

@@ -1,4 +1,4 @@
-"""A durable ledger of the process groups shell commands start.
+"""A durable ledger of the process groups shell commands and stdio MCP servers start.
 
 ``execute_cmd`` runs each command in its own session so /stop can kill the
 whole group. The flip side: if agentgram itself is SIGKILLed, those groups
@@ -6,12 +6,17 @@ outlive it, and crash recovery re-runs the interrupted call — the command
 would run twice at once. So every group is recorded (pgid plus the leader's
 start time, to tell a reused pid apart) before the command is awaited and
 removed when it ends; on start, :meth:`SqlProcessLedger.reap_orphans` kills
-every group a previous process left behind, before any turn resumes.
+the groups that processes no longer running left behind, before any turn resumes.
 
-An entry names its host (``proc:<host>:<pgid>``) and only the same host reaps it: a pgid means
-nothing on another machine, and a cluster's new leader may run elsewhere (a dead instance's
-groups are its service manager's to kill with its control group, docs/operations/cluster.md).
-An entry of an older release (``proc:<pgid>``) is this host's.
+An entry carries its host and, in a cluster, its instance: ``proc:<host>:<instance>:<pgid>``
+(``proc:<host>:<pgid>`` outside a cluster, or before the instance registered). Only the same
+host reaps an entry: a pgid means nothing on another machine, and a cluster's new leader may run
+elsewhere (a dead instance's groups on another host are its service manager's to kill with its
+control group, docs/operations/cluster.md). The instance matters because several instances may
+run on one host at once: a starting instance must not kill a live neighbour's commands, so it
+reaps only the groups of instances the caller no longer counts as live (and never its own). An
+entry without an instance (one process alone, or an older release) is reaped as before, and an
+older release's ``proc:<pgid>`` is this host's.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from agentgram.runtime.infra.log import get_logger
@@ -29,9 +35,31 @@ PREFIX = "proc:"
 HOST = socket.gethostname()
 
 
-def ledger_key(pgid: int, host: str = HOST) -> str:
-    """The key of ``pgid``'s entry, started on ``host``."""
-    return f"{PREFIX}{host}:{pgid}"
+def ledger_key(pgid: int, host: str = HOST, instance: int | None = None) -> str:
+    """The key of ``pgid``'s entry, started on ``host`` by cluster instance ``instance`` (if any)."""
+    if instance is None:
+        return f"{PREFIX}{host}:{pgid}"
+    return f"{PREFIX}{host}:{instance}:{pgid}"
+
+
+def parse_key(key: str) -> tuple[str, int | None, int]:
+    """``(host, instance, pgid)`` of a ledger key; an older release's ``proc:<pgid>`` is this host's.
+
+    Raises :class:`ValueError` for a key that is none of the three forms, or whose pgid is not a
+    process group of its own (``killpg`` of 0 would be the caller's own group)."""
+    fields = key.removeprefix(PREFIX).split(":") if key.startswith(PREFIX) else []
+    match fields:
+        case [pgid]:
+            host, instance = HOST, None
+        case [host, pgid] if host:
+            instance = None
+        case [host, number, pgid] if host:
+            instance = int(number)
+        case _:
+            raise ValueError(f"not a process-ledger key: {key!r}")
+    if int(pgid) <= 1:
+        raise ValueError(f"not a process group of its own: {key!r}")
+    return host, instance, int(pgid)
 
 
 def start_time(pid: int) -> str | None:
@@ -45,23 +73,46 @@ def start_time(pid: int) -> str | None:
 
 
 class SqlProcessLedger:
-    def __init__(self, store: SessionStore) -> None:
+    """The ledger in the session store's key-value table.
+
+    ``instance`` gives this process's cluster instance id, ``None`` outside a cluster; it is read
+    at each :meth:`started`, since the id is known only once the instance registered."""
+
+    def __init__(self, store: SessionStore, instance: Callable[[], int | None] = lambda: None) -> None:
         self._store = store
+        self._instance = instance
+        self._keys: dict[int, str] = {}  # running group -> the key it was recorded under
 
     async def started(self, pgid: int) -> None:
-        await self._store.set_value(ledger_key(pgid), start_time(pgid) or "")
+        key = self._keys[pgid] = ledger_key(pgid, instance=self._instance())
+        await self._store.set_value(key, start_time(pgid) or "")
 
     async def finished(self, pgid: int) -> None:
-        await self._store.delete_value(ledger_key(pgid))
+        """Delete the entry :meth:`started` wrote, even if the instance registered in between."""
+        key = self._keys.pop(pgid, None) or ledger_key(pgid, instance=self._instance())
+        await self._store.delete_value(key)
 
-    async def reap_orphans(self) -> list[int]:
-        """Kill every group this host recorded that is still alive (left by a crashed process)."""
+    async def reap_orphans(self, live: Collection[int] | None = None) -> list[int]:
+        """Kill the groups this host recorded for no live process, and delete their entries.
+
+        ``live`` holds the ids of the cluster instances still running (``None``: no other one, as
+        for a single process). A group recorded by this instance or by one in ``live`` is left
+        alone with its entry; one recorded by any other instance, or without an instance, was left
+        by a process that is gone. A group whose leader's pid was reused is not touched."""
+        own, spared = self._instance(), set(live or ())
+        if own is not None:
+            spared.add(own)
         killed = []
         for key, recorded in (await self._store.values_with_prefix(PREFIX)).items():
-            host, _, number = key[len(PREFIX) :].rpartition(":")
-            if host not in ("", HOST):
+            try:
+                host, instance, pgid = parse_key(key)
+            except ValueError:
+                log.warning("process ledger: %r is not an entry; left alone", key)
+                continue
+            if host != HOST:
                 continue  # another host's group: only that host can tell whether it is still its own
-            pgid = int(number)
+            if instance is not None and instance in spared:
+                continue  # a live instance's running command
             current = start_time(pgid)
             if current is not None and recorded and current != recorded:
                 log.info("pid %s was reused; not touching it", pgid)
@@ -69,9 +120,8 @@ class SqlProcessLedger:
                 killed.append(pgid)
             await self._store.delete_value(key)
         if killed:
-            log.warning(
-                "killed %d command group(s) left running by the previous process: %s", len(killed), killed
-            )
+            by = "the previous process" if live is None else "instances no longer live"
+            log.warning("killed %d command group(s) left running by %s: %s", len(killed), by, killed)
         return killed
 
 

@@ -102,6 +102,10 @@ class ApprovalManager:
         await self._db.write_orm(replace)
         await self._refresh()
 
+    async def reload(self) -> None:
+        """Read the rules again: another instance of a cluster may have saved one ("Always")."""
+        await self._refresh()
+
     async def _refresh(self) -> None:
         async with self._db.read() as tx:
             rows = (await tx.exec(select(ApprovalRuleRow))).all()
@@ -221,6 +225,10 @@ class ApprovalManager:
         if row is None:
             return DecisionResult(applied=False, status=ApprovalStatus.EXPIRED, request=None)
         if not applied:
+            if row.status != ApprovalStatus.PENDING:
+                # decided already, maybe by another process (a cluster's instance that stored the
+                # decision): a gate waiting here reads the stored decision
+                self._wake(request_id)
             return DecisionResult(applied=False, status=ApprovalStatus(row.status), request=row)
         log_decision(request_id, tool or "?", status, how, row.session_id)
         self._wake(request_id)

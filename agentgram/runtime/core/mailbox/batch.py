@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import Context
 from typing import Generic, TypeVar
 
 from agentgram.runtime.infra.errors import StorageError
@@ -40,7 +41,9 @@ class Batcher(Generic[T, R]):
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._queue.append((item, future))
         if self._flusher is None:
-            self._flusher = asyncio.create_task(self._run(), name="group-commit")
+            # a context of its own: the batch holds other callers' mail too, so it must not run
+            # under the first caller's context (a cluster's session lease: runtime.infra.ownership)
+            self._flusher = asyncio.create_task(self._run(), name="group-commit", context=Context())
         return await future
 
     async def drain(self) -> None:

@@ -107,6 +107,13 @@ class Mailbox(Protocol):
     def subscribe(self, listener: AcceptListener) -> None: ...
 
 
+class Leases(Protocol):
+    """The lease a task writes under, and its check inside a transaction (a cluster's fence)."""
+
+    def current(self) -> object | None: ...
+    def check(self, conn: Connection, lease: object) -> None: ...
+
+
 class _Listeners:
     def __init__(self) -> None:
         self._listeners: list[AcceptListener] = []
@@ -138,14 +145,24 @@ class SqlMailbox(_Listeners):
         self._max_unread = max_unread
         self._batcher: Batcher[_Accept, Receipt] = Batcher(self._store)
         self._view = UnreadView(capacity=1024)
+        self.leases: Leases | None = None
+        """A cluster's session leases (``runtime.infra.ownership``): the batch runs in a task of its
+        own, so each submitter's lease is read at submit and checked inside the batch's transaction
+        (a fenced-out worker's mail fails with its batch, as its other writes do)."""
+        self.announce: Callable[[Connection, int, str], None] | None = None
+        """Run inside the accept transaction for each envelope stored (session id, envelope id): a
+        cluster tells the session's owner on another instance (``runtime.infra.ownership``)."""
 
     async def accept(self, envelope: Envelope, checkpoint: Checkpoint | None = None) -> Receipt:
-        return await self._batcher.submit(_Accept(envelope, checkpoint))
+        return await self._batcher.submit(_Accept(envelope, checkpoint, lease=self._lease()))
 
     async def accept_with(self, envelope: Envelope, effect: Effect) -> Receipt:
         """Accept ``envelope`` and run ``effect`` in the same transaction: neither lands without the
         other (on a duplicate the effect runs again, so it must be idempotent)."""
-        return await self._batcher.submit(_Accept(envelope, None, effect))
+        return await self._batcher.submit(_Accept(envelope, None, effect, lease=self._lease()))
+
+    def _lease(self) -> object | None:
+        return self.leases.current() if self.leases is not None else None
 
     async def close(self) -> None:
         """The accepts under way land (the runtime closes the database after this)."""
@@ -178,6 +195,9 @@ class SqlMailbox(_Listeners):
         """The batch's transaction (on SQLite, one blocking call on a worker thread):
         its outcomes and the envelopes it inserted."""
         envelopes = [item.envelope for item in batch]
+        if self.leases is not None:
+            for lease in {item.lease for item in batch if item.lease is not None}:
+                self.leases.check(conn, lease)
         lock_rows(conn, _SESSIONS, (e.session_id for e in envelopes))  # seqs in commit order
         facts, seen = _facts(conn, envelopes)
         outcomes = [self._decide(envelope, facts, seen) for envelope in envelopes]
@@ -188,6 +208,9 @@ class SqlMailbox(_Listeners):
         ]
         if fresh:
             _insert(conn, fresh)
+            if self.announce is not None:
+                for envelope in fresh:
+                    self.announce(conn, envelope.session_id, envelope.id)
             after_commit(conn, lambda: self._view.accepted(fresh))
         return _store_checkpoints(conn, batch, outcomes), fresh
 
@@ -297,6 +320,8 @@ class _Accept:
     envelope: Envelope
     checkpoint: Checkpoint | None
     effect: Effect | None = None
+    lease: object | None = None
+    """The lease the submitting task writes under (:attr:`SqlMailbox.leases`), checked in the batch."""
 
 
 _ATTEMPTS = 5

@@ -101,6 +101,11 @@ class ControlDesk:
         if control_key(envelope) in REPLAYED:
             await self._apply(envelope, replayed=True)
 
+    def act(self, envelope: Envelope) -> None:
+        """Act on control mail another process stored (a cluster's instance that does not run the
+        session), as if this process had stored it."""
+        self._on_mail(envelope)
+
     def _on_mail(self, envelope: Envelope) -> None:
         """The mailbox stored ``envelope``: act on it now if it is control."""
         handler = self._handlers.get(control_key(envelope))

@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import Context
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -126,7 +127,9 @@ class SessionWorker:
         self.status: Status = NEW
         self.wake = asyncio.Event()
         self.session: ChatSession | None = None
-        self.task = asyncio.create_task(self._loop(), name=f"session-{session_id}")
+        # a context of its own: the worker's writes run under its session's lease only (set when it
+        # is admitted), never under that of whatever task woke it (runtime.infra.ownership)
+        self.task = asyncio.create_task(self._loop(), name=f"session-{session_id}", context=Context())
 
     def _enter(self, target: Status) -> None:
         """Move to ``target``, the notes kept (:func:`~runtime.sessions.state.kept`); a move
@@ -249,6 +252,9 @@ class SessionWorker:
         return notes.stopped
 
     async def _loop(self) -> None:
+        if not await self._admitted():
+            self.hub.dismiss(self)
+            return
         while True:
             if not await self._mail_within(self._idle_timeout()):
                 if self.hub.evict(self):
@@ -262,6 +268,17 @@ class SessionWorker:
             except Exception:  # one session's failure must not end its consumer
                 log.exception("session %s: consumer failed", self.session_id)
                 self._start_over()
+
+    async def _admitted(self) -> bool:
+        """Whether this process runs the session (in a cluster another instance may own its chat:
+        ``TurnDeps.owners``); from here on the task's writes are fenced by the session's lease."""
+        try:
+            return await self.hub.deps.owners.admit(await self._session())
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the database away: the session's next mail (or a scan) tries again
+            log.exception("session %s: could not tell whether this instance runs it", self.session_id)
+            return False
 
     def _start_over(self) -> None:
         """After a failure the worker holds no live turn; it reads again what it knows."""
@@ -543,6 +560,14 @@ class SessionHub:
             except Exception:  # the worker is gone either way
                 log.exception("evict listener failed for session %s", session_id)
         return True
+
+    def dismiss(self, worker: SessionWorker) -> None:
+        """Drop a worker whose session this process does not run (another instance owns it); its
+        mail stays unread for the owner."""
+        if self.workers.get(worker.session_id) is worker:
+            del self.workers[worker.session_id]
+        self.deps.mailbox.forget(worker.session_id)
+        self.deps.history.forget(worker.session_id)
 
     def _on_mail(self, envelope: Envelope) -> None:
         self.wake(envelope.session_id)

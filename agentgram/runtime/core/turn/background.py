@@ -318,9 +318,10 @@ class BackgroundCalls:
         if tasks:
             await asyncio.gather(*(asyncio.shield(t) for t in tasks), return_exceptions=True)
 
-    async def orphan_all(self) -> int:
-        """On start: what the previous process left running died with it (see the module docstring)."""
-        orphans = await self._store.running()
+    async def orphan_all(self, chat_id: int | None = None) -> int:
+        """On start: what the previous process left running died with it (see the module docstring).
+        In a cluster, when this instance claims a chat: what its previous owner left (``chat_id``)."""
+        orphans = await self._store.running(chat_id=chat_id)
         for row in orphans:
             assert row.id is not None
             orphaned = partial(self._store.orphan_in, run_id=row.id, result=texts.ORPHANED)

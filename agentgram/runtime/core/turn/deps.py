@@ -48,6 +48,7 @@ from agentgram.runtime.core.turn.subagents import AgentBook
 from agentgram.runtime.infra.events import Address, Notify
 from agentgram.runtime.infra.llm.models import ModelRegistry
 from agentgram.runtime.infra.llm.types import LLMClient
+from agentgram.runtime.infra.storage.models import ChatSession
 from agentgram.runtime.infra.storage.question_rows import QuestionRow
 from agentgram.runtime.infra.tasks import TaskSet
 
@@ -154,6 +155,18 @@ class McpTools(Protocol):
     ) -> ToolRegistry: ...
 
 
+class Owners(Protocol):
+    """Whether this instance runs a session now (a cluster shares the chats:
+    :mod:`runtime.infra.ownership`); the worker asks before it consumes anything."""
+
+    async def admit(self, session: ChatSession) -> bool: ...
+
+
+class _RunsEverything:
+    async def admit(self, session: ChatSession) -> bool:
+        return True
+
+
 class _NoNotes:
     async def context_text(self, session_id: int) -> str | None:
         return None
@@ -209,6 +222,8 @@ UNTRACKED: TrackedCalls = _Untracked()
 """Every call runs attached, in the turn."""
 NO_FILES: Files = _NoFiles()
 NO_MCP: McpTools = _NoMcp()
+ALONE: Owners = _RunsEverything()
+"""One process runs every session."""
 
 
 def _no_wrappers() -> Wrappers:
@@ -249,6 +264,7 @@ class TurnDeps:
     calls: TrackedCalls = UNTRACKED
     files: Files = NO_FILES
     mcp: McpTools = NO_MCP
+    owners: Owners = ALONE
     requests: TaskSet = field(default_factory=lambda: TaskSet("prefetched requests"))
     """Owns the requests sent before their turn opened (:mod:`runtime.turn.steps`); closed by the
     runtime after the hub, so none outlives the LLM client."""

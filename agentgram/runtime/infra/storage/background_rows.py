@@ -22,10 +22,11 @@ from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
-from sqlmodel import Field, Session, SQLModel
+from sqlmodel import Field, Session, SQLModel, col
 
 from agentgram.runtime.infra.storage.db import Database
-from agentgram.runtime.infra.storage.models import utcnow
+from agentgram.runtime.infra.storage.models import ChatSession, utcnow
+from agentgram.runtime.infra.storage.sessions import of_chat
 from agentgram.runtime.infra.storage.types import StrEnumType, UTCDateTime
 
 
@@ -140,11 +141,19 @@ class BackgroundStore:
 
         return await self._db.read_sync(read)
 
-    async def running(self, session_id: int | None = None) -> list[BackgroundCallRow]:
+    async def running(
+        self, session_id: int | None = None, *, chat_id: int | None = None
+    ) -> list[BackgroundCallRow]:
+        """The calls recorded running (of one session, or of one chat's sessions)."""
+
         def read(tx: Session) -> list[BackgroundCallRow]:
             query = sa.select(_RUNS).where(_RUNS.c.status == RunStatus.RUNNING)
             if session_id is not None:
                 query = query.where(_RUNS.c.session_id == session_id)
+            if chat_id is not None:  # the chat's own sessions, not the headless runs reporting to it
+                query = query.where(
+                    _RUNS.c.session_id.in_(sa.select(col(ChatSession.id)).where(*of_chat(chat_id)))
+                )
             return [BackgroundCallRow(**r._asdict()) for r in tx.execute(query.order_by(_RUNS.c.id))]
 
         return await self._db.read_sync(read)

@@ -39,14 +39,17 @@ class LeaseKind(enum.StrEnum):
     """What a lease stands for; its ``key`` says which one."""
 
     SESSION = "session"
-    """A session's ownership (key: the session id): its worker, its outbox, its recovery."""
+    """A session's ownership (key: the session id); unused: chats are owned whole (``chat``)."""
+    CHAT = "chat"
+    """A chat's ownership (key: the chat id): its sessions' workers, its outbox, its recovery
+    (:mod:`runtime.infra.ownership`)."""
     POLLER = "poller"
     """The one instance that polls the chat platform (key 0)."""
     SCHEDULER = "scheduler"
     """The one instance that runs the scheduler (key 0)."""
     LEAD = "lead"
-    """The one active instance of an active/standby cluster (key 0): it polls, runs every
-    session and the scheduler (:mod:`runtime.infra.lead`)."""
+    """The cluster's leader (key 0): it runs the scheduler and, when polling, polls and runs every
+    session (:mod:`runtime.infra.lead`)."""
 
 
 class InstanceRow(SQLModel, table=True):

@@ -333,7 +333,7 @@ class HistoryStore:
         self.tails.fill(session_id, tail, ticket)
         return tail
 
-    async def undelivered_answers(self, since: datetime) -> list[HistoryRow]:
+    async def undelivered_answers(self, since: datetime, chat_id: int | None = None) -> list[HistoryRow]:
         """Final answers of active chat sessions stored since ``since`` that no chat showed.
 
         A process killed between storing a turn's answer and the chat showing
@@ -359,6 +359,8 @@ class HistoryStore:
                 )
                 .order_by(col(HistoryRow.id))
             )
+            if chat_id is not None:
+                query = query.where(ChatSession.chat_id == chat_id)
             return list(tx.exec(query).all())
 
         return await self._db.read_sync(read)

@@ -21,7 +21,7 @@ from sqlmodel import Session, col, select
 from agentgram.runtime.infra.events import REPORT_CONTENT, Address, DurableOutput, FileOutput, Notice, Report
 from agentgram.runtime.infra.log import get_logger
 from agentgram.runtime.infra.storage.db import Database
-from agentgram.runtime.infra.storage.models import OutboxRow, utcnow
+from agentgram.runtime.infra.storage.models import HEADLESS_SOURCES, OutboxRow, utcnow
 
 log = get_logger("storage")
 
@@ -86,16 +86,24 @@ class OutboxStore:
             )
         )
 
-    async def unshown(self, since: datetime) -> list[DurableOutput]:
-        """What no chat showed yet, oldest first, recorded since ``since``."""
+    async def unshown(
+        self, since: datetime, chat_id: int | None = None, *, headless: bool | None = None
+    ) -> list[DurableOutput]:
+        """What no chat showed yet, oldest first, recorded since ``since``; of one chat
+        (``chat_id``); only the headless runs' reports, or only the chats' own sessions' output
+        (``headless`` ``True``/``False``: in a cluster the leader sends the former, a chat's owner
+        the latter)."""
 
         def read(tx: Session) -> list[OutboxRow]:
-            query = (
-                select(OutboxRow)
-                .where(col(OutboxRow.delivered_at).is_(None), col(OutboxRow.created_at) >= since)
-                .order_by(col(OutboxRow.id))
+            query = select(OutboxRow).where(
+                col(OutboxRow.delivered_at).is_(None), col(OutboxRow.created_at) >= since
             )
-            return list(tx.exec(query))
+            if chat_id is not None:
+                query = query.where(OutboxRow.chat_id == chat_id)
+            if headless is not None:
+                runs = col(OutboxRow.source).in_(list(HEADLESS_SOURCES))
+                query = query.where(runs if headless else ~runs)
+            return list(tx.exec(query.order_by(col(OutboxRow.id))))
 
         events = (_event(row) for row in await self._db.read_sync(read))
         return [event for event in events if event is not None]

@@ -23,6 +23,7 @@ from agentgram.runtime.infra.errors import StorageError
 from agentgram.runtime.infra.storage.concurrency import insert_for, upsert
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.models import (
+    HEADLESS_SOURCES,
     INTERACTIVE_SOURCES,
     ChatSession,
     DeadLetter,
@@ -48,6 +49,15 @@ ChatKey = tuple[SessionSource, int]
 def chat_key(session: ChatSession) -> ChatKey:
     assert session.chat_id is not None
     return session.source, session.chat_id
+
+
+def of_chat(chat_id: int) -> tuple[sa.ColumnElement[bool], ...]:
+    """The conditions on ``sessions`` that pick one chat's sessions (not the headless runs that
+    report to it: those are the scheduler's)."""
+    return (
+        col(ChatSession.chat_id) == chat_id,
+        col(ChatSession.source).not_in(list(HEADLESS_SOURCES)),
+    )
 
 
 class ChatSessionCache:
@@ -83,6 +93,13 @@ class ChatSessionCache:
         while len(self._sessions) > self.capacity:
             self._sessions.popitem(last=False)
             self.complete = False
+
+    def forget_chat(self, chat_id: int) -> None:
+        """Another process may have changed the chat's session (a cluster's instance that ran the
+        chat before this one): read it again, and the cache no longer knows every chat."""
+        for key in [key for key in self._sessions if key[1] == chat_id]:
+            del self._sessions[key]
+        self.complete = False
 
     def fill(self, newest_first: list[ChatSession]) -> None:
         """Start-up: the active chat sessions as :meth:`SessionStore.active_chats` reads them."""
@@ -192,31 +209,34 @@ class SessionStore:
         change = update(_TURNS).where(_TURNS.c.id == turn_id).values(status=status)
         await self._db.write_sync(lambda tx: tx.execute(change))
 
-    async def open_turns(self) -> list[Turn]:
-        """Turns a previous process left running or paused."""
-        async with self._db.read() as tx:
-            rows = await tx.exec(
-                select(Turn)
-                .where(col(Turn.status).in_([TurnStatus.RUNNING, TurnStatus.PAUSED]))
-                .order_by(col(Turn.id))
+    async def open_turns(self, chat_id: int | None = None) -> list[Turn]:
+        """Turns a previous process left running or paused (of one chat's sessions: ``chat_id``)."""
+        query = select(Turn).where(col(Turn.status).in_([TurnStatus.RUNNING, TurnStatus.PAUSED]))
+        if chat_id is not None:
+            query = query.join(ChatSession, col(ChatSession.id) == col(Turn.session_id)).where(
+                *of_chat(chat_id)
             )
+        async with self._db.read() as tx:
+            rows = await tx.exec(query.order_by(col(Turn.id)))
             return list(rows.all())
 
     async def latest_turn(self, session_id: int) -> Turn | None:
         query = select(Turn).where(Turn.session_id == session_id).order_by(col(Turn.id).desc()).limit(1)
         return await self._db.read_sync(lambda tx: tx.exec(query).first())
 
-    async def sessions_with_mail(self) -> list[int]:
-        """Sessions whose mailbox holds mail past their cursor."""
+    async def sessions_with_mail(self, chat_id: int | None = None) -> list[int]:
+        """Sessions whose mailbox holds mail past their cursor (of one chat: ``chat_id``)."""
         from agentgram.runtime.infra.storage.models import MailRow
 
+        query = (
+            select(MailRow.session_id)
+            .join(ChatSession, col(ChatSession.id) == col(MailRow.session_id))
+            .where(col(MailRow.seq) > col(ChatSession.mail_cursor))
+        )
+        if chat_id is not None:
+            query = query.where(*of_chat(chat_id))
         async with self._db.read() as tx:
-            rows = await tx.exec(
-                select(MailRow.session_id)
-                .join(ChatSession, col(ChatSession.id) == col(MailRow.session_id))
-                .where(col(MailRow.seq) > col(ChatSession.mail_cursor))
-                .distinct()
-            )
+            rows = await tx.exec(query.distinct())
             return [int(r) for r in rows.all()]
 
     # --- key/value ---------------------------------------------------------
