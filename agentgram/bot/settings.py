@@ -155,6 +155,18 @@ class WebhookSettings(Section):
         return self.public_url.rstrip("/") + self.path
 
 
+class GroupSettings(Section):
+    """Group chats and supergroups the agent works in (:mod:`bot.telegram.core.groups`; the
+    README's "Groups and topics")."""
+
+    allowed_chat_ids: list[int] = Field(default_factory=list)
+    """The groups' and supergroups' chat ids (negative numbers); none: groups stay off. The log
+    names a group's id when someone writes there."""
+    require_mention: bool = True
+    """``true``: the bot answers a group message only when it is addressed (an @mention, a reply
+    to the bot, a command); ``false``: every message of an allowed user."""
+
+
 class TelegramSettings(Section):
     token: SecretStr
     """The bot token from @BotFather."""
@@ -186,6 +198,8 @@ class TelegramSettings(Section):
     """The overall send/edit budget (Telegram's guidance); typing actions are not counted."""
     pairing: bool = False
     """``true``: a stranger gets a code and the first allowed user gets Approve/Deny buttons."""
+    groups: GroupSettings = GroupSettings()
+    """Group chats (off unless ``allowed_chat_ids`` names some)."""
     job_status_interval: float = advanced(5.0, ge=2)
     """Seconds between edits of a detached command's live status line (its elapsed time)."""
     max_download_mb: int = Field(default=PUBLIC_DOWNLOAD_MB, ge=1, le=2000)

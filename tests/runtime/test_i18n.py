@@ -21,7 +21,7 @@ ISOLATION_MARKS = ("\u2066", "\u2067", "\u2068", "\u2069")
 
 # Keys the bot's handlers rely on; each must exist in every locale.
 REQUIRED_KEYS = {
-    "start-greeting", "help-text", "not-allowed", "group-not-supported", "unsupported-content",
+    "start-greeting", "help-text", "not-allowed", "group-not-enabled", "unsupported-content",
     "unknown-command", "new-session", "stopped", "stopped-dropped", "nothing-to-stop", "paused",
     "resumed", "nothing-to-resume", "noted-busy", "mailbox-full", "restarted-continuing",
     "model-fallback", "llm-error", "turn-exhausted", "turn-failed", "approval-title",

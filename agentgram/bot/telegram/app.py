@@ -104,6 +104,9 @@ class TelegramBot:
         for lang, commands in menu(self.translator).items():  # one menu per language
             register = partial(api.set_my_commands, commands, language_code=lang)
             await with_retry(register, self.start_retry, "start-up: setMyCommands")
+            if self.settings.telegram.groups.allowed_chat_ids:  # the groups' menu too
+                in_groups = partial(api.set_my_commands, commands, language_code=lang, groups=True)
+                await with_retry(in_groups, self.start_retry, "start-up: setMyCommands (groups)")
         if self.webhook is not None:
             await self._start_webhook(self.webhook)
         else:

@@ -87,6 +87,19 @@ def memory_block(memory_dir: Path, files: Sequence[str], max_chars: int) -> str:
     return f"{MEMORY_HEADER}\n\n{body}"
 
 
+def in_group(static_prompt: str, title: str | None) -> str:
+    """The static system message of a session that belongs to a named group chat: the model is
+    told where it is and that several people write (each message names its sender). Unchanged
+    for a chat without a title (a private one)."""
+    if title is None:
+        return static_prompt
+    return (
+        f"{static_prompt}\n\nThis conversation is the group chat “{title}”. Several people write here; "
+        "each of their messages starts with the sender's name in brackets. Answer the person who "
+        "addressed you, and remember that the others read along."
+    )
+
+
 def with_memory(static_prompt: str, memory: str) -> str:
     """The static system message with a session's memory appended (unchanged without memory)."""
     return f"{static_prompt}\n\n{memory}" if memory else static_prompt

@@ -113,19 +113,27 @@ class Chat:
         user_id: int | None,
         language: str | None,
         source: SessionSource = SessionSource.CHAT,
+        title: str | None = None,
     ) -> SessionRef:
-        """The chat's active session of ``source`` (opened if it has none)."""
+        """The chat's active session of ``source`` (opened if it has none); ``title``: the chat's
+        name when it has one (a group's), kept on the session for the system prompt."""
         return SessionRef.of(
-            await self._chat_session(chat_id, user_id=user_id, language=language, source=source)
+            await self._chat_session(chat_id, user_id=user_id, language=language, source=source, title=title)
         )
 
     async def _chat_session(
-        self, chat_id: int, *, user_id: int | None, language: str | None, source: SessionSource
+        self,
+        chat_id: int,
+        *,
+        user_id: int | None,
+        language: str | None,
+        source: SessionSource,
+        title: str | None = None,
     ) -> ChatSession:
         """Kept in memory (filled at start); a chat the cache does not know, when it knows them
         all, is new: one write opens its session, with no read before it."""
         cached = self.chat_sessions.get(chat_id, language, source)
-        if cached is not None:
+        if cached is not None and (title is None or cached.title is not None):
             return cached
         session, created = await self.session_store.find_or_open(
             chat_id,
@@ -133,10 +141,15 @@ class Chat:
             language=language,
             look_first=not self.chat_sessions.complete,
             source=source,
+            title=title,
         )
         self.chat_sessions.keep(session)
         self.hub.session_changed(session, created=created)
         return session
+
+    async def _title(self, session_id: int) -> str | None:
+        row = await self.session_store.get(session_id)
+        return row.title if row is not None else None
 
     async def new_session(
         self,
@@ -152,7 +165,9 @@ class Chat:
         await self.stop(current, envelope_id, quiet=True)
         self.approval_manager.bypasses.clear(current.id)
         await self.mcp_catalog.grants.forget(current.id)  # the new session activates its own servers
-        fresh = await self.session_store.open_new(chat_id, user_id=user_id, language=language, source=source)
+        fresh = await self.session_store.open_new(
+            chat_id, user_id=user_id, language=language, source=source, title=await self._title(current.id)
+        )
         await self._carry_model(current.id, fresh)
         self.chat_sessions.keep(fresh)
         self.hub.session_changed(fresh, created=True)

@@ -83,6 +83,7 @@ class ChatDoor(Protocol):
         user_id: int | None,
         language: str | None,
         source: SessionSource = SessionSource.CHAT,
+        title: str | None = None,
     ) -> SessionRef: ...
     async def new_session(
         self,

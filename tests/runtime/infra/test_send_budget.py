@@ -141,7 +141,10 @@ async def test_a_send_waits_for_the_chat_then_goes(db: Database) -> None:
     started = time.monotonic()
     for _ in range(3):
         await budget.acquire(FAST, chat)
-    assert time.monotonic() - started == pytest.approx(0.5, abs=0.15)
+    took = time.monotonic() - started
+    # two waits of 1/4 s each: never sooner (the budget held the sends), and not for anything else
+    # (a loaded machine adds its own delay, so the upper bound is loose: speed is the benchmark's)
+    assert 0.45 <= took < 2.0, took
 
 
 async def test_a_pause_holds_its_key_on_every_instance(db: Database) -> None:

@@ -311,9 +311,11 @@ class QueuedBot:
         return await self.api.get_webhook_info()
 
     async def set_my_commands(
-        self, commands: Sequence[port.BotCommand], *, language_code: str | None = None
+        self, commands: Sequence[port.BotCommand], *, language_code: str | None = None, groups: bool = False
     ) -> None:
-        await self.queues.call(None, lambda: self.api.set_my_commands(commands, language_code=language_code))
+        await self.queues.call(
+            None, lambda: self.api.set_my_commands(commands, language_code=language_code, groups=groups)
+        )
 
     async def get_updates_raw(
         self,

@@ -47,7 +47,10 @@ class BotContext:
         chat, user = update.effective_chat, update.effective_user
         assert chat is not None
         return await self.runtime.chat.chat_session(
-            chat.id, user_id=user.id if user else None, language=self.lang(update)
+            chat.id,
+            user_id=user.id if user else None,
+            language=self.lang(update),
+            title=chat.title if chat.is_group else None,  # the group's session: the prompt names it
         )
 
 

@@ -22,6 +22,8 @@ from agentgram.bot.telegram.core.port import BotApi, Keyboard, KeyButton
 
 PRIVATE = "private"
 """``Chat.type`` of a one-to-one chat with the bot."""
+GROUPS = frozenset({"group", "supergroup"})
+"""``Chat.type`` of the chats several people share with the bot."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -42,6 +44,15 @@ class User:
 class Chat:
     id: int
     type: str = PRIVATE
+    title: str | None = None
+    """A group's or channel's name (``None`` for a private chat)."""
+    is_forum: bool = False
+    """A supergroup with topics: each topic is a thread of its own."""
+
+    @property
+    def is_group(self) -> bool:
+        """A group or supergroup (not a private chat, not a channel)."""
+        return self.type in GROUPS
 
 
 @dataclass(slots=True, frozen=True)
@@ -64,7 +75,18 @@ class FileRef:
 class Entity:
     type: str
     offset: int
+    """In UTF-16 code units, as Telegram counts (:func:`entity_text`)."""
     length: int
+    user_id: int | None = None
+    """A ``text_mention``'s user."""
+
+
+def entity_text(text: str, entity: Entity) -> str:
+    """The part of ``text`` an entity covers (its offset and length count UTF-16 code units)."""
+    encoded = text.encode("utf-16-le")
+    return encoded[entity.offset * 2 : (entity.offset + entity.length) * 2].decode(
+        "utf-16-le", errors="replace"
+    )
 
 
 @dataclass(slots=True, frozen=True)
@@ -86,6 +108,9 @@ class Message:
     document: FileRef | None = None
     sticker: FileRef | None = None
     media_group_id: str | None = None
+    thread_id: int | None = None
+    """``message_thread_id``: the forum topic (or reply thread) the message belongs to."""
+    is_topic_message: bool = False
     reply_to_message: Message | None = None
     reply_markup: Keyboard | None = None  # the inline keyboard under it (a prompt's buttons)
 
@@ -224,9 +249,7 @@ def _message(message: Any, api: BotApi, *, depth: int = 0) -> Message | None:
         from_user=_user(getattr(message, "from_user", None)),
         text=getattr(message, "text", None),
         caption=getattr(message, "caption", None),
-        entities=tuple(
-            Entity(_name(e.type), e.offset, e.length) for e in getattr(message, "entities", None) or ()
-        ),
+        entities=tuple(_entity(e) for e in getattr(message, "entities", None) or ()),
         photo=photo,
         voice=_file(getattr(message, "voice", None)),
         audio=_file(getattr(message, "audio", None)),
@@ -236,6 +259,8 @@ def _message(message: Any, api: BotApi, *, depth: int = 0) -> Message | None:
         document=_file(getattr(message, "document", None)),
         sticker=_file(getattr(message, "sticker", None)),
         media_group_id=getattr(message, "media_group_id", None),
+        thread_id=getattr(message, "message_thread_id", None),
+        is_topic_message=bool(getattr(message, "is_topic_message", False)),
         reply_to_message=_message(reply, api, depth=depth + 1) if reply is not None and depth < 1 else None,
         reply_markup=_keyboard(getattr(message, "reply_markup", None)),
     )
@@ -295,8 +320,20 @@ def _user(user: Any) -> User | None:
     )
 
 
+def _entity(entity: Any) -> Entity:
+    user = getattr(entity, "user", None)
+    return Entity(_name(entity.type), entity.offset, entity.length, getattr(user, "id", None))
+
+
 def _chat(chat: Any) -> Chat | None:
-    return None if chat is None else Chat(id=chat.id, type=_name(getattr(chat, "type", PRIVATE)))
+    if chat is None:
+        return None
+    return Chat(
+        id=chat.id,
+        type=_name(getattr(chat, "type", PRIVATE)),
+        title=getattr(chat, "title", None),
+        is_forum=bool(getattr(chat, "is_forum", False)),
+    )
 
 
 def _file(value: Any) -> FileRef | None:

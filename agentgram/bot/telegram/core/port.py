@@ -209,8 +209,10 @@ class BotApi(Protocol):
 
     async def get_webhook_info(self) -> WebhookInfo: ...
     async def set_my_commands(
-        self, commands: Sequence[BotCommand], *, language_code: str | None = None
-    ) -> None: ...
+        self, commands: Sequence[BotCommand], *, language_code: str | None = None, groups: bool = False
+    ) -> None:
+        """The command menu (``groups``: the one group chats show, scope ``all_group_chats``)."""
+        ...
 
     async def get_updates_raw(
         self,

@@ -75,6 +75,7 @@ from aiogram.methods import TelegramMethod
 from aiogram.methods.base import TelegramType
 from aiogram.types import BotCommand as AiogramCommand
 from aiogram.types import (
+    BotCommandScopeAllGroupChats,
     BufferedInputFile,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
@@ -205,11 +206,12 @@ class AiogramApi:
         return WebhookInfo(info.url, info.pending_update_count, info.last_error_date, info.last_error_message)
 
     async def set_my_commands(
-        self, commands: Sequence[BotCommand], *, language_code: str | None = None
+        self, commands: Sequence[BotCommand], *, language_code: str | None = None, groups: bool = False
     ) -> None:
         listed = [AiogramCommand(command=c.command, description=c.description) for c in commands]
+        scope = BotCommandScopeAllGroupChats() if groups else None
         with _mapped():
-            await self._bot.set_my_commands(listed, language_code=language_code)
+            await self._bot.set_my_commands(listed, scope=scope, language_code=language_code)
 
     async def get_updates_raw(
         self,

@@ -237,11 +237,12 @@ class PtbApi:
         )
 
     async def set_my_commands(
-        self, commands: Sequence[port.BotCommand], *, language_code: str | None = None
+        self, commands: Sequence[port.BotCommand], *, language_code: str | None = None, groups: bool = False
     ) -> None:
         listed = [telegram.BotCommand(c.command, c.description) for c in commands]
+        scope = telegram.BotCommandScopeAllGroupChats() if groups else None
         async with _mapped():
-            await self.bot.set_my_commands(listed, language_code=language_code)
+            await self.bot.set_my_commands(listed, scope=scope, language_code=language_code)
 
     async def get_updates_raw(
         self,

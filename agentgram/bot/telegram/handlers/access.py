@@ -1,4 +1,5 @@
-"""The gate every update passes first: strangers and group chats stop here; pairing lets them in.
+"""The gate every update passes first: strangers, other groups and group chatter stop here;
+pairing lets strangers in.
 
 Only allowed users reach the agent or its buttons: ``telegram.allowed_user_ids``
 plus, with ``telegram.pairing`` on, the users the owner approved
@@ -16,7 +17,10 @@ an LLM call or a tool run.
   request with Approve / Deny buttons. Until the owner decides, and after a
   denial, the stranger's messages get no answer (the owner is asked once per
   stranger). Approve lets them in from their next message on.
-* A group chat gets one note that groups are not supported.
+* A group not in ``telegram.groups.allowed_chat_ids`` gets one note that the bot is not enabled
+  there (the log names its id); in an allowed group a message not addressed to the bot stops here
+  unless ``telegram.groups.require_mention`` is off (:mod:`bot.telegram.core.groups`), before
+  anyone is told anything: a stranger's chatter is not answered either.
 
 Edited messages never reach any handler (documented: the agent works with
 what was sent).
@@ -27,7 +31,8 @@ from __future__ import annotations
 from agentgram.bot.telegram.core.access_list import PairingRequest
 from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, encode
 from agentgram.bot.telegram.core.context import BotContext, bot_context
-from agentgram.bot.telegram.core.incoming import PRIVATE, Update, User
+from agentgram.bot.telegram.core.groups import addressed
+from agentgram.bot.telegram.core.incoming import PRIVATE, Chat, Update, User
 from agentgram.bot.telegram.core.port import Keyboard, KeyButton
 from agentgram.bot.telegram.core.router import GATE, HandlerContext, OnUpdate, Router, StopUpdate
 from agentgram.bot.telegram.core.sender import edit_html, send_html
@@ -42,15 +47,34 @@ async def gate(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     if update.edited_message is not None or update.edited_channel_post is not None:
         raise StopUpdate
+    chat = update.effective_chat
+    if chat is not None and chat.type != PRIVATE:
+        await _group_gate(update, ctx, chat)
     user = update.effective_user
     await ctx.access.load()
     if not ctx.allowed(user.id if user else None):
         await _refuse(update, ctx)
         raise StopUpdate
-    chat = update.effective_chat
-    if chat is not None and chat.type != PRIVATE:
-        await _once(ctx, f"group-told:{chat.id}", update, "group-not-supported")
+
+
+async def _group_gate(update: Update, ctx: BotContext, chat: Chat) -> None:
+    """A group's update goes on only in an allowed group, and a message only when addressed."""
+    groups = ctx.settings.telegram.groups
+    if not chat.is_group or chat.id not in groups.allowed_chat_ids:
+        log.info(
+            "ignored %s %d (%s): add %d to telegram.groups.allowed_chat_ids to enable the bot there",
+            chat.type,
+            chat.id,
+            chat.title or "untitled",
+            chat.id,
+        )
+        await _once(ctx, f"group-told:{chat.id}", update, "group-not-enabled", id=str(chat.id))
         raise StopUpdate
+    message = update.message
+    if message is not None and groups.require_mention:
+        api = update.get_bot()
+        if not addressed(message, api.id, api.username):
+            raise StopUpdate  # not for the bot: no model call, no answer, not kept
 
 
 async def _refuse(update: Update, ctx: BotContext) -> None:

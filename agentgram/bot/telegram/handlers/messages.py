@@ -25,6 +25,7 @@ from agentgram.bot.shown import ack_key
 from agentgram.bot.telegram.core.attachments import attachment_of
 from agentgram.bot.telegram.core.callback_data import ButtonAction, decode
 from agentgram.bot.telegram.core.context import BotContext, bot_context, envelope_id
+from agentgram.bot.telegram.core.groups import with_sender
 from agentgram.bot.telegram.core.incoming import Message, Update
 from agentgram.bot.telegram.core.ingest import checkpoint_stored, offered_checkpoint
 from agentgram.bot.telegram.core.port import TelegramError
@@ -110,6 +111,8 @@ async def _post(
     message = update.message
     assert message is not None
     session = await ctx.session(update)
+    if message.chat.is_group:  # the session is the group's: the model is told who speaks
+        text = with_sender(text, update.effective_user)
     posted = await ctx.runtime.chat.accept_user_message(
         session,
         text,

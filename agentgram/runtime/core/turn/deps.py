@@ -30,7 +30,7 @@ from agentgram.runtime.capabilities.tools.base import (
 )
 from agentgram.runtime.capabilities.tools.wrappers import Wrappers
 from agentgram.runtime.core.mailbox import Envelope
-from agentgram.runtime.core.prompt import with_memory
+from agentgram.runtime.core.prompt import in_group, with_memory
 from agentgram.runtime.core.turn.background import Performed, TrackedCall
 from agentgram.runtime.core.turn.compaction import HistoryView
 from agentgram.runtime.core.turn.context import ContextSettings
@@ -269,10 +269,14 @@ class TurnDeps:
     """Owns the requests sent before their turn opened (:mod:`runtime.turn.steps`); closed by the
     runtime after the hub, so none outlives the LLM client."""
 
-    def context_for(self, session_id: int, system: str | None = None) -> ContextSettings:
-        """One session's context settings: the static prompt (``system``, or the main agent's) with
-        its memory snapshot, byte-identical for the whole session."""
-        static = with_memory(system or self.context.static_system, self.memory.for_session(session_id))
+    def context_for(
+        self, session_id: int, system: str | None = None, *, title: str | None = None
+    ) -> ContextSettings:
+        """One session's context settings: the static prompt (``system``, or the main agent's),
+        where the session is (a group chat's ``title``) and its memory snapshot, byte-identical
+        for the whole session."""
+        placed = in_group(system or self.context.static_system, title)
+        static = with_memory(placed, self.memory.for_session(session_id))
         return replace(self.context, static_system=static)
 
 

@@ -121,7 +121,7 @@ async def build_request(
     """What ``frame`` asks the model now. ``mail``: the prefetch's, not stored yet (the context
     the round will build once it is); ``compact``: the round may compact the history first."""
     assert session.id is not None
-    context = deps.context_for(session.id, frame.level.system)
+    context = deps.context_for(session.id, frame.level.system, title=session.title)
     entries, compacted = await frame.scope.read(
         deps, session, len(context.static_system) if compact else None
     )

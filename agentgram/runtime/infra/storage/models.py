@@ -151,6 +151,8 @@ class ChatSession(SQLModel, table=True):
     is_ephemeral: bool = False  # stored for the debug view; the runtime asks is_headless(source)
     auto_deny_approvals: bool = False
     language_code: str | None = None
+    title: str | None = None
+    """The chat's name when it has one (a group's; revision 0013): the system prompt names it."""
     active: bool = True
     mail_cursor: int = 0
     created_at: datetime = Field(default_factory=utcnow)

@@ -127,6 +127,7 @@ class SessionStore:
         language: str | None,
         look_first: bool = True,
         source: SessionSource = SessionSource.CHAT,
+        title: str | None = None,
     ) -> tuple[ChatSession, bool]:
         """The chat's active session, created on first contact (language kept fresh), and whether
         it was created just now.
@@ -138,8 +139,11 @@ class SessionStore:
         if look_first:
             found = await self._db.read_sync(lambda tx: tx.exec(_active_query(chat_id, source)).first())
             if found is not None and (language is None or found.language_code == language):
-                return found, False
-        return await self._db.write_sync(lambda tx: _find_or_create(tx, source, chat_id, user_id, language))
+                if title is None or found.title is not None:
+                    return found, False
+        return await self._db.write_sync(
+            lambda tx: _find_or_create(tx, source, chat_id, user_id, language, title)
+        )
 
     async def active_chats(self, limit: int) -> list[ChatSession]:
         """The active chat sessions, newest first (at most ``limit``): the runtime's cache at start."""
@@ -158,11 +162,14 @@ class SessionStore:
         user_id: int | None,
         language: str | None,
         source: SessionSource = SessionSource.CHAT,
+        title: str | None = None,
     ) -> ChatSession:
         """Close the chat's active session and open a fresh one (``/new``)."""
 
         def reopen(tx: Connection) -> ChatSession:
-            fresh = ChatSession(source=source, chat_id=chat_id, user_id=user_id, language_code=language)
+            fresh = ChatSession(
+                source=source, chat_id=chat_id, user_id=user_id, language_code=language, title=title
+            )
             for _ in range(_ATTEMPTS):  # a concurrent /new opened one meanwhile: close that too
                 tx.execute(
                     update(_SESSIONS)
@@ -325,7 +332,12 @@ def _active_query(chat_id: int, source: SessionSource = SessionSource.CHAT):  # 
 
 
 def _find_or_create(
-    tx: Connection, source: SessionSource, chat_id: int, user_id: int | None, language: str | None
+    tx: Connection,
+    source: SessionSource,
+    chat_id: int,
+    user_id: int | None,
+    language: str | None,
+    title: str | None = None,
 ) -> tuple[ChatSession, bool]:
     """The chat's active session, created if it has none, its language updated: one transaction
     of Core statements (the ORM's unit of work costs as much again, on a first message's path).
@@ -333,7 +345,9 @@ def _find_or_create(
     The insert goes first and the unique index decides: a chat that has a session (or gets one
     from a concurrent writer) costs a conflict and a read, a new chat one insert."""
     for _ in range(_ATTEMPTS):  # the active session may be closed (/new) between insert and read
-        session = ChatSession(source=source, chat_id=chat_id, user_id=user_id, language_code=language)
+        session = ChatSession(
+            source=source, chat_id=chat_id, user_id=user_id, language_code=language, title=title
+        )
         if _insert_active(tx, session):
             return session, True
         row = tx.execute(sa.select(_SESSIONS).where(*_active_chat(source, chat_id))).first()
@@ -345,6 +359,9 @@ def _find_or_create(
     if language is not None and session.language_code != language:
         tx.execute(update(_SESSIONS).where(_SESSIONS.c.id == session.id).values(language_code=language))
         session.language_code = language
+    if title is not None and session.title is None:  # a session opened before titles were kept
+        tx.execute(update(_SESSIONS).where(_SESSIONS.c.id == session.id).values(title=title))
+        session.title = title
     return session, False
 
 
