@@ -165,6 +165,9 @@ class GroupSettings(Section):
     require_mention: bool = True
     """``true``: the bot answers a group message only when it is addressed (an @mention, a reply
     to the bot, a command); ``false``: every message of an allowed user."""
+    approver: Literal["any_allowed", "requester"] = "any_allowed"
+    """Who may decide a group's approval prompts: any of ``telegram.allowed_user_ids``, or only
+    the allowed user whose message the prompt replies to (the one that caused it)."""
 
 
 class TelegramSettings(Section):

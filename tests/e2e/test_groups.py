@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import running_bot
-from tests.fakes.openai_server import Hang, Text
+from tests.fakes.openai_server import Hang, Text, ToolCalls
 
 GROUP = -1001234567890
 OTHER_GROUP = -1009876543210
@@ -117,3 +117,72 @@ async def test_the_command_menu_is_set_for_group_chats_only_when_groups_are_on(t
         assert {call.language_code for call in rig.tg.commands_for("all_group_chats")} == {"", "ru"}
     async with running_bot(tmp_path / "off") as rig:
         assert rig.tg.commands_for("all_group_chats") == []
+
+
+SECOND = ALLOWED_USER + 1
+
+
+async def _group_prompt(rig: Any) -> tuple[Any, bool]:
+    """A command the agent wants to run after Ann asked in the group: its prompt, and whether it
+    replies to a user's message (Ann's is the group's only one)."""
+    rig.tg.add_group(GROUP, title="Family")
+    rig.llm.script(ToolCalls([("execute_cmd", {"command": "echo ran >> marker.txt"})]), Text("Ran it."))
+    rig.tg.send_text(ALLOWED_USER, "please run it", chat_id=GROUP, mention=True)
+    await rig.tg.wait_for(lambda: any("Approval needed" in t for t in _texts(rig, GROUP)))
+    prompt = next(m for m in rig.tg.messages(GROUP) if "Approval needed" in m.visible_text)
+    bots = {m.message_id for m in rig.tg.messages(GROUP)}
+    return prompt, prompt.reply_to_message_id is not None and prompt.reply_to_message_id not in bots
+
+
+async def test_a_group_prompt_replies_to_the_asker_and_any_allowed_user_decides(tmp_path: Path) -> None:
+    telegram = {"allowed_user_ids": [ALLOWED_USER, SECOND], "groups": {"allowed_chat_ids": [GROUP]}}
+    async with running_bot(tmp_path, telegram=telegram) as rig:
+        prompt, replies_to_ann = await _group_prompt(rig)
+        assert replies_to_ann, "the prompt replies to the message that caused it"
+        rig.tg.press_button(SECOND, prompt.message_id, prompt.button_data("Approve"), chat_id=GROUP)
+        await rig.tg.wait_for(lambda: "Ran it." in _texts(rig, GROUP))
+        assert (tmp_path / "workspace" / "marker.txt").read_text().splitlines() == ["ran"]
+
+
+async def test_with_approver_requester_only_the_asker_decides(tmp_path: Path) -> None:
+    groups = {"allowed_chat_ids": [GROUP], "approver": "requester"}
+    telegram = {"allowed_user_ids": [ALLOWED_USER, SECOND], "groups": groups}
+    async with running_bot(tmp_path, telegram=telegram) as rig:
+        prompt, _ = await _group_prompt(rig)
+        rig.tg.press_button(SECOND, prompt.message_id, prompt.button_data("Approve"), chat_id=GROUP)
+        await rig.tg.wait_for(lambda: len(rig.tg.callback_answers) == 1)
+        assert "Only Ann can decide this" in (rig.tg.callback_answers[0].text or "")
+        rig.tg.send_text(
+            SECOND, "no, too risky", chat_id=GROUP, reply_to_message_id=prompt.message_id, first_name="Bob"
+        )
+        await rig.tg.wait_for(lambda: sum("Only Ann" in t for t in _texts(rig, GROUP)) == 1)
+        assert not (tmp_path / "workspace" / "marker.txt").exists(), "neither decided anything"
+        rig.tg.press_button(ALLOWED_USER, prompt.message_id, prompt.button_data("Approve"), chat_id=GROUP)
+        await rig.tg.wait_for(lambda: "Ran it." in _texts(rig, GROUP))
+        assert (tmp_path / "workspace" / "marker.txt").read_text().splitlines() == ["ran"]
+
+
+async def test_with_approver_requester_only_the_asker_answers_a_question(tmp_path: Path) -> None:
+    groups = {"allowed_chat_ids": [GROUP], "approver": "requester"}
+    telegram = {"allowed_user_ids": [ALLOWED_USER, SECOND], "groups": groups}
+    question = {"question": "Which database?", "options": ["prod", "staging"]}
+    async with running_bot(tmp_path, telegram=telegram) as rig:
+        rig.tg.add_group(GROUP, title="Family")
+        rig.llm.script(ToolCalls([("ask_user_clarification", question)]), Text("Using staging."))
+        rig.tg.send_text(ALLOWED_USER, "check the db", chat_id=GROUP, mention=True)
+        await rig.tg.wait_for(lambda: any(m.buttons for m in rig.tg.messages(GROUP)))
+        asked = next(m for m in rig.tg.messages(GROUP) if "Which database?" in m.visible_text)
+        rig.tg.press_button(SECOND, asked.message_id, asked.button_data("prod"), chat_id=GROUP)
+        await rig.tg.wait_for(lambda: len(rig.tg.callback_answers) == 1)
+        assert "Only Ann can decide this" in (rig.tg.callback_answers[0].text or "")
+        assert rig.llm.calls == 1, "Bob's tap answered nothing"
+        rig.tg.send_text(SECOND, "prod, obviously", chat_id=GROUP, mention=True, first_name="Bob")
+        await rig.tg.wait_for(lambda: not rig.tg.unconfirmed())
+        assert rig.llm.calls == 1, "nor did Bob's text: it is a message for the turn, not the answer"
+        rig.tg.press_button(ALLOWED_USER, asked.message_id, asked.button_data("staging"), chat_id=GROUP)
+        await rig.tg.wait_for(lambda: "Using staging." in _texts(rig, GROUP))
+        tool_results = [
+            str(m.get("content")) for m in rig.llm.requests[-1]["messages"] if m.get("role") == "tool"
+        ]
+        assert any("staging" in text for text in tool_results), tool_results
+        assert not any("obviously" in text for text in tool_results), tool_results

@@ -147,6 +147,7 @@ approval-expired = ⌛ Expired
 approval-not-shown = ⚠️ I couldn't show the approval request for <code>{ $tool }</code> here, so it was not run.
 approval-stale = This request is no longer pending.
 approval-not-yours = This button isn't for you.
+approval-only-requester = Only { $name } can decide this.
 approval-unknown-button = This button no longer works.
 approval-reply-hint = To reject with a reason, reply to this message.
 approvals-none = Nothing is waiting for your approval.

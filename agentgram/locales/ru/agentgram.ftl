@@ -149,6 +149,7 @@ approval-expired = ⌛ Время вышло
 approval-not-shown = ⚠️ Не удалось показать здесь запрос на подтверждение для <code>{ $tool }</code>, поэтому вызов не выполнен.
 approval-stale = Этот запрос уже неактуален.
 approval-not-yours = Эта кнопка не для вас.
+approval-only-requester = Решить это может только { $name }.
 approval-unknown-button = Эта кнопка больше не работает.
 approval-reply-hint = Чтобы отклонить с объяснением, ответьте на это сообщение.
 approvals-none = Ничего не ждёт вашего подтверждения.

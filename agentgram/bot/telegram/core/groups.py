@@ -20,12 +20,25 @@ model call, no bot message, and it is not kept (the agent sees what was said to 
 group's chatter — the README's "Groups and topics" says so, and how privacy mode changes what
 Telegram delivers at all). Off, every message of an allowed user is the agent's.
 
+**Approval prompts in a group** reply to the group's latest message for the agent
+(:class:`Speakers`), and with ``telegram.groups.approver: requester`` only that message's sender
+may decide them (the requester is stored beside the prompt, :func:`requester_key`); the same goes
+for the agent's clarifying questions, by button or by text. By default any allowed user may.
+
 This is the driver-neutral part of the adapter: both drivers reach it through :mod:`.incoming`.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from dataclasses import dataclass
+
 from agentgram.bot.telegram.core.incoming import Message, User, entity_text
+
+SPEAKERS_KEPT = 1024
+"""Groups whose last addressed message :class:`Speakers` keeps (the oldest go first)."""
+REQUESTER = "group-requester:"
+"""Key prefix of who caused a group's approval request (``<user id>:<name>``)."""
 
 
 def addressed(message: Message, bot_id: int | None, bot_username: str | None) -> bool:
@@ -63,4 +76,68 @@ def with_sender(text: str, user: User | None) -> str:
     return f"[{sender_name(user)}]: {text}"
 
 
-__all__ = ["addressed", "sender_name", "with_sender"]
+@dataclass(frozen=True, slots=True)
+class Spoke:
+    """A group's latest message for the agent: what its prompts reply to, and who may decide them."""
+
+    message_id: int
+    user_id: int
+    name: str
+
+
+class Speakers:
+    """Each group's latest message for the agent, in memory (a prompt after a restart replies to
+    nothing and may be decided by any allowed user: the requester is not known)."""
+
+    def __init__(self, kept: int = SPEAKERS_KEPT) -> None:
+        self._last: OrderedDict[int, Spoke] = OrderedDict()
+        self._kept = kept
+
+    def note(self, chat_id: int, message_id: int, user: User | None) -> None:
+        if user is None:
+            return
+        self._last[chat_id] = Spoke(message_id, user.id, sender_name(user))
+        self._last.move_to_end(chat_id)
+        while len(self._last) > self._kept:
+            self._last.popitem(last=False)
+
+    def last(self, chat_id: int) -> Spoke | None:
+        return self._last.get(chat_id)
+
+
+def requester_key(request_id: str) -> str:
+    return f"{REQUESTER}{request_id}"
+
+
+def question_key(question_id: str) -> str:
+    """What :func:`requester_key` is given for a clarifying question's buttons."""
+    return f"q:{question_id}"
+
+
+def session_question_key(session_id: int) -> str:
+    """...and for the text answer to a session's pending question."""
+    return f"q-session:{session_id}"
+
+
+def requester_value(spoke: Spoke) -> str:
+    return f"{spoke.user_id}:{spoke.name}"
+
+
+def parse_requester(value: str) -> tuple[int, str] | None:
+    user, _, name = value.partition(":")
+    return (int(user), name) if user.lstrip("-").isdigit() else None
+
+
+__all__ = [
+    "REQUESTER",
+    "Speakers",
+    "Spoke",
+    "addressed",
+    "parse_requester",
+    "question_key",
+    "requester_key",
+    "requester_value",
+    "sender_name",
+    "session_question_key",
+    "with_sender",
+]

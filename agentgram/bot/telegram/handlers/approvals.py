@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, encode
 from agentgram.bot.telegram.core.context import BotContext, bot_context, envelope_id
+from agentgram.bot.telegram.core.groups import parse_requester, requester_key
 from agentgram.bot.telegram.core.incoming import Update
 from agentgram.bot.telegram.core.port import Keyboard, KeyButton
-from agentgram.bot.telegram.core.router import Command, HandlerContext, Router
+from agentgram.bot.telegram.core.router import ButtonHandler, Command, HandlerContext, Router
 from agentgram.bot.telegram.core.sender import edit_html, send_html
 from agentgram.bot.telegram.handlers import buttons
 from agentgram.bot.telegram.handlers.buttons import callback_query
@@ -26,6 +27,33 @@ from agentgram.runtime.app import Bypass, Decision, Rule
 from agentgram.runtime.core.approvals.trust import describe
 
 # --- the prompt's buttons ------------------------------------------------------------
+
+
+async def who_may_decide(update: Update, ctx: BotContext, request_id: str) -> str | None:
+    """``None`` when this update's user may decide the request; else the name of the one who may
+    (a group with ``telegram.groups.approver: requester``: the sender of the message that caused
+    it, stored beside the prompt; :mod:`bot.telegram.core.groups`)."""
+    chat, user = update.effective_chat, update.effective_user
+    if chat is None or not chat.is_group or ctx.settings.telegram.groups.approver != "requester":
+        return None
+    stored = await ctx.runtime.values.get_value(requester_key(request_id))
+    requester = parse_requester(stored) if stored is not None else None
+    if requester is None or (user is not None and user.id == requester[0]):
+        return None  # not known (a prompt of a previous process): any allowed user
+    return requester[1]
+
+
+def _refusing(handler: ButtonHandler) -> ButtonHandler:
+    """A prompt button's handler, run only for whoever may decide the request (the button's arg)."""
+
+    async def guarded(update: Update, ctx: BotContext, button: Button) -> None:
+        only = await who_may_decide(update, ctx, button.arg)
+        if only is not None:
+            await buttons.answer(update, ctx.text(update, "approval-only-requester", name=only))
+            return
+        await handler(update, ctx, button)
+
+    return guarded
 
 
 async def _decide(update: Update, ctx: BotContext, button: Button) -> None:
@@ -189,11 +217,11 @@ router = Router(
     "approvals",
     handlers=(Command("approvals", list_approvals), Command("trust", list_trust)),
     buttons={
-        ButtonAction.APPROVE: _decide,
-        ButtonAction.REJECT: _decide,
-        ButtonAction.TRUST_15: _trust_15,
-        ButtonAction.ALWAYS: _always,
-        ButtonAction.ALWAYS_CONFIRM: _always_confirm,
+        ButtonAction.APPROVE: _refusing(_decide),
+        ButtonAction.REJECT: _refusing(_decide),
+        ButtonAction.TRUST_15: _refusing(_trust_15),
+        ButtonAction.ALWAYS: _refusing(_always),
+        ButtonAction.ALWAYS_CONFIRM: _refusing(_always_confirm),
         ButtonAction.ALWAYS_CANCEL: _always_cancel,
         ButtonAction.REVOKE_BYPASS: _revoke_bypass,
         ButtonAction.REVOKE_RULE: _revoke_rule,

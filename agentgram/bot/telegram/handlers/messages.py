@@ -31,7 +31,7 @@ from agentgram.bot.telegram.core.ingest import checkpoint_stored, offered_checkp
 from agentgram.bot.telegram.core.port import TelegramError
 from agentgram.bot.telegram.core.router import HandlerContext, OnMessage, Router, is_command
 from agentgram.bot.telegram.core.sender import send_html
-from agentgram.bot.telegram.handlers import questions
+from agentgram.bot.telegram.handlers import approvals, questions
 from agentgram.bot.telegram.views.render import escape
 from agentgram.runtime.app import (
     ApprovalStatus,
@@ -113,6 +113,7 @@ async def _post(
     session = await ctx.session(update)
     if message.chat.is_group:  # the session is the group's: the model is told who speaks
         text = with_sender(text, update.effective_user)
+        ctx.delivery.speakers.note(message.chat_id, message.message_id, update.effective_user)
     posted = await ctx.runtime.chat.accept_user_message(
         session,
         text,
@@ -181,6 +182,11 @@ async def _reject_with_reason(update: Update, ctx: BotContext) -> bool:
             await _say_stale(update, ctx)
             return True
         request_id = request.request_id
+    only = await approvals.who_may_decide(update, ctx, request_id)
+    if only is not None:  # a group's prompt someone else must decide: their reply decides nothing
+        text = ctx.text(update, "approval-only-requester", name=escape(only))
+        await send_html(update.get_bot(), message.chat_id, text, reply_to=message.message_id, silent=True)
+        return True
     result = await ctx.runtime.approvals.decide(
         request_id, approved=False, reason=message.text, envelope_id=envelope_id(update), how=DecidedBy.REPLY
     )

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from agentgram.bot.telegram.core.callback_data import Button, ButtonAction
 from agentgram.bot.telegram.core.context import BotContext, envelope_id
+from agentgram.bot.telegram.core.groups import question_key, session_question_key
 from agentgram.bot.telegram.core.incoming import Update
 from agentgram.bot.telegram.core.router import Router
-from agentgram.bot.telegram.handlers import buttons
+from agentgram.bot.telegram.handlers import approvals, buttons
 from agentgram.bot.telegram.views.questions_view import parse_button
 
 
@@ -25,6 +26,10 @@ async def _answer(update: Update, ctx: BotContext, button: Button) -> None:
         await buttons.answer(update, ctx.text(update, "question-toast-stale"))
         return
     question_id, option = parsed
+    only = await approvals.who_may_decide(update, ctx, question_key(question_id))
+    if only is not None:
+        await buttons.answer(update, ctx.text(update, "approval-only-requester", name=only))
+        return
     result = await ctx.runtime.approvals.answer_question(
         question_id, option=option, envelope_id=envelope_id(update)
     )
@@ -34,8 +39,11 @@ async def _answer(update: Update, ctx: BotContext, button: Button) -> None:
 
 
 async def answer_by_text(update: Update, ctx: BotContext, text: str) -> bool:
-    """``text`` answers the session's pending question, if it has one (then it is no message)."""
+    """``text`` answers the session's pending question, if it has one (then it is no message). In
+    a group under ``approver: requester`` only the asker's text answers; another's is a message."""
     session = await ctx.session(update)
+    if await approvals.who_may_decide(update, ctx, session_question_key(session.id)) is not None:
+        return False
     return await ctx.runtime.approvals.answer_pending_question(session, text, envelope_id=envelope_id(update))
 
 

@@ -44,6 +44,13 @@ from pathlib import Path
 from agentgram.bot.shown import reaches_chat
 from agentgram.bot.telegram.core.chat_queue import chat_turn
 from agentgram.bot.telegram.core.files import Upload, UploadRefused, fits_caption, upload
+from agentgram.bot.telegram.core.groups import (
+    Speakers,
+    question_key,
+    requester_key,
+    requester_value,
+    session_question_key,
+)
 from agentgram.bot.telegram.core.port import BotApi, FileUpload, TelegramError
 from agentgram.bot.telegram.core.records import ChatRecords, PromptShown, StatusLine
 from agentgram.bot.telegram.core.sender import (
@@ -149,6 +156,8 @@ class Delivery:
         self.first_delay = first_delay
         self.drafts = DraftChats(enabled=drafts, interval=draft_interval)
         self.outboxes: dict[int, ChatOutbox] = {}
+        self.speakers = Speakers()
+        """Each group's latest message for the agent (its prompts reply to it: :mod:`..core.groups`)."""
         self.records = ChatRecords(runtime.values)
         self._tasks = TaskSet("delivery")
         """Every task delivery runs (outboxes, typing, closing old status lines); each leaves it when done."""
@@ -287,6 +296,8 @@ class Delivery:
                 await self._on_resolved(box, event)
             case QuestionAsked() | QuestionResolved():  # the agent's question, its buttons, its end
                 await self._flush(box, force=True)
+                if isinstance(event, QuestionAsked):
+                    await self._note_asker(box, event)
                 await questions_view.show(self.bot, self.runtime, self.t, box.language, event)
             case SubAgentStarted() | SubAgentFinished():  # "🤖 main → researcher", "✅ researcher finished"
                 await self._flush(box, force=True)
@@ -363,12 +374,20 @@ class Delivery:
         if event.to.session_id == box.turn_session:
             box.actions.stop_typing()  # the turn waits for the user now
         prompt = approval_prompt(self.t, box.language, event.request_id, event.details)
+        spoke = self.speakers.last(box.chat_id)  # a group's: the prompt answers who asked
         sent = await send_html(
-            self.bot, box.chat_id, prompt.html, reply_markup=prompt.keyboard, retry=PERSISTENT
+            self.bot,
+            box.chat_id,
+            prompt.html,
+            reply_markup=prompt.keyboard,
+            reply_to=spoke.message_id if spoke is not None else None,
+            retry=PERSISTENT,
         )
         if sent is None:
             await self._prompt_not_shown(box, event)
             return
+        if spoke is not None:
+            await self.runtime.values.set_value(requester_key(event.request_id), requester_value(spoke))
         await self.records.save_prompt(PromptShown(event.request_id, sent.message_id, prompt.body))
         await self.runtime.approvals.prompt_shown(event.request_id, box.chat_id, sent.message_id)
         if prompt.attachment is not None:
@@ -382,6 +401,15 @@ class Delivery:
                 await self.bot.send_file(box.chat_id, attached)
             except TelegramError as error:
                 log.warning("could not attach the full diff: %s", error)
+
+    async def _note_asker(self, box: ChatOutbox, event: QuestionAsked) -> None:
+        """A group's question is the asker's to answer under ``approver: requester``: remembered
+        by question (its buttons) and by session (a text answer)."""
+        spoke = self.speakers.last(box.chat_id)
+        if spoke is None:
+            return
+        for key in (question_key(event.question_id), session_question_key(event.to.session_id)):
+            await self.runtime.values.set_value(requester_key(key), requester_value(spoke))
 
     async def _prompt_not_shown(self, box: ChatOutbox, event: ApprovalRequested) -> None:
         """Settle a request nobody can see at once, so the turn goes on instead of hanging.
