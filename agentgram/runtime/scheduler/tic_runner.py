@@ -108,6 +108,8 @@ class TicRunner(Part):
         """Told after every tic decision that ended (skipped, deferred, delivered, silent, failed)."""
         self._running = False
         self._deferred_for: int | None = None
+        self._caught_up: datetime | None = None
+        """The slot the start's catch-up ran or recorded missed."""
         self._scheduled: tuple[object, ...] | None = None
         """The plan as last scheduled here (:meth:`sync` compares)."""
 
@@ -135,7 +137,11 @@ class TicRunner(Part):
         return plan
 
     async def _slot_passed_unrecorded(self, plan: TicPlan) -> bool:
+        """A slot came after the newest one recorded or taken by the catch-up (whose run, a task,
+        may not have inserted its row yet)."""
         newest = await self.tics.newest_slot()
+        if self._caught_up is not None and (newest is None or self._caught_up > newest):
+            newest = self._caught_up
         latest = last_fire(plan.schedule, self.ports.timezone, self.clock.now(), anchor=TIC_ANCHOR)
         return newest is not None and latest is not None and latest > newest
 
@@ -197,6 +203,8 @@ class TicRunner(Part):
             grace=self.ports.scheduler.misfire_grace,
             anchor=TIC_ANCHOR,
         )
+        if isinstance(decision, RunNow | RecordMissed):
+            self._caught_up = decision.fire_time  # its row may come later: the run is a task
         if isinstance(decision, RunNow):
             log.info(
                 "tic catch-up: slot %s runs now (the slots since %s passed unrun)",
