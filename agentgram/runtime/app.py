@@ -267,17 +267,7 @@ class Runtime:
         await self.parts.processes.reap_orphans(live=await self._live_instances())
         await self.parts.background.orphan_all(chat_id=chat_id)
         await self._resend_undelivered(chat_id, headless=False)
-        for turn in await self.parts.session_store.open_turns(chat_id=chat_id):
-            if turn.status == TurnStatus.RUNNING:
-                log.info(
-                    "resuming turn %s of session %s (chat %d claimed)", turn.id, turn.session_id, chat_id
-                )
-                self.parts.hub.resume(turn.session_id, turn.id or 0)
-        for session_id in await self.parts.session_store.sessions_with_mail(chat_id=chat_id):
-            self.parts.mailbox.forget(session_id)
-            for envelope in await self.parts.mailbox.unread(session_id):
-                await self.parts.desk.replay(envelope)
-            self.parts.hub.wake(session_id)
+        await self._resume(chat_id)
 
     async def _mail_from_elsewhere(self, session_id: int, envelope_id: str | None) -> None:
         """Another instance stored mail for a session this one runs: control mail named is applied
@@ -298,11 +288,17 @@ class Runtime:
         for hook in self.restart_hooks:
             await hook()
         await self._resend_undelivered()
-        for turn in await self.parts.session_store.open_turns():
+        await self._resume()
+
+    async def _resume(self, chat_id: int | None = None) -> None:
+        """The interrupted turns continue and the unread mail is read (of one chat: ``chat_id``);
+        the unread view is read anew (another process may have stored or consumed mail)."""
+        for turn in await self.parts.session_store.open_turns(chat_id=chat_id):
             if turn.status == TurnStatus.RUNNING:
                 log.info("resuming turn %s of session %s", turn.id, turn.session_id)
                 self.parts.hub.resume(turn.session_id, turn.id or 0)
-        for session_id in await self.parts.session_store.sessions_with_mail():
+        for session_id in await self.parts.session_store.sessions_with_mail(chat_id=chat_id):
+            self.parts.mailbox.forget(session_id)
             for envelope in await self.parts.mailbox.unread(session_id):
                 await self.parts.desk.replay(envelope)  # stored, maybe never applied: decisions, answers
             self.parts.hub.wake(session_id)

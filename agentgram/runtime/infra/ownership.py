@@ -120,11 +120,10 @@ class Ownership:
     def __init__(self, lead: Lead, db: Database) -> None:
         self.lead = lead
         self.db = db
-        self.spreading = False
         self._held: dict[int, int] = {}
         """Chat id → the epoch this instance holds it at."""
-        self._sessions: dict[int, int | None] = {}
-        """Session id → its chat (``None``: headless) for the sessions admitted here."""
+        self._sessions: set[int] = set()
+        """The sessions admitted here (:meth:`announce` tells nobody of their mail)."""
         self._claims: dict[int, asyncio.Task[int | None]] = {}
         self._recovering: dict[int, asyncio.Event] = {}
         """Chats claimed whose recovery has not ended: an update waits for it (:meth:`place`)."""
@@ -165,10 +164,14 @@ class Ownership:
     def leading(self) -> bool:
         return self.lead.leading
 
+    @property
+    def spreading(self) -> bool:
+        """The instances share the chats (:meth:`spread` was called)."""
+        return self.lead.shares_chats
+
     def spread(self) -> None:
         """Every instance receives updates (webhook mode): share the chats (module docstring).
         Called by the adapter before the runtime starts."""
-        self.spreading = True
         self.lead.shares_chats = True
 
     def on_claimed(self, hook: ClaimHook) -> None:
@@ -269,7 +272,7 @@ class Ownership:
             if epoch is None or not self.lead.leading:
                 return False  # the scheduler's instance runs tic and cron turns
             _HELD.set(Held(LeaseKind.LEAD, LEAD_KEY, epoch))
-            self._sessions[session.id] = None
+            self._sessions.add(session.id)
             return True
         if session.chat_id is None:
             return True
@@ -277,7 +280,7 @@ class Ownership:
         if chat_epoch is None:
             return False
         _HELD.set(Held(LeaseKind.CHAT, session.chat_id, chat_epoch))
-        self._sessions[session.id] = session.chat_id
+        self._sessions.add(session.id)
         return True
 
     def fence(self, conn: Connection) -> None:

@@ -550,10 +550,7 @@ class SessionHub:
         if not worker.idle:
             return False
         session_id = worker.session_id
-        if self.workers.get(session_id) is worker:
-            del self.workers[session_id]
-        self.deps.mailbox.forget(session_id)
-        self.deps.history.forget(session_id)
+        self.dismiss(worker)
         for listener in list(self.evict_listeners):
             try:
                 listener(session_id)
@@ -562,8 +559,9 @@ class SessionHub:
         return True
 
     def dismiss(self, worker: SessionWorker) -> None:
-        """Drop a worker whose session this process does not run (another instance owns it); its
-        mail stays unread for the owner."""
+        """Drop a worker and its session's in-memory views, idle or not: :meth:`evict`'s removal,
+        and the whole of it for a worker whose session this process does not run (another
+        instance owns it; its mail stays unread for the owner)."""
         if self.workers.get(worker.session_id) is worker:
             del self.workers[worker.session_id]
         self.deps.mailbox.forget(worker.session_id)
