@@ -42,6 +42,7 @@ from agentgram.bot.settings import (
     AgentgramSettings,
     BotSettings,
     TelegramPresence,
+    unknown_topic_agents,
     with_telegram,
 )
 from agentgram.runtime.app import unknown_hook_tools
@@ -53,6 +54,7 @@ from agentgram.runtime.config_check import (
     inspect_config,
 )
 from agentgram.runtime.infra.config import ConfigInvalid, Prepare, Settings, sort_problems
+from agentgram.runtime.infra.errors import ConfigError
 
 EXAMPLE_USER_ID = 123456789
 """The user id ``config.example.yml`` ships with; nobody can talk to a bot that allows only it."""
@@ -114,7 +116,31 @@ def check_chat_user(settings: AgentgramSettings) -> Iterator[CheckProblem]:
         )
 
 
-TELEGRAM_CHECKS: tuple[Check[AgentgramSettings], ...] = (check_token, check_allowed_users, check_webhook)
+def check_topic_agents(settings: AgentgramSettings) -> Iterator[CheckProblem]:
+    """Each agent ``telegram.groups.topics`` names is defined (``agents/<name>/AGENT.md``, or
+    ``main``): read from the agents folder as ``run`` reads it (a folder that does not load is
+    ``check_agents``' to report)."""
+    from agentgram.runtime.capabilities.agents import AGENTS_DIR, load_agents
+
+    if settings.telegram is None or not settings.telegram.groups.topics:
+        return
+    folder = settings.agent.agents_dir or settings.agent.workdir / AGENTS_DIR
+    try:
+        catalog = load_agents(folder.resolve())
+    except ConfigError:
+        return
+    problem = unknown_topic_agents(settings, catalog.names())
+    if problem is not None:
+        key, _, text = problem.partition(": ")
+        yield CheckProblem(key, text)
+
+
+TELEGRAM_CHECKS: tuple[Check[AgentgramSettings], ...] = (
+    check_token,
+    check_allowed_users,
+    check_webhook,
+    check_topic_agents,
+)
 CHECKS: tuple[Check[Any], ...] = (*RUNTIME_CHECKS, check_tool_hooks, *TELEGRAM_CHECKS)
 
 

@@ -108,15 +108,14 @@ def _table(
 
 def _row(key: str, info: FieldInfo, nested: list[tuple[str, type[BaseModel]]], *, prefix: str = "") -> str:
     model, held = node_model(info.annotation)
-    if model is not None and _type(info.annotation, info.metadata) in (
-        "mapping",
-        "mapping or null",
-        "list of mapping",
-        "mapping of mapping",
+    if model is not None and _type(info.annotation, info.metadata).removesuffix(" or null").endswith(
+        "mapping"
     ):
-        name = key if "." in key else f"{prefix}.{key}"
-        child = f"{name}[]" if held and get_origin(_plain(info.annotation)) is list else name
-        child = f"{name}.<name>" if held and get_origin(_plain(info.annotation)) is dict else child
+        child = key if "." in key else f"{prefix}.{key}"
+        plain = _plain(info.annotation)
+        while held and get_origin(plain) in (list, dict):  # a mapping of mappings: one <name> each
+            child += "[]" if get_origin(plain) is list else ".<name>"
+            plain = _plain(get_args(plain)[-1])
         if all(child != known for known, _ in nested):
             nested.append((child, model))
     cells = [f"`{key}`", _type(info.annotation, info.metadata), _default(info), _text(info.description or "")]

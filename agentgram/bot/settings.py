@@ -21,16 +21,25 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, Field, SecretStr, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import (
+    BeforeValidator,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from agentgram.bot.terminal.settings import TerminalSettings
 from agentgram.bot.web.settings import WebSettings
+from agentgram.runtime.capabilities.agents import AGENT_NAME, MAIN
 from agentgram.runtime.infra.config import (
     ADVANCED,
     ConfigInvalid,
@@ -155,6 +164,46 @@ class WebhookSettings(Section):
         return self.public_url.rstrip("/") + self.path
 
 
+GENERAL_TOPIC = 1
+"""The ``message_thread_id`` of a forum's General topic: its key under ``telegram.groups.topics``
+(its messages often carry no thread id at all)."""
+
+
+class TopicSettings(Section):
+    """One forum topic's own agent and instructions (``telegram.groups.topics``); at least one of
+    the two is set. The topic is a session of its own, so what it says holds there alone."""
+
+    agent: str | None = None
+    """The agent (``agents/<name>/AGENT.md``) that answers in this topic, as the root agent: its
+    prompt, its tools and its model. ``null``: ``main``."""
+    prompt: str | None = None
+    """Instructions for this topic's conversation, added to the system prompt after the line
+    that names the group."""
+
+    @field_validator("agent")
+    @classmethod
+    def _agent_name(cls, value: str | None) -> str | None:
+        if value is not None and not AGENT_NAME.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is not an agent's name (lowercase letters, digits, '-' and '_': "
+                "the folder agents/<name>/)"
+            )
+        return value
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_text(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("is empty: write the instructions, or leave the key out")
+        return value.strip() if value is not None else None
+
+    @model_validator(mode="after")
+    def _something_set(self) -> TopicSettings:
+        if self.agent is None and self.prompt is None:
+            raise ValueError("set agent, prompt or both (a topic without either needs no entry)")
+        return self
+
+
 class GroupSettings(Section):
     """Group chats and supergroups the agent works in (:mod:`bot.telegram.core.groups`; the
     README's "Groups and topics")."""
@@ -168,6 +217,63 @@ class GroupSettings(Section):
     approver: Literal["any_allowed", "requester"] = "any_allowed"
     """Who may decide a group's approval prompts: any of ``telegram.allowed_user_ids``, or only
     the allowed user whose message the prompt replies to (the one that caused it)."""
+    topics: dict[int, dict[int, TopicSettings]] = Field(default_factory=dict)
+    """Forum topics with an agent or instructions of their own: chat id (one of
+    ``allowed_chat_ids``) → topic id (the ``message_thread_id``; ``1``: the General topic) →
+    ``agent`` and/or ``prompt``. Each topic is a conversation of its own; a topic not named here
+    is answered by ``main`` without extra instructions."""
+
+    @field_validator("topics")
+    @classmethod
+    def _topics_of_allowed_chats(
+        cls, value: dict[int, dict[int, TopicSettings]], info: ValidationInfo
+    ) -> dict[int, dict[int, TopicSettings]]:
+        """Each mistake is reported at the key it is under (``topics.<chat>`` or
+        ``topics.<chat>.<topic>``): a :class:`ValidationError` raised here keeps its errors'
+        places, below this field's."""
+        allowed = info.data.get("allowed_chat_ids")  # absent when it is invalid itself
+        errors: list[InitErrorDetails] = []
+        for chat, topics in value.items():
+            if allowed is not None and chat not in allowed:
+                errors.append(
+                    _topic_error((chat,), f"{chat} is not in telegram.groups.allowed_chat_ids", topics)
+                )
+            errors += [
+                _topic_error(
+                    (chat, thread),
+                    f"a topic id is {GENERAL_TOPIC} or more ({GENERAL_TOPIC}: the General topic)",
+                    topic,
+                )
+                for thread, topic in topics.items()
+                if thread < GENERAL_TOPIC
+            ]
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        return value
+
+    def topic(self, chat_id: int, thread_id: int | None) -> TopicSettings | None:
+        """What ``topics`` says of a chat's topic; ``thread_id`` ``None`` or 0 (a message of no
+        topic) is the General topic's."""
+        return self.topics.get(chat_id, {}).get(thread_id or GENERAL_TOPIC)
+
+
+def _topic_error(loc: tuple[int, ...], problem: str, value: object) -> InitErrorDetails:
+    return InitErrorDetails(type=PydanticCustomError("topic", problem), loc=loc, input=value)
+
+
+def unknown_topic_agents(settings: AgentgramSettings, known: Collection[str]) -> str | None:
+    """The first agent ``telegram.groups.topics`` names that is not one of ``known`` (the
+    catalog's names), as one config line naming its key; ``None`` when every one is known. The
+    agents are read at start, after the config is validated, so the model cannot check this."""
+    if settings.telegram is None:
+        return None
+    for chat, topics in settings.telegram.groups.topics.items():
+        for thread, topic in topics.items():
+            if topic.agent is not None and topic.agent not in known:
+                names = ", ".join(sorted(known, key=lambda name: (name != MAIN, name)))
+                key = f"telegram.groups.topics.{chat}.{thread}.agent"
+                return f"{key}: no agent named {topic.agent!r} (agents: {names})"
+    return None
 
 
 class TelegramSettings(Section):

@@ -99,6 +99,7 @@ from agentgram.runtime.infra.storage.models import (
     utcnow,
 )
 from agentgram.runtime.infra.storage.search import MARK_END, MARK_START, Exchange, SearchHit
+from agentgram.runtime.infra.storage.sessions import About
 from agentgram.runtime.infra.storage.summary_rows import Summary
 from agentgram.runtime.infra.tasks import cancel_and_wait
 from agentgram.runtime.scheduler.clock import Clock
@@ -445,6 +446,7 @@ class Runtime:
 __all__ = [
     "MARK_END",
     "MARK_START",
+    "About",
     "AlreadyRunning",
     "AnswerResult",
     "ApprovalStatus",

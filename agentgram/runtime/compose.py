@@ -18,6 +18,7 @@ the same way; what they read of its parts they read through ``rt.parts``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,7 @@ from agentgram.runtime.core.turn.background import BackgroundCalls
 from agentgram.runtime.core.turn.compaction import CompactionReport, Compactor
 from agentgram.runtime.core.turn.context import ContextSettings
 from agentgram.runtime.core.turn.deps import ALONE, ChosenModels, TurnDeps
+from agentgram.runtime.core.turn.request import root_context
 from agentgram.runtime.core.turn.subagents import AgentBook, ExecuteTask
 from agentgram.runtime.door.approvals import Approvals
 from agentgram.runtime.door.calls import Calls
@@ -323,6 +325,9 @@ def compose(
             prompt=lambda spec: build_static_prompt(
                 None, "", agent_prompt=spec.prompt, skills=skill_listing(spec)
             ),
+            root_prompt=lambda spec: build_static_prompt(
+                None, format_rules, agent_prompt=spec.prompt, skills=skill_listing(spec)
+            ),
         ),
         max_parallel_subagents=settings.llm.max_parallel_subagents,
         protected=secret_paths(settings.config_file, db.file),
@@ -356,7 +361,7 @@ def compose(
         usage=usage,
         notes=notes,
         compactor=compactor,
-        context_for=deps.context_for,
+        context_for=functools.partial(root_context, deps),
         search=search,
         resume_on_message=settings.mailbox.resume_on_message,
     )
@@ -435,7 +440,12 @@ def compose(
         ),
         jobs=Jobs(scheduler=scheduler),
         sessions=Sessions(
-            models=models, usage=usage, desk=hub.desk, skill_catalog=skill_catalog, mcp_catalog=mcp_catalog
+            models=models,
+            usage=usage,
+            desk=hub.desk,
+            skill_catalog=skill_catalog,
+            mcp_catalog=mcp_catalog,
+            session_store=session_store,
         ),
         lead=lead,
         owners=owners,

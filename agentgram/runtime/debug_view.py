@@ -10,7 +10,8 @@ Design choices (docs/architecture/debug-view.md):
 
 * Every string that leaves passes :func:`~runtime.log.redact` (the secrets
   registered with the log), once, where the value is built: a secret the
-  model echoed in a tool result reads ``***`` here as in the log.
+  model echoed in a tool result reads ``***`` here as in the log. A session's
+  ``title`` (a group's name, with its forum topic's) is such text too.
 * The detail tree is the root frame's rows in order; a sub-agent's frame
   follows the ``execute_task`` call that opened it, between an ``agent`` and
   an ``agent_end`` entry, its own rows (and frames) in between. An assistant
@@ -102,6 +103,10 @@ class SessionInfo(_Value):
     is_ephemeral: bool
     created_at: datetime
     chat_id: int | None
+    thread_id: int
+    """The session's forum topic (0: none)."""
+    title: str | None
+    """The chat's name when it has one (a group's, with its topic's: ``Team › Ideas``)."""
     active: bool
 
 
@@ -176,6 +181,8 @@ class JobInfo(_Value):
     timezone: str
     prompt: str
     chat_id: int
+    thread_id: int
+    """The forum topic the job reports to (0: none)."""
     enabled: bool
     running: bool
     running_session_id: int | None
@@ -387,6 +394,8 @@ def _info(row: ChatSession) -> SessionInfo:
         is_ephemeral=row.is_ephemeral,
         created_at=row.created_at,
         chat_id=row.chat_id,
+        thread_id=row.thread_id,
+        title=_text(row.title),
         active=row.active,
     )
 
@@ -601,6 +610,7 @@ class DebugView:
             timezone=row.timezone,
             prompt=redact(row.prompt),
             chat_id=row.chat_id,
+            thread_id=row.thread_id,
             enabled=row.enabled,
             running=self._scheduler.is_running(row.id),
             running_session_id=row.running_session_id,

@@ -64,6 +64,7 @@ SAMPLE_PARAMS: dict[str, str | int] = {
     "url": "https://agent.example.org/sessions/7",
     "summary": "$ ls -la",
     "caption": "the weekly report",
+    "place": "Team › Ideas", "item": "• Team › Ideas · session 7",
 }  # fmt: skip
 
 

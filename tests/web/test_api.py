@@ -14,6 +14,7 @@ from agentgram.runtime.debug_view import DebugView
 from agentgram.runtime.infra.log import RedactingFilter, get_logger
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
+from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, running_bot
 from tests.e2e.test_approvals import wait_prompt
 from tests.fakes.openai_server import Hang, Text, ToolCalls
@@ -87,6 +88,42 @@ async def test_sessions_are_listed_newest_first_in_pages_and_by_source(tmp_path:
         assert (chats["total"], tics["total"], tics["items"]) == (5, 0, [])
         assert (await web.client.get("/api/sessions", params={"source": "nope"})).status_code == 422
         assert (await web.client.get("/api/sessions", params={"per_page": 1000})).status_code == 422
+
+
+FORUM = -1001234567890
+
+
+async def test_a_forum_topics_session_shows_its_title_and_topic_escaped_and_masked(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, telegram={"groups": {"allowed_chat_ids": [FORUM]}}) as rig:
+        async with web_view(rig) as web:
+            rig.tg.add_group(FORUM, title="Team", forum=True)
+            topic = rig.tg.add_topic(FORUM, "R&D <ideas> sk-test-secret")
+            rig.llm.script(Text("Noted."))
+            rig.tg.send_text(ALLOWED_USER, "an idea", chat_id=FORUM, thread_id=topic, mention=True)
+            await rig.wait_turns()
+            (item,) = (await web.client.get("/api/sessions")).json()["items"]
+            assert (item["chat_id"], item["thread_id"]) == (FORUM, topic)
+            assert item["title"] == "Team › R&D <ideas> ***", "the title is redacted like other text"
+            detail = (await web.client.get(f"/api/sessions/{item['id']}")).json()["session"]
+            assert (detail["title"], detail["thread_id"]) == (item["title"], topic)
+
+            shown = "Team › R&amp;D &lt;ideas&gt; ***"
+            listing = (await web.client.get("/")).text
+            assert shown in listing and f"topic {topic}" in listing and "sk-test-secret" not in listing
+            page = (await web.client.get(f"/sessions/{item['id']}")).text
+            assert f'<span class="title">{shown}</span>' in page and f"topic {topic}" in page
+            assert "<ideas>" not in page, "the title is HTML-escaped"
+
+
+async def test_a_private_chats_session_has_no_title_and_no_topic(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig, web_view(rig) as web:
+        rig.llm.script(Text("Hi there!"))
+        rig.say("hello")
+        await rig.wait_turns()
+        (item,) = (await web.client.get("/api/sessions")).json()["items"]
+        assert (item["title"], item["thread_id"]) == (None, 0)
+        page = (await web.client.get("/sessions/1")).text
+        assert 'class="title"' not in page and 'class="topic"' not in page
 
 
 async def test_a_tool_call_turn_shows_reasoning_arguments_result_and_tokens_with_secrets_masked(

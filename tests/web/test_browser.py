@@ -17,6 +17,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import running_bot
 from tests.fakes.openai_server import Text, ToolCalls
 from tests.web.harness import TOKEN, web_view
@@ -84,3 +85,30 @@ async def test_the_owner_opens_a_session_and_unfolds_its_tool_call(
         await rig.wait_turns()
         shot = await asyncio.to_thread(_open_the_session_and_unfold_its_call, browser, web.base_url)
         print(f"screenshot: {shot}")
+
+
+FORUM = -1001234567890
+
+
+def _open_the_topics_session(browser: WebDriver, base_url: str, topic: int) -> None:
+    """The owner finds a forum topic's session by its name in the list and opens it."""
+    browser.get(f"{base_url}/?token={TOKEN}")
+    (row,) = browser.find_elements(By.CSS_SELECTOR, "#sessions tr:has(td.place)")
+    place = row.find_element(By.CSS_SELECTOR, "td.place")
+    assert place.find_element(By.CSS_SELECTOR, ".title").text == "Team › <Ideas>", "shown as text, not markup"
+    assert place.find_element(By.CSS_SELECTOR, ".topic").text == f"topic {topic}"
+    row.find_element(By.CSS_SELECTOR, "td a").click()
+    assert browser.find_element(By.CSS_SELECTOR, "h1 .title").text == "Team › <Ideas>"
+    assert f"topic {topic}" in browser.find_element(By.CSS_SELECTOR, "h1 + p").text
+    assert "Team › <Ideas>" in browser.title
+
+
+async def test_the_owner_finds_a_forum_topics_session_by_its_name(tmp_path: Path, browser: WebDriver) -> None:
+    async with running_bot(tmp_path, telegram={"groups": {"allowed_chat_ids": [FORUM]}}) as rig:
+        async with web_view(rig) as web:
+            rig.tg.add_group(FORUM, title="Team", forum=True)
+            topic = rig.tg.add_topic(FORUM, "<Ideas>")
+            rig.llm.script(Text("Noted."))
+            rig.tg.send_text(ALLOWED_USER, "an idea", chat_id=FORUM, thread_id=topic, mention=True)
+            await rig.wait_turns()
+            await asyncio.to_thread(_open_the_topics_session, browser, web.base_url, topic)

@@ -25,6 +25,7 @@ help-text =
     /tic — my periodic self check-ins
     /cron — scheduled tasks
     /model — choose the model
+    /sessions — the sessions open in this chat, one per topic
     /cost — tokens and cost of this conversation
     /todos — my todo list for this conversation
     /jobs — commands running in the background

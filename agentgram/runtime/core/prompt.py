@@ -1,4 +1,5 @@
-"""The static system prompt: built-in text, optional user file, skills, adapter format rules, memory.
+"""The static system prompt: built-in text, optional user file, skills, adapter format rules, the
+group and instructions of a session's place, memory.
 
 It is assembled once at start and never changes during the process, so the
 first message of every request is byte-identical and provider prefix caches
@@ -8,7 +9,10 @@ context in this process and kept for the session, so within a session the
 message stays byte-identical however the files change (``remember`` writes
 them), and a change reaches the prompt with the next session (``/new``) or
 after a restart. It comes last, after the format rules, so what precedes it
-stays a cacheable prefix even across sessions whose memory differs.
+stays a cacheable prefix even across sessions whose memory differs. Before it
+come what a session's place adds, fixed for the session: the line naming its
+group (:func:`in_group`) and its instructions (:func:`with_instructions`, a
+forum topic's configured prompt).
 """
 
 from __future__ import annotations
@@ -98,6 +102,17 @@ def in_group(static_prompt: str, title: str | None) -> str:
         "each of their messages starts with the sender's name in brackets. Answer the person who "
         "addressed you, and remember that the others read along."
     )
+
+
+INSTRUCTIONS_HEADER = "Instructions for this conversation:"
+
+
+def with_instructions(static_prompt: str, instructions: str | None) -> str:
+    """The static system message with what a session's place adds (a forum topic's configured
+    prompt) under :data:`INSTRUCTIONS_HEADER`; unchanged without any. It follows the line that
+    names the group and precedes the memory, so it is as stable as the session."""
+    text = (instructions or "").strip()
+    return f"{static_prompt}\n\n{INSTRUCTIONS_HEADER}\n{text}" if text else static_prompt
 
 
 def with_memory(static_prompt: str, memory: str) -> str:

@@ -43,7 +43,7 @@ from agentgram.runtime.infra.storage.history_tail import HistoryEntry
 from agentgram.runtime.infra.storage.models import ChatSession, Role, SessionSource, utcnow
 from agentgram.runtime.infra.storage.outbox import OutboxStore
 from agentgram.runtime.infra.storage.search import Exchange, HistorySearch, SearchHit
-from agentgram.runtime.infra.storage.sessions import ChatSessionCache, SessionStore
+from agentgram.runtime.infra.storage.sessions import About, ChatSessionCache, SessionStore
 from agentgram.runtime.infra.storage.usage_rows import UsageStore
 
 RECENT_ROWS_READ = 200
@@ -84,7 +84,7 @@ class Chat:
         usage: UsageStore,
         notes: NoteStore,
         compactor: Compactor,
-        context_for: Callable[[int], ContextSettings],
+        context_for: Callable[[ChatSession], ContextSettings],
         search: HistorySearch,
         resume_on_message: bool,
     ) -> None:
@@ -113,13 +113,16 @@ class Chat:
         user_id: int | None,
         language: str | None,
         source: SessionSource = SessionSource.CHAT,
-        title: str | None = None,
+        thread_id: int = 0,
+        about: About | None = None,
     ) -> SessionRef:
-        """The chat's active session of ``source`` (opened if it has none); ``title``: the chat's
-        name when it has one (a group's), kept on the session for the system prompt."""
-        return SessionRef.of(
-            await self._chat_session(chat_id, user_id=user_id, language=language, source=source, title=title)
+        """The active session of the chat, or of its forum topic ``thread_id`` (opened if it has
+        none); ``about``: what the adapter tells of the place (a group's name, a topic's agent and
+        instructions), kept on the session for its prompt and views; ``None`` keeps what it has."""
+        session = await self._chat_session(
+            chat_id, user_id=user_id, language=language, source=source, thread_id=thread_id, about=about
         )
+        return SessionRef.of(session)
 
     async def _chat_session(
         self,
@@ -128,12 +131,13 @@ class Chat:
         user_id: int | None,
         language: str | None,
         source: SessionSource,
-        title: str | None = None,
+        thread_id: int = 0,
+        about: About | None = None,
     ) -> ChatSession:
         """Kept in memory (filled at start); a chat the cache does not know, when it knows them
         all, is new: one write opens its session, with no read before it."""
-        cached = self.chat_sessions.get(chat_id, language, source)
-        if cached is not None and (title is None or cached.title is not None):
+        cached = self.chat_sessions.get(chat_id, language, source, thread_id=thread_id, about=about)
+        if cached is not None:
             return cached
         session, created = await self.session_store.find_or_open(
             chat_id,
@@ -141,15 +145,12 @@ class Chat:
             language=language,
             look_first=not self.chat_sessions.complete,
             source=source,
-            title=title,
+            thread_id=thread_id,
+            about=about,
         )
         self.chat_sessions.keep(session)
         self.hub.session_changed(session, created=created)
         return session
-
-    async def _title(self, session_id: int) -> str | None:
-        row = await self.session_store.get(session_id)
-        return row.title if row is not None else None
 
     async def new_session(
         self,
@@ -159,16 +160,23 @@ class Chat:
         language: str | None,
         envelope_id: str,
         source: SessionSource = SessionSource.CHAT,
+        thread_id: int = 0,
+        about: About | None = None,
     ) -> SessionRef:
-        """``/new``: stop whatever runs in the current session, then open a fresh one."""
-        current = await self.chat_session(chat_id, user_id=user_id, language=language, source=source)
-        await self.stop(current, envelope_id, quiet=True)
-        self.approval_manager.bypasses.clear(current.id)
-        await self.mcp_catalog.grants.forget(current.id)  # the new session activates its own servers
-        fresh = await self.session_store.open_new(
-            chat_id, user_id=user_id, language=language, source=source, title=await self._title(current.id)
+        """``/new``: stop whatever runs in the current session (the chat's, or its topic's), then
+        open a fresh one in the same place."""
+        current = await self._chat_session(
+            chat_id, user_id=user_id, language=language, source=source, thread_id=thread_id, about=about
         )
-        await self._carry_model(current.id, fresh)
+        ref = SessionRef.of(current)
+        await self.stop(ref, envelope_id, quiet=True)
+        self.approval_manager.bypasses.clear(ref.id)
+        await self.mcp_catalog.grants.forget(ref.id)  # the new session activates its own servers
+        kept = About(title=current.title, agent=current.agent_id, instructions=current.instructions)
+        fresh = await self.session_store.open_new(
+            chat_id, user_id=user_id, language=language, source=source, thread_id=thread_id, about=kept
+        )
+        await self._carry_model(ref.id, fresh)
         self.chat_sessions.keep(fresh)
         self.hub.session_changed(fresh, created=True)
         return SessionRef.of(fresh)
@@ -286,7 +294,9 @@ class Chat:
     async def context_usage(self, session: SessionRef) -> ContextUsage:
         """``/context``: how big the next request is, the threshold, what the summary covers."""
         compactor = self.compactor
-        static = len(self.context_for(session.id).static_system)
+        row = await self.session_store.get(session.id)
+        assert row is not None
+        static = len(self.context_for(row).static_system)
         return compactor.usage(await compactor.view(session.id), static)
 
     async def search_history(self, chat_id: int, query: str, limit: int = 10) -> list[SearchHit]:

@@ -40,6 +40,7 @@ from agentgram.runtime.door.values import (
     Decision,
     PastExchange,
     PendingApproval,
+    PlaceSession,
     Posted,
     PromptedApproval,
     SessionRef,
@@ -52,6 +53,7 @@ from agentgram.runtime.infra.llm.models import ModelInfo, SessionCost
 from agentgram.runtime.infra.send_budget import SendBudget
 from agentgram.runtime.infra.storage.models import SessionSource
 from agentgram.runtime.infra.storage.search import Exchange, SearchHit
+from agentgram.runtime.infra.storage.sessions import About
 from agentgram.runtime.scheduler.plan import TicPlan
 from agentgram.runtime.scheduler.tic import TicDecision
 from agentgram.runtime.scheduler.tic_runner import TicStatus
@@ -83,7 +85,8 @@ class ChatDoor(Protocol):
         user_id: int | None,
         language: str | None,
         source: SessionSource = SessionSource.CHAT,
-        title: str | None = None,
+        thread_id: int = 0,
+        about: About | None = None,
     ) -> SessionRef: ...
     async def new_session(
         self,
@@ -93,6 +96,8 @@ class ChatDoor(Protocol):
         language: str | None,
         envelope_id: str,
         source: SessionSource = SessionSource.CHAT,
+        thread_id: int = 0,
+        about: About | None = None,
     ) -> SessionRef: ...
     async def recent_exchanges(self, session: SessionRef, limit: int) -> list[PastExchange]: ...
     async def accept_user_message(
@@ -182,7 +187,8 @@ class JobsDoor(Protocol):
 
 
 class SessionsDoor(Protocol):
-    """What a session runs on and has used: model, cost, skills, MCP servers (``rt.sessions``)."""
+    """What a session runs on and has used: model, cost, skills, MCP servers; and a chat's open
+    sessions, one per forum topic (``rt.sessions``)."""
 
     @property
     def model_choices(self) -> tuple[ModelInfo, ...]: ...
@@ -191,6 +197,9 @@ class SessionsDoor(Protocol):
     async def session_cost(self, session: SessionRef) -> SessionCost: ...
     def skills(self) -> tuple[Skill, ...]: ...
     async def mcp_overview(self, session: SessionRef) -> list[McpServerStatus]: ...
+    async def chat_sessions(
+        self, chat_id: int, source: SessionSource = SessionSource.CHAT
+    ) -> list[PlaceSession]: ...
 
 
 class ClusterDoor(Protocol):

@@ -1,6 +1,7 @@
 """The sessions part of the door (``rt.sessions``): what a session runs on and what it has
 used — its model (``/model``, a choice stored as control mail first), its cost (``/usage``), the
-skills loaded at start (``/skills``) and its MCP servers (``/mcp``)."""
+skills loaded at start (``/skills``) and its MCP servers (``/mcp``) — and which sessions a chat
+has open (``/sessions``: one, or in a forum one per topic)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from agentgram.runtime.capabilities.mcp.catalog import McpCatalog, McpServerStat
 from agentgram.runtime.core.mailbox import ControlAction, ControlBody
 from agentgram.runtime.core.sessions.control import ControlDesk
 from agentgram.runtime.door.control import control_mail
-from agentgram.runtime.door.values import SessionRef
+from agentgram.runtime.door.values import PlaceSession, SessionRef
 from agentgram.runtime.infra.config import DEFAULT_MODEL_NAME
 from agentgram.runtime.infra.llm.models import ModelInfo, ModelRegistry, SessionCost, session_cost
+from agentgram.runtime.infra.storage.models import SessionSource
+from agentgram.runtime.infra.storage.sessions import SessionStore
 from agentgram.runtime.infra.storage.usage_rows import UsageStore
 
 
@@ -26,12 +29,14 @@ class Sessions:
         desk: ControlDesk,
         skill_catalog: SkillCatalog,
         mcp_catalog: McpCatalog,
+        session_store: SessionStore,
     ) -> None:
         self.models = models
         self.usage = usage
         self.desk = desk
         self.skill_catalog = skill_catalog
         self.mcp_catalog = mcp_catalog
+        self.session_store = session_store
 
     @property
     def model_choices(self) -> tuple[ModelInfo, ...]:
@@ -65,3 +70,15 @@ class Sessions:
         """Every enabled MCP server, sorted by name, with its state and whether ``session``
         activated it (``/mcp``)."""
         return await self.mcp_catalog.status(session.id)
+
+    async def chat_sessions(
+        self, chat_id: int, source: SessionSource = SessionSource.CHAT
+    ) -> list[PlaceSession]:
+        """The chat's active sessions of ``source``: its one, or in a forum one per topic that
+        has been spoken in (General first, then by topic), each with its name and last message."""
+        rows = await self.session_store.active_of_chat(chat_id, source)
+        return [
+            PlaceSession(session.id, session.thread_id, session.title, last)
+            for session, last in rows
+            if session.id is not None
+        ]

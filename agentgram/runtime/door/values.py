@@ -84,19 +84,22 @@ class CallState:
 
 @dataclass(slots=True, frozen=True)
 class SessionRef:
-    """A chat's session as an adapter holds it: which one, whose chat, its user's language, and
-    its source (a platform's chat, or the terminal)."""
+    """A chat's session as an adapter holds it: which one, whose chat, its user's language, its
+    source (a platform's chat, or the terminal) and its forum topic (0: none)."""
 
     id: int
     chat_id: int | None
     user_id: int | None
     language_code: str | None
     source: SessionSource = SessionSource.CHAT
+    thread_id: int = 0
 
     @classmethod
     def of(cls, row: ChatSession) -> SessionRef:
         assert row.id is not None
-        return cls(row.id, row.chat_id, row.user_id, row.language_code, SessionSource(row.source))
+        return cls(
+            row.id, row.chat_id, row.user_id, row.language_code, SessionSource(row.source), row.thread_id
+        )
 
 
 @dataclass(slots=True, frozen=True)
@@ -151,3 +154,15 @@ class TrustOverview:
 
     bypasses: tuple[Bypass, ...]
     rules: tuple[Rule, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class PlaceSession:
+    """A chat's active session as ``/sessions`` lists it: which one, its forum topic (0: none),
+    the place's name as the adapter last told it (a group's, with its topic's; ``None``: not
+    known) and when its newest message was written (``None``: none yet)."""
+
+    id: int
+    thread_id: int
+    title: str | None
+    last_active: datetime | None

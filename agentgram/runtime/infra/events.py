@@ -36,12 +36,16 @@ class SessionLike(Protocol):
     def chat_id(self) -> int | None: ...
 
     @property
+    def thread_id(self) -> int: ...
+
+    @property
     def language_code(self) -> str | None: ...
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
 class Address:
-    """Where a session's output goes: a source and, for chats, the chat id.
+    """Where a session's output goes: a source and, for chats, the chat id and the forum topic
+    (``thread_id``, 0 for none: a private chat, a plain group, a forum's General topic).
 
     :meth:`of` is the one rule from a session to its address; the other constructions read an
     address back from where it was stored (the outbox) or address what has no session of its own
@@ -52,6 +56,7 @@ class Address:
     source: str
     chat_id: int | None
     language: str | None = None
+    thread_id: int = 0
 
     @classmethod
     def of(cls, session: SessionLike) -> Address:
@@ -62,6 +67,7 @@ class Address:
             source=session.source,
             chat_id=session.chat_id,
             language=session.language_code,
+            thread_id=session.thread_id,
         )
 
 

@@ -300,7 +300,10 @@ class CronRunner(Part):
         session: ChatSession | None = None
         try:
             session = await self.ports.sessions.create_headless(
-                SessionSource.CRON, job.chat_id, auto_deny=job.approvals != JobApprovals.ASK
+                SessionSource.CRON,
+                job.chat_id,
+                auto_deny=job.approvals != JobApprovals.ASK,
+                thread_id=job.thread_id,  # its output and approval prompts go to the job's topic
             )
             session_id = session.id
             assert session_id is not None
@@ -337,6 +340,7 @@ class CronRunner(Part):
             await self.delivery.deliver(
                 job.chat_id,
                 CronResult(title=job.title, body=result_body(result)),
+                thread_id=job.thread_id,
                 session_id=session.id if session is not None else None,
                 language=language,
             )

@@ -2,7 +2,9 @@
 
 A result goes out as a :class:`~runtime.events.Report` — silently during
 quiet hours, or held for one digest per chat when they end
-(``quiet_hours.hold``). Held results survive a restart
+(``quiet_hours.hold``). A job made in a forum topic reports to that topic
+(its ``thread_id``), held or not: the digest is one per chat and topic, so
+each topic's results stay in their topic. Held results survive a restart
 (:class:`~runtime.scheduler.held.HeldReports`), so the flush is rescheduled
 on start. The report says what it is; the adapter words it.
 """
@@ -28,14 +30,22 @@ class Delivery(Part):
         self.held = held
 
     async def deliver(
-        self, chat_id: int, result: CronResult, *, session_id: int | None, language: str | None
+        self,
+        chat_id: int,
+        result: CronResult,
+        *,
+        thread_id: int,
+        session_id: int | None,
+        language: str | None,
     ) -> None:
+        """Send ``result`` to the chat's topic ``thread_id`` (0: the chat itself), or hold it."""
         plan = plan_delivery(self.clock.now(), self.ports.quiet_hours, self.ports.timezone)
         if isinstance(plan, Hold):
-            await self.held.add(HeldReport(chat_id=chat_id, result=result, language=language))
+            held = HeldReport(chat_id=chat_id, thread_id=thread_id, result=result, language=language)
+            await self.held.add(held)
             await self.schedule_flush(plan.until)
             return
-        to = address(session_id or 0, SessionSource.CRON, chat_id, language)
+        to = address(session_id or 0, SessionSource.CRON, chat_id, language, thread_id=thread_id)
         await self.ports.publish(Report(to=to, content=result, silent=plan.silent))
 
     async def held_until(self) -> datetime | None:
@@ -56,7 +66,7 @@ class Delivery(Part):
         )
 
     async def flush_held(self) -> int:
-        """Send what quiet hours held, one digest per chat; how many results went out.
+        """Send what quiet hours held, one digest per chat and topic; how many results went out.
 
         Still quiet (a restart, a clock jump): keep holding until the period ends.
         """
@@ -65,11 +75,11 @@ class Delivery(Part):
             await self.schedule_flush(plan.until)
             return 0
         reports = await self.held.take()
-        chats: dict[int, list[HeldReport]] = {}
+        places: dict[tuple[int, int], list[HeldReport]] = {}
         for report in reports:
-            chats.setdefault(report.chat_id, []).append(report)
-        for chat_id, items in chats.items():
-            to = address(0, SessionSource.CRON, chat_id, items[-1].language)
+            places.setdefault((report.chat_id, report.thread_id), []).append(report)
+        for (chat_id, thread_id), items in places.items():
+            to = address(0, SessionSource.CRON, chat_id, items[-1].language, thread_id=thread_id)
             digest = Digest(items=tuple(item.result for item in items))
             await self.ports.publish(Report(to=to, content=digest))
         return len(reports)
@@ -78,5 +88,10 @@ class Delivery(Part):
         await self.flush_held()
 
 
-def address(session_id: int, source: str, chat_id: int, language: str | None) -> Address:
-    return Address(session_id=session_id, source=source, chat_id=chat_id, language=language)
+def address(
+    session_id: int, source: str, chat_id: int, language: str | None, *, thread_id: int = 0
+) -> Address:
+    """Where a scheduled run's report goes: its chat and, in a forum, its topic (0: none)."""
+    return Address(
+        session_id=session_id, source=source, chat_id=chat_id, language=language, thread_id=thread_id
+    )

@@ -4,8 +4,10 @@ They live as one JSON list in the key-value table, so a restart in the night
 still sends the digest in the morning. Reads and writes are whole-list: the
 list is short (one night's cron results) and only the scheduler touches it.
 Each item carries its result as structured content (the one codec,
-:data:`~runtime.events.REPORT_CONTENT`); an item held by an older release,
-stored already worded, is dropped and logged.
+:data:`~runtime.events.REPORT_CONTENT`) and the forum topic it goes to
+(``thread_id``; an item held before topics were kept has none and goes to the
+chat itself, 0); an item held by an older release, stored already worded, is
+dropped and logged.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class HeldReports:
         data = [
             {
                 "chat_id": r.chat_id,
+                "thread_id": r.thread_id,
                 "language": r.language,
                 "result": REPORT_CONTENT.dump_python(r.result, mode="json"),
             }
@@ -69,7 +72,12 @@ def _held(item: Any) -> HeldReport | None:
         result = REPORT_CONTENT.validate_python(item["result"])
         if not isinstance(result, CronResult):
             raise ValueError("only cron results are held")
-        return HeldReport(chat_id=int(item["chat_id"]), result=result, language=item.get("language"))
+        return HeldReport(
+            chat_id=int(item["chat_id"]),
+            thread_id=int(item.get("thread_id") or 0),
+            result=result,
+            language=item.get("language"),
+        )
     except (KeyError, TypeError, ValueError, ValidationError):
         log.warning("dropping a held result stored in an older shape")
         return None

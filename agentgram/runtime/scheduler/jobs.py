@@ -116,6 +116,7 @@ def job_value(job: ScheduledJob, *, next_run: datetime | None, running: bool, no
         timezone=job.timezone,
         prompt=job.prompt,
         chat_id=job.chat_id,
+        thread_id=job.thread_id,
         enabled=job.enabled,
         approvals=JobApprovals(job.approvals),
         next_run=next_run,
@@ -126,13 +127,15 @@ def job_value(job: ScheduledJob, *, next_run: datetime | None, running: bool, no
 
 @dataclass(frozen=True, slots=True)
 class JobChanges:
-    """Fields to change on a job; ``None`` leaves a field as it is."""
+    """Fields to change on a job; ``None`` leaves a field as it is (``thread_id``: the forum
+    topic its runs report to, 0 for none)."""
 
     title: str | None = None
     schedule: str | None = None
     timezone: str | None = None
     prompt: str | None = None
     chat_id: int | None = None
+    thread_id: int | None = None
     approvals: JobApprovals | None = None
 
 
@@ -162,6 +165,7 @@ class JobStore:
             timezone=spec.timezone or self._default_timezone,
             prompt=spec.prompt,
             chat_id=spec.chat_id,
+            thread_id=spec.thread_id,
             approvals=JobApprovals(spec.approvals),
             anchor_at=now,
             created_at=now,
@@ -210,6 +214,8 @@ class JobStore:
                 job.prompt = changes.prompt
             if changes.chat_id is not None:
                 job.chat_id = changes.chat_id
+            if changes.thread_id is not None:
+                job.thread_id = changes.thread_id
             if changes.approvals is not None:
                 job.approvals = JobApprovals(changes.approvals)
             if changes.schedule is not None or changes.timezone is not None:

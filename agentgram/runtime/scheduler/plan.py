@@ -144,8 +144,10 @@ def cron_event(run: JobRun, title: str, tz: tzinfo) -> str:
 
 @dataclass(frozen=True, slots=True)
 class HeldReport:
-    """A result kept during quiet hours (``quiet_hours.hold``), for its chat's digest."""
+    """A result kept during quiet hours (``quiet_hours.hold``), for its chat's (or its forum
+    topic's, ``thread_id``; 0: none) digest."""
 
     chat_id: int
     result: CronResult
     language: str | None = None
+    thread_id: int = 0

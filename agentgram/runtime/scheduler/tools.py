@@ -7,8 +7,10 @@ So "remind me in 20 minutes" just works: the model schedules a job whose
 prompt runs later in its own headless session and whose result is sent to
 this chat. The tools act through the scheduler service (database and
 APScheduler together) and only ever see the jobs of the chat the session
-belongs to (:attr:`ToolContext.chat_id`). A bad schedule or an unknown job is
-a :class:`~runtime.errors.ToolError` the model reads, never a crash.
+belongs to (:attr:`ToolContext.chat_id`). A job scheduled in a forum topic
+belongs to that topic (:attr:`ToolContext.thread_id`): its runs report there,
+while the chat's jobs are still listed and edited together. A bad schedule or
+an unknown job is a :class:`~runtime.errors.ToolError` the model reads, never a crash.
 
 Approval seeds (``runtime/approvals/rules.py``): ``list_jobs``,
 ``schedule_job`` and ``update_job`` are allowed — scheduling only queues a
@@ -106,6 +108,7 @@ class ScheduleJob(_ScheduleTool[ScheduleJobArgs]):
             schedule=args.schedule,
             prompt=args.prompt,
             chat_id=_chat(ctx),
+            thread_id=ctx.thread_id,
             timezone=args.timezone,
             approvals=JobApprovals(args.approvals),
         )

@@ -19,12 +19,14 @@ class JobSpec:
     """A job to schedule, as the chat (``/cron add``) or the agent (``schedule_job``) asks for it.
 
     An empty ``title`` becomes the prompt's start; no ``timezone`` means the agent's zone.
+    ``thread_id`` is the forum topic it was asked in (0: none): its runs report there.
     """
 
     title: str
     schedule: str
     prompt: str
     chat_id: int
+    thread_id: int = 0
     timezone: str | None = None
     approvals: JobApprovals = JobApprovals.DENY
 
@@ -42,6 +44,8 @@ class Job:
     timezone: str
     prompt: str
     chat_id: int
+    thread_id: int
+    """The forum topic its runs report to (0: none); it is listed with its chat's jobs all the same."""
     enabled: bool
     approvals: JobApprovals
     next_run: datetime | None

@@ -55,6 +55,7 @@ from typing import Any, Protocol, TypeVar
 
 from agentgram.bot.telegram.core import port
 from agentgram.bot.telegram.core.metrics import SEND_RETRIES
+from agentgram.bot.telegram.core.topics import TopicBot
 from agentgram.runtime.infra.backoff import Backoff, retrying
 from agentgram.runtime.infra.log import get_logger
 
@@ -352,8 +353,10 @@ class QueuedBot:
             ),
         )
 
-    async def send_chat_action(self, chat_id: int, action: str) -> None:
-        await self.queues.call(chat_id, lambda: self.api.send_chat_action(chat_id, action))
+    async def send_chat_action(self, chat_id: int, action: str, *, thread_id: int | None = None) -> None:
+        await self.queues.call(
+            chat_id, lambda: self.api.send_chat_action(chat_id, action, thread_id=thread_id)
+        )
 
     async def send_file(self, chat_id: int, file: port.FileUpload) -> port.Sent:
         return await self.queues.call(chat_id, lambda: self.api.send_file(chat_id, file))
@@ -379,8 +382,12 @@ class QueuedBot:
 async def chat_turn(bot: port.BotApi, chat_id: int) -> AsyncIterator[None]:
     """Hold ``chat_id``'s turn across several calls through ``bot`` (its retries included).
 
-    A bare driver client (a driver's own tests) has no queues: nothing is held.
+    A bot bound to a forum topic (:class:`~.topics.TopicBot`) holds the turn of the bot inside
+    (a chat's topics share its one queue). A bare driver client (a driver's own tests) has no
+    queues: nothing is held.
     """
+    while isinstance(bot, TopicBot):
+        bot = bot.inner
     if isinstance(bot, QueuedBot):
         async with bot.queues.turn(chat_id):
             yield

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 from agentgram.bot.telegram.core.incoming import Message, User, entity_text
 
+TOPIC_NAMES_KEPT = 1024
+"""Forum topics whose names :class:`TopicNames` keeps (the oldest go first)."""
 SPEAKERS_KEPT = 1024
 """Groups whose last addressed message :class:`Speakers` keeps (the oldest go first)."""
 REQUESTER = "group-requester:"
@@ -86,23 +88,24 @@ class Spoke:
 
 
 class Speakers:
-    """Each group's latest message for the agent, in memory (a prompt after a restart replies to
-    nothing and may be decided by any allowed user: the requester is not known)."""
+    """Each group's (or forum topic's) latest message for the agent, in memory (a prompt after a
+    restart replies to nothing and may be decided by any allowed user: the requester is not known)."""
 
     def __init__(self, kept: int = SPEAKERS_KEPT) -> None:
-        self._last: OrderedDict[int, Spoke] = OrderedDict()
+        self._last: OrderedDict[tuple[int, int], Spoke] = OrderedDict()
         self._kept = kept
 
-    def note(self, chat_id: int, message_id: int, user: User | None) -> None:
+    def note(self, chat_id: int, message_id: int, user: User | None, thread_id: int = 0) -> None:
         if user is None:
             return
-        self._last[chat_id] = Spoke(message_id, user.id, sender_name(user))
-        self._last.move_to_end(chat_id)
+        key = (chat_id, thread_id)
+        self._last[key] = Spoke(message_id, user.id, sender_name(user))
+        self._last.move_to_end(key)
         while len(self._last) > self._kept:
             self._last.popitem(last=False)
 
-    def last(self, chat_id: int) -> Spoke | None:
-        return self._last.get(chat_id)
+    def last(self, chat_id: int, thread_id: int = 0) -> Spoke | None:
+        return self._last.get((chat_id, thread_id))
 
 
 def requester_key(request_id: str) -> str:
@@ -132,6 +135,7 @@ __all__ = [
     "REQUESTER",
     "Speakers",
     "Spoke",
+    "TopicNames",
     "addressed",
     "parse_requester",
     "question_key",
@@ -141,3 +145,26 @@ __all__ = [
     "session_question_key",
     "with_sender",
 ]
+
+
+class TopicNames:
+    """The forum topics' names as messages lately showed them: a message in a topic carries the
+    topic's creation (with its name) as its reply unless it replies to another message, so a
+    name seen once serves the topic's later messages. In memory and bounded; a restart learns
+    them again (the session keeps the last title meanwhile)."""
+
+    def __init__(self, capacity: int = TOPIC_NAMES_KEPT) -> None:
+        self._capacity = capacity
+        self._names: OrderedDict[tuple[int, int], str] = OrderedDict()
+
+    def learn(self, chat_id: int, thread_id: int, shown: str | None) -> str | None:
+        """The topic's name: ``shown`` (remembered), else the one last seen, else ``None``."""
+        key = (chat_id, thread_id)
+        if shown is not None:
+            self._names[key] = shown
+        name = self._names.get(key)
+        if name is not None:
+            self._names.move_to_end(key)
+            while len(self._names) > self._capacity:
+                self._names.popitem(last=False)
+        return name

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from agentgram.bot.telegram.core.port import BotApi, Keyboard, KeyButton
+from agentgram.bot.telegram.core.topics import in_topic
 
 PRIVATE = "private"
 """``Chat.type`` of a one-to-one chat with the bot."""
@@ -113,10 +114,29 @@ class Message:
     is_topic_message: bool = False
     reply_to_message: Message | None = None
     reply_markup: Keyboard | None = None  # the inline keyboard under it (a prompt's buttons)
+    topic_name: str | None = None
+    """The name a forum topic's creation service message (``forum_topic_created``) gives it."""
 
     @property
     def chat_id(self) -> int:
         return self.chat.id
+
+    @property
+    def topic(self) -> int:
+        """The forum topic the message is in, as its session's ``thread_id``: 0 outside one (a
+        private chat, a plain group, a reply thread of a supergroup, a forum's General topic)."""
+        if self.chat.is_forum and self.is_topic_message and self.thread_id is not None:
+            return self.thread_id
+        return 0
+
+    @property
+    def topic_title(self) -> str | None:
+        """The name of the topic the message is in, when the message shows it: every message in a
+        topic that replies to nothing else carries the topic's creation as its reply."""
+        replied = self.reply_to_message
+        if self.topic and replied is not None and replied.message_id == self.thread_id:
+            return replied.topic_name
+        return self.topic_name if self.topic and self.message_id == self.thread_id else None
 
     @property
     def command(self) -> str | None:
@@ -208,7 +228,10 @@ class Update:
         return message.from_user if message is not None and message.from_user else self.other_user
 
     def get_bot(self) -> BotApi:
-        return self.api
+        """The Bot API as this update's place sees it: in a forum topic, every message sent
+        through it lands in that topic (:mod:`.topics`)."""
+        message = self.effective_message
+        return self.api if message is None else in_topic(self.api, message.chat_id, message.topic)
 
 
 # --- from a library's objects ------------------------------------------------------
@@ -263,6 +286,7 @@ def _message(message: Any, api: BotApi, *, depth: int = 0) -> Message | None:
         is_topic_message=bool(getattr(message, "is_topic_message", False)),
         reply_to_message=_message(reply, api, depth=depth + 1) if reply is not None and depth < 1 else None,
         reply_markup=_keyboard(getattr(message, "reply_markup", None)),
+        topic_name=getattr(getattr(message, "forum_topic_created", None), "name", None),
     )
 
 

@@ -45,6 +45,26 @@ class BadRequest(TelegramError):
     """400: Telegram refuses this request as it is (a retry cannot change that)."""
 
 
+class TopicGone(BadRequest):
+    """400: the forum topic is closed or deleted ("TOPIC_CLOSED", "TOPIC_DELETED", "message
+    thread not found"). Nothing sent to it can land until an admin reopens it (or ever, once
+    deleted), so a caller can tell a gone topic from a refusal of this one message; it stays a
+    :class:`BadRequest`, so whoever handles those handles it too."""
+
+
+TOPIC_GONE = ("topic_closed", "topic_deleted", "message thread not found")
+"""Telegram's descriptions of a 400 for a topic that is gone, lowercased (its errors are worded
+"Topic_closed" once the "Bad Request: " prefix is stripped)."""
+
+
+def bad_request(message: str) -> BadRequest:
+    """A 400 as the port's error: :class:`TopicGone` when Telegram's description says the forum
+    topic is gone, a plain :class:`BadRequest` otherwise. Both drivers map their 400s here."""
+    lowered = message.lower()
+    gone = any(description in lowered for description in TOPIC_GONE)
+    return TopicGone(message) if gone else BadRequest(message)
+
+
 class Forbidden(TelegramError):
     """403: the user blocked the bot or left the chat."""
 
@@ -119,16 +139,21 @@ class Text:
     reply_markup: Keyboard | None = None
     disable_notification: bool = False
     reply_to_message_id: int | None = None
+    message_thread_id: int | None = None  # the forum topic; None: the chat itself (or General)
 
     def send_params(self, chat_id: int) -> dict[str, Any]:
         """``sendMessage``'s parameters but the keyboard and the reply (each library has its own
-        types for them), named as both libraries' ``send_message`` takes them."""
-        return {
+        types for them), named as both libraries' ``send_message`` takes them; the topic only
+        when there is one."""
+        params: dict[str, Any] = {
             "chat_id": chat_id,
             "text": self.text,
             "parse_mode": self.parse_mode,
             "disable_notification": self.disable_notification,
         }
+        if self.message_thread_id is not None:
+            params["message_thread_id"] = self.message_thread_id
+        return params
 
     def edit_params(self, chat_id: int, message_id: int) -> dict[str, Any]:
         """``editMessageText``'s parameters but the keyboard (each library has its own type for
@@ -153,6 +178,7 @@ class FileUpload:
     reply_to_message_id: int | None = None
     disable_notification: bool = False
     write_timeout: float = 20.0
+    message_thread_id: int | None = None  # the forum topic; None: the chat itself (or General)
 
     @property
     def method(self) -> str:
@@ -228,7 +254,9 @@ class BotApi(Protocol):
         should exceed ``timeout`` (ingest gives it a margin)."""
 
     async def send_message(self, chat_id: int, message: Text) -> Sent:
-        """A reply to a message that is gone is sent without the reply."""
+        """A reply to a message that is gone is sent without the reply. To a forum topic that is
+        closed or deleted (``message.message_thread_id``) it raises :class:`TopicGone`, as
+        :meth:`send_file` and :meth:`send_chat_action` do."""
 
     async def edit_message_text(self, chat_id: int, message_id: int, message: Text) -> None:
         """The message's text and keyboard become ``message``'s (its reply and silence do not apply)."""
@@ -243,8 +271,9 @@ class BotApi(Protocol):
         self, chat_id: int, draft_id: int, text: str, *, parse_mode: str | None, read_timeout: float
     ) -> None: ...
 
-    async def send_chat_action(self, chat_id: int, action: str) -> None:
-        """``action``: the Bot API's name (``typing``, ``upload_document``, ``record_voice``…)."""
+    async def send_chat_action(self, chat_id: int, action: str, *, thread_id: int | None = None) -> None:
+        """``action``: the Bot API's name (``typing``, ``upload_document``, ``record_voice``…);
+        ``thread_id``: the forum topic it shows in (None: the chat itself)."""
 
     async def send_file(self, chat_id: int, file: FileUpload) -> Sent:
         """``sendDocument``, or ``sendPhoto`` for ``file.as_photo``; like a message, a reply to a
@@ -267,6 +296,7 @@ class BotApi(Protocol):
 __all__ = [
     "ALLOWED_UPDATES",
     "HTML",
+    "TOPIC_GONE",
     "BadRequest",
     "BotApi",
     "BotCommand",
@@ -284,5 +314,7 @@ __all__ = [
     "TelegramError",
     "Text",
     "TimedOut",
+    "TopicGone",
     "WebhookInfo",
+    "bad_request",
 ]

@@ -48,6 +48,7 @@ from agentgram.bot.telegram.core.port import (
     Sent,
     TelegramError,
     Text,
+    TopicGone,
 )
 from agentgram.bot.telegram.views.render import html_to_text
 from agentgram.bot.telegram.views.split import split_html
@@ -145,6 +146,8 @@ async def _send_one(
     )
     try:
         return await with_retry(lambda: bot.send_message(chat_id, message), retry, what)
+    except TopicGone:
+        raise  # not a refusal of this message: the place is gone (the caller stops sending there)
     except BadRequest as error:
         if not is_entity_error(error):
             _refused(what, error)

@@ -110,6 +110,7 @@ from agentgram.bot.telegram.core.port import (
     Text,
     TimedOut,
     WebhookInfo,
+    bad_request,
 )
 from agentgram.bot.telegram.core.ratelimit import UNLIMITED, UNMETERED
 from agentgram.bot.telegram.core.shared_budget import SharedBudget
@@ -259,9 +260,9 @@ class AiogramApi:
                 chat_id, draft_id, text=text, parse_mode=parse_mode, request_timeout=_seconds(read_timeout)
             )
 
-    async def send_chat_action(self, chat_id: int, action: str) -> None:
+    async def send_chat_action(self, chat_id: int, action: str, *, thread_id: int | None = None) -> None:
         with _mapped():
-            await self._bot.send_chat_action(chat_id, action)
+            await self._bot.send_chat_action(chat_id, action, message_thread_id=thread_id)
 
     async def send_file(self, chat_id: int, file: FileUpload) -> Sent:
         send = self._bot.send_photo if file.as_photo else self._bot.send_document
@@ -273,6 +274,7 @@ class AiogramApi:
                 parse_mode=file.parse_mode,
                 reply_parameters=_reply(file.reply_to_message_id),
                 disable_notification=file.disable_notification,
+                message_thread_id=file.message_thread_id,
                 request_timeout=_seconds(file.write_timeout),
             )
         return _sent(message)
@@ -447,7 +449,8 @@ def _network_reason(message: str) -> str:
 
 @contextmanager
 def _mapped() -> Iterator[None]:
-    """aiogram's (and aiohttp's) exceptions as :mod:`..port`'s, with Telegram's description."""
+    """aiogram's (and aiohttp's) exceptions as :mod:`..port`'s, with Telegram's description; a 400
+    for a forum topic that is gone is :class:`~..port.TopicGone` (:func:`~..port.bad_request`)."""
     try:
         yield
     except TelegramError:
@@ -457,7 +460,7 @@ def _mapped() -> Iterator[None]:
     except TelegramRetryAfter as error:
         raise RetryAfter(_description(error), float(error.retry_after)) from error
     except TelegramBadRequest as error:
-        raise BadRequest(error.message) from error
+        raise bad_request(error.message) from error
     except TelegramForbiddenError as error:
         raise Forbidden(error.message) from error
     except (TelegramUnauthorizedError, TelegramNotFound) as error:

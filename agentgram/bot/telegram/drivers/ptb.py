@@ -135,7 +135,8 @@ class MeteredRequest(HTTPXRequest):
 @contextlib.asynccontextmanager
 async def _mapped() -> AsyncIterator[None]:
     """PTB's exceptions as the port's (the most specific first: ``BadRequest`` is a
-    ``NetworkError`` in PTB, ``TimedOut`` too)."""
+    ``NetworkError`` in PTB, ``TimedOut`` too); a 400 for a forum topic that is gone is
+    :class:`~..port.TopicGone` (:func:`~..port.bad_request`)."""
     try:
         yield
     except ptb.RetryAfter as error:
@@ -145,7 +146,7 @@ async def _mapped() -> AsyncIterator[None]:
     except ptb.ChatMigrated as error:
         raise port.ChatMigrated(error.message, error.new_chat_id) from error
     except ptb.BadRequest as error:
-        raise port.BadRequest(error.message) from error
+        raise port.bad_request(error.message) from error
     except ptb.Forbidden as error:
         raise port.Forbidden(error.message) from error
     except ptb.InvalidToken as error:
@@ -297,9 +298,9 @@ class PtbApi:
                 chat_id, draft_id, text, parse_mode=parse_mode, read_timeout=read_timeout
             )
 
-    async def send_chat_action(self, chat_id: int, action: str) -> None:
+    async def send_chat_action(self, chat_id: int, action: str, *, thread_id: int | None = None) -> None:
         async with _mapped():
-            await self.bot.send_chat_action(chat_id, action)
+            await self.bot.send_chat_action(chat_id, action, message_thread_id=thread_id)
 
     async def send_file(self, chat_id: int, file: port.FileUpload) -> port.Sent:
         send = self.bot.send_photo if file.as_photo else self.bot.send_document
@@ -314,6 +315,7 @@ class PtbApi:
                 allow_sending_without_reply=True,
                 disable_notification=file.disable_notification,
                 write_timeout=file.write_timeout,
+                message_thread_id=file.message_thread_id,
             )
         return _sent(message)
 

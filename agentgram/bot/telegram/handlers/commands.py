@@ -8,7 +8,7 @@ Unknown commands get the help text and never reach the model.
 
 from __future__ import annotations
 
-from agentgram.bot.telegram.core.context import BotContext, bot_context, envelope_id
+from agentgram.bot.telegram.core.context import BotContext, bot_context, envelope_id, topic_of
 from agentgram.bot.telegram.core.incoming import Update
 from agentgram.bot.telegram.core.port import BotCommand
 from agentgram.bot.telegram.core.router import Command, HandlerContext, OnMessage, Router, is_command
@@ -17,7 +17,7 @@ from agentgram.runtime.infra.i18n import Translator
 
 MENU = (
     *("new", "stop", "pause", "resume", "approvals", "trust", "tic", "cron", "todos", "jobs", "model"),
-    *("cost", "search", "context", "compact", "skills", "mcp", "help"),
+    *("sessions", "cost", "search", "context", "compact", "skills", "mcp", "help"),
 )
 """The commands in the menu, in order; each one's description is ``menu-<name>`` in the locales."""
 
@@ -74,7 +74,12 @@ async def new(update: Update, context: HandlerContext) -> None:
     chat, user = update.effective_chat, update.effective_user
     assert chat is not None
     await ctx.runtime.chat.new_session(
-        chat.id, user_id=user.id if user else None, language=ctx.lang(update), envelope_id=envelope_id(update)
+        chat.id,
+        user_id=user.id if user else None,
+        language=ctx.lang(update),
+        envelope_id=envelope_id(update),
+        thread_id=topic_of(update),
+        about=ctx.about(update),
     )
     await _reply(update, context, "new-session")
 

@@ -113,7 +113,7 @@ async def _post(
     session = await ctx.session(update)
     if message.chat.is_group:  # the session is the group's: the model is told who speaks
         text = with_sender(text, update.effective_user)
-        ctx.delivery.speakers.note(message.chat_id, message.message_id, update.effective_user)
+        ctx.delivery.speakers.note(message.chat_id, message.message_id, update.effective_user, message.topic)
     posted = await ctx.runtime.chat.accept_user_message(
         session,
         text,

@@ -7,7 +7,8 @@ scheduler service. ``/cron`` lists the chat's jobs, one card each with
 done) and 🗑 delete; ``/cron add <schedule> <prompt>`` schedules one (without
 arguments it shows how, with examples); ``/cron kill <id>`` stops a running
 one at once (the /stop path). Everything here only ever touches the jobs of
-the chat it is typed in.
+the chat it is typed in; a job added in a forum topic belongs to that topic
+(its runs report there), while ``/cron`` lists the whole chat's jobs.
 
 A card is edited in place: 🗑 turns it into the confirmation naming the task,
 ✅ Yes into "🗑 Deleted" with no buttons, ✖️ Cancel back into the card. A
@@ -25,7 +26,7 @@ from datetime import datetime, tzinfo
 
 from agentgram.bot.shown import JobState, job_state
 from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, encode
-from agentgram.bot.telegram.core.context import BotContext, bot_context
+from agentgram.bot.telegram.core.context import BotContext, bot_context, topic_of
 from agentgram.bot.telegram.core.incoming import Update
 from agentgram.bot.telegram.core.port import Keyboard, KeyButton
 from agentgram.bot.telegram.core.router import Command, HandlerContext, Router
@@ -157,9 +158,10 @@ async def _add(update: Update, ctx: BotContext, text: str) -> None:
     service = ctx.runtime.jobs
     try:
         schedule, prompt = split_schedule(text, ctx.runtime.timezone, service.now())
-        job = await service.add_job(
-            JobSpec(title="", schedule=schedule, prompt=prompt, chat_id=_chat_id(update))
+        spec = JobSpec(
+            title="", schedule=schedule, prompt=prompt, chat_id=_chat_id(update), thread_id=topic_of(update)
         )
+        job = await service.add_job(spec)
     except ScheduleError as exc:
         await _say(
             update, ctx, "cron-bad-schedule", error=schedule_error(ctx.translator, ctx.lang(update), exc)

@@ -1,8 +1,13 @@
-"""Runtime events → Telegram messages, one ordered outbox per chat.
+"""Runtime events → Telegram messages, one ordered outbox per chat, or per forum topic.
 
 The runtime's event bus calls :meth:`Delivery.__call__` synchronously; the event is put on its
-chat's outbox and a single task per chat turns events into sends and edits, so the runtime's
-output to one chat leaves in order while chats do not wait for each other. Every call it makes
+place's outbox (a chat, or a forum topic of one: each topic is its own session, streaming and
+working beside the others) and a single task per place turns events into sends and edits, so
+the runtime's output to one place leaves in order while places do not wait for each other. A
+topic's outbox sends through a bot bound to the topic (:mod:`..core.topics`), so every message
+for it carries its ``message_thread_id``; a topic closed or deleted meanwhile stops its outbox
+(:meth:`Delivery._gone`): what it held is dropped (durable output counted as refused for good,
+so nothing retries in a loop) until the topic's next turn starts. Every call it makes
 takes the chat's turn in the chat queue (:mod:`..core.chat_queue`), the one path to a chat that
 handler replies take too: an acknowledgement and an answer keep the order they were sent in,
 and a 429 on either pauses both.
@@ -51,7 +56,7 @@ from agentgram.bot.telegram.core.groups import (
     requester_value,
     session_question_key,
 )
-from agentgram.bot.telegram.core.port import BotApi, FileUpload, TelegramError
+from agentgram.bot.telegram.core.port import BotApi, FileUpload, TelegramError, TopicGone
 from agentgram.bot.telegram.core.records import ChatRecords, PromptShown, StatusLine
 from agentgram.bot.telegram.core.sender import (
     BRIEF,
@@ -62,6 +67,7 @@ from agentgram.bot.telegram.core.sender import (
     edit_html,
     send_html,
 )
+from agentgram.bot.telegram.core.topics import in_topic
 from agentgram.bot.telegram.views import agents_view, jobs_view, questions_view, todos_view
 from agentgram.bot.telegram.views.chat_actions import RECORD_VOICE, UPLOAD_DOCUMENT, ChatActions
 from agentgram.bot.telegram.views.drafts import DraftChats
@@ -106,6 +112,8 @@ TYPING_EVERY = 4.0
 """Seconds between chat actions (Telegram shows one for ~5 s)."""
 TYPING_AFTER = 0.4
 """Seconds a turn works before "typing…" shows."""
+Place = tuple[int, int]
+"""An outbox's place: the chat id and the forum topic (``message_thread_id``; 0: none)."""
 IDLE_EVICT = 60.0
 """Seconds a chat's outbox waits with nothing to do before its task ends and it is dropped
 (the next event makes a new one); keeps memory flat however many chats and headless runs come."""
@@ -117,9 +125,12 @@ _ACTIVITY = {
 
 @dataclass(slots=True, eq=False)
 class ChatOutbox:
-    """One chat's events waiting to be shown, and the parts that show them."""
+    """One chat's (or forum topic's) events waiting to be shown, and the parts that show them."""
 
     chat_id: int
+    thread_id: int
+    bot: BotApi
+    """The Bot API as this place sees it: bound to its topic, if any."""
     stream: StreamView
     status: StatusView
     actions: ChatActions
@@ -128,6 +139,12 @@ class ChatOutbox:
     language: str | None = None
     turn_session: int | None = None
     """The session whose turn is in progress in this chat."""
+    gone: bool = False
+    """The topic was closed or deleted: nothing more is sent until its next turn starts."""
+
+    @property
+    def place(self) -> Place:
+        return self.chat_id, self.thread_id
 
     def idle(self) -> bool:
         working = self.stream.busy() or self.status.line is not None or self.actions.busy()
@@ -155,7 +172,7 @@ class Delivery:
         self.upload_limit_mb = upload_limit_mb
         self.first_delay = first_delay
         self.drafts = DraftChats(enabled=drafts, interval=draft_interval)
-        self.outboxes: dict[int, ChatOutbox] = {}
+        self.outboxes: dict[Place, ChatOutbox] = {}
         self.speakers = Speakers()
         """Each group's latest message for the agent (its prompts reply to it: :mod:`..core.groups`)."""
         self.records = ChatRecords(runtime.values)
@@ -176,18 +193,20 @@ class Delivery:
             return  # a terminal session's output is the terminal's (bot.terminal), not this chat's
         if not reaches_chat(event):
             return  # tic and cron turns reach the chat only as reports and approval prompts
-        box = self.outboxes.get(chat_id)
+        place = (chat_id, event.to.thread_id)
+        box = self.outboxes.get(place)
         if box is None:
-            box = self.outboxes[chat_id] = self._outbox(chat_id)
-            self._tasks.spawn(self._run(box), name=f"outbox-{chat_id}")
+            box = self.outboxes[place] = self._outbox(*place)
+            self._tasks.spawn(self._run(box), name=f"outbox-{chat_id}-{event.to.thread_id}")
         if event.to.language:
             box.language = event.to.language
         box.queue.put_nowait(event)
 
-    def _outbox(self, chat_id: int) -> ChatOutbox:
+    def _outbox(self, chat_id: int, thread_id: int) -> ChatOutbox:
+        bot = in_topic(self.bot, chat_id, thread_id)
         pace = EditPace(self.edit_interval)
-        stream = StreamView(self.bot, chat_id, self.drafts, pace, self.first_delay)
-        status = StatusView(self.bot, chat_id, self.records)
+        stream = StreamView(bot, chat_id, self.drafts, pace, self.first_delay)
+        status = StatusView(bot, chat_id, self.records)
         box: ChatOutbox
 
         def waits_for_user() -> bool:
@@ -196,8 +215,8 @@ class Delivery:
             session = box.turn_session
             return session is not None and self.runtime.approvals.waits_for_decision(session)
 
-        actions = ChatActions(self.bot, chat_id, self._tasks, waits_for_user, TYPING_AFTER, TYPING_EVERY)
-        box = ChatOutbox(chat_id, stream, status, actions, pace)
+        actions = ChatActions(bot, chat_id, self._tasks, waits_for_user, TYPING_AFTER, TYPING_EVERY)
+        box = ChatOutbox(chat_id, thread_id, bot, stream, status, actions, pace)
         return box
 
     async def close(self) -> None:
@@ -227,13 +246,18 @@ class Delivery:
                     event = await box.queue.get()
             except TimeoutError:
                 if timeout is None and box.idle():
-                    del self.outboxes[box.chat_id]  # no await since the check: nothing slips in
+                    del self.outboxes[box.place]  # no await since the check: nothing slips in
                     return
                 await self._flush(box, force=False)
                 await self._draft(box)
                 continue
             try:
-                await self._handle(box, event)
+                if box.gone and not isinstance(event, TurnStarted):
+                    await self._drop(box, event)
+                else:
+                    await self._handle(box, event)
+            except TopicGone:
+                await self._gone(box, event)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a delivery failure never stops the chat's outbox
@@ -285,6 +309,7 @@ class Delivery:
                 if box.status.tool(event):  # the turn's first call: its line shows at once
                     await self._flush(box, force=True)
             case TurnStarted():
+                box.gone = False  # someone wrote there: the topic is open again
                 box.turn_session = event.to.session_id
                 box.actions.start_typing()
             case TurnFinished():
@@ -298,10 +323,10 @@ class Delivery:
                 await self._flush(box, force=True)
                 if isinstance(event, QuestionAsked):
                     await self._note_asker(box, event)
-                await questions_view.show(self.bot, self.runtime, self.t, box.language, event)
+                await questions_view.show(box.bot, self.runtime, self.t, box.language, event)
             case SubAgentStarted() | SubAgentFinished():  # "🤖 main → researcher", "✅ researcher finished"
                 await self._flush(box, force=True)
-                await agents_view.show(self.bot, box.chat_id, self.t, box.language, event)
+                await agents_view.show(box.bot, box.chat_id, self.t, box.language, event)
             case CallDetached():  # its own live line, ticking, with a ⏹ button
                 await self._flush(box, force=True)
                 await self.jobs.detached(event, box.language)
@@ -309,7 +334,7 @@ class Delivery:
                 await self.jobs.finished(event)
             case TodosChanged():  # one message, edited in place
                 await self._flush(box, force=True)
-                await todos_view.show(self.bot, self.runtime, self.t, box.language, event)
+                await todos_view.show(box.bot, self.runtime, self.t, box.language, event)
             case Notice():
                 params = {k: escape(str(v)) if isinstance(v, str) else v for k, v in event.params.items()}
                 text = self.t.t(box.language, event.key, **params)
@@ -327,12 +352,44 @@ class Delivery:
                 else:
                     box.actions.show(shown)
 
+    async def _gone(self, box: ChatOutbox, event: RuntimeEvent) -> None:
+        """The topic was closed or deleted while ``event`` was shown: the outbox stops (told
+        apart from a transient failure, which is retried), the event is dropped, and so is what
+        follows until the topic's next turn starts."""
+        if not box.gone:
+            log.warning(
+                "forum topic %s of chat %s is closed or deleted: its output is dropped until it is "
+                "written in again",
+                box.thread_id,
+                box.chat_id,
+            )
+        box.gone = True
+        box.actions.stop()
+        box.stream.end()
+        await self._drop(box, event)
+
+    async def _drop(self, box: ChatOutbox, event: RuntimeEvent) -> None:
+        """Leave ``event`` unshown in a gone topic; durable output counts as refused for good
+        (a restart does not send it again), a prompt as not shown (its turn goes on)."""
+        match event:
+            case Notice() | Report() | FileOutput() if event.outbox_id is not None:
+                await self.runtime.chat.output_shown(event.outbox_id)
+            case RoundEnded() if not event.has_tool_calls and event.row_id is not None:
+                await self.runtime.chat.answer_shown(event.row_id)
+            case ApprovalRequested():
+                await self.runtime.approvals.prompt_not_shown(event.request_id)
+            case TurnFinished():
+                box.turn_session = None
+                await box.status.finish()
+            case _:
+                pass
+
     async def _say(
         self, box: ChatOutbox, html: str, silent: bool, outbox_id: int | None, *, reply_to: int | None = None
     ) -> None:
         """A notice or report: sent until delivered (or refused for good), then reported shown."""
         await self._flush(box, force=True)
-        await send_html(self.bot, box.chat_id, html, silent=silent, reply_to=reply_to, retry=PERSISTENT)
+        await send_html(box.bot, box.chat_id, html, silent=silent, reply_to=reply_to, retry=PERSISTENT)
         if outbox_id is not None:
             await self.runtime.chat.output_shown(outbox_id)
 
@@ -362,11 +419,11 @@ class Delivery:
             key = failure.locale_key if failure is not None else "turn-failed"
             raw = failure.params if failure is not None else {}
             params = {k: escape(v) if isinstance(v, str) else v for k, v in raw.items()}
-            await send_html(self.bot, box.chat_id, self.t.t(box.language, key, **params), retry=PERSISTENT)
+            await send_html(box.bot, box.chat_id, self.t.t(box.language, key, **params), retry=PERSISTENT)
         elif event.outcome == OutcomeKind.EXHAUSTED:
             rounds = self.runtime.max_tool_rounds
             text = self.t.t(box.language, "turn-exhausted", rounds=rounds)
-            await send_html(self.bot, box.chat_id, text, retry=PERSISTENT)
+            await send_html(box.bot, box.chat_id, text, retry=PERSISTENT)
 
     # --- approvals -------------------------------------------------------------
 
@@ -374,9 +431,9 @@ class Delivery:
         if event.to.session_id == box.turn_session:
             box.actions.stop_typing()  # the turn waits for the user now
         prompt = approval_prompt(self.t, box.language, event.request_id, event.details)
-        spoke = self.speakers.last(box.chat_id)  # a group's: the prompt answers who asked
+        spoke = self.speakers.last(*box.place)  # a group's: the prompt answers who asked
         sent = await send_html(
-            self.bot,
+            box.bot,
             box.chat_id,
             prompt.html,
             reply_markup=prompt.keyboard,
@@ -398,14 +455,14 @@ class Delivery:
                     reply_to_message_id=sent.message_id,
                     disable_notification=True,
                 )
-                await self.bot.send_file(box.chat_id, attached)
+                await box.bot.send_file(box.chat_id, attached)
             except TelegramError as error:
                 log.warning("could not attach the full diff: %s", error)
 
     async def _note_asker(self, box: ChatOutbox, event: QuestionAsked) -> None:
         """A group's question is the asker's to answer under ``approver: requester``: remembered
         by question (its buttons) and by session (a text answer)."""
-        spoke = self.speakers.last(box.chat_id)
+        spoke = self.speakers.last(*box.place)
         if spoke is None:
             return
         for key in (question_key(event.question_id), session_question_key(event.to.session_id)):
@@ -424,7 +481,7 @@ class Delivery:
         )
         await self.runtime.approvals.prompt_not_shown(event.request_id)
         notice = self.t.t(box.language, "approval-not-shown", tool=escape(event.details.tool_name))
-        await send_html(self.bot, box.chat_id, notice, retry=BRIEF)
+        await send_html(box.bot, box.chat_id, notice, retry=BRIEF)
 
     async def _on_resolved(self, box: ChatOutbox, event: ApprovalResolved) -> None:
         """Edit the prompt to its decision, once: a decision a resumed turn reports again finds
@@ -435,7 +492,7 @@ class Delivery:
         if prompt is None:
             return
         line = decision_line(self.t, box.language, event.status, event.reason)
-        edited = await edit_html(self.bot, box.chat_id, prompt.message_id, decided_prompt(prompt.body, line))
+        edited = await edit_html(box.bot, box.chat_id, prompt.message_id, decided_prompt(prompt.body, line))
         if edited != Edit.FAILED:  # a failed edit is tried again when a restart reports it again
             await self.records.drop_prompt(event.request_id)
 
@@ -451,8 +508,8 @@ class Delivery:
         try:
             content = await asyncio.to_thread(path.read_bytes)
             file = Upload(content, path.name, inline, event.as_photo, self.upload_limit_mb)
-            async with chat_turn(self.bot, box.chat_id):  # its retries keep the file's place
-                sent = await upload(self.bot, box.chat_id, file, PERSISTENT)
+            async with chat_turn(box.bot, box.chat_id):  # its retries keep the file's place
+                sent = await upload(box.bot, box.chat_id, file, PERSISTENT)
         except FileNotFoundError:
             await self._file_not_sent(box, path.name, self.t.t(box.language, "file-send-missing"))
         except OSError as error:
@@ -461,7 +518,7 @@ class Delivery:
             await self._file_not_sent(box, path.name, str(error))
         else:
             if caption is not None and inline is None:
-                await send_html(self.bot, box.chat_id, caption, reply_to=sent.message_id, retry=PERSISTENT)
+                await send_html(box.bot, box.chat_id, caption, reply_to=sent.message_id, retry=PERSISTENT)
         finally:
             box.actions.stop()
         if event.outbox_id is not None:
@@ -469,7 +526,7 @@ class Delivery:
 
     async def _file_not_sent(self, box: ChatOutbox, name: str, reason: str) -> None:
         text = self.t.t(box.language, "file-send-failed", name=escape(name), reason=escape(reason))
-        await send_html(self.bot, box.chat_id, text, retry=PERSISTENT)
+        await send_html(box.bot, box.chat_id, text, retry=PERSISTENT)
 
     # --- what a previous process left --------------------------------------------
 

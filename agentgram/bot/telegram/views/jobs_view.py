@@ -33,6 +33,7 @@ from typing import Protocol
 from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, encode
 from agentgram.bot.telegram.core.port import BotApi, Keyboard, KeyButton
 from agentgram.bot.telegram.core.sender import BRIEF, ONCE, Edit, edit_html, send_html
+from agentgram.bot.telegram.core.topics import in_topic
 from agentgram.bot.telegram.views.render import escape
 from agentgram.bot.telegram.views.wording import span_text
 from agentgram.runtime.app import CallRun
@@ -142,8 +143,9 @@ class JobLines:
         command = command_html(event.summary, event.name)
         line = JobLine(event.run_id, chat_id, 0, command, event.started_at, language)
         keyboard = stop_keyboard(self.t, language, event.run_id)
+        bot = in_topic(self.bot, chat_id, event.to.thread_id)  # a forum topic's line shows there
         sent = await send_html(
-            self.bot, chat_id, self.running_html(line), reply_markup=keyboard, silent=True, retry=BRIEF
+            bot, chat_id, self.running_html(line), reply_markup=keyboard, silent=True, retry=BRIEF
         )
         if sent is None:
             return  # not shown: its end has nothing to edit (the agent's report still comes)

@@ -9,6 +9,7 @@ a sub-agent). ``main`` answers the chat; the others are started by
 """
 
 from agentgram.runtime.capabilities.agents.catalog import (
+    AGENT_NAME,
     AGENTS_DIR,
     MAIN,
     AgentCatalog,
@@ -17,4 +18,4 @@ from agentgram.runtime.capabilities.agents.catalog import (
     unknown_models,
 )
 
-__all__ = ["AGENTS_DIR", "MAIN", "AgentCatalog", "AgentSpec", "load_agents", "unknown_models"]
+__all__ = ["AGENTS_DIR", "AGENT_NAME", "MAIN", "AgentCatalog", "AgentSpec", "load_agents", "unknown_models"]

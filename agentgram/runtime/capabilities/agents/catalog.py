@@ -26,7 +26,8 @@ AGENTS_DIR = "agents"
 """Where agents live under the workdir unless ``agent.agents_dir`` says otherwise."""
 PROMPT_FILE = "AGENT.md"
 META_FILE = "meta.yml"
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
+AGENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
+"""What an agent's name (its folder's) may be; the config holds the agents it names to it too."""
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)", re.DOTALL)
 
 
@@ -101,7 +102,7 @@ def _agent_folders(entries: Iterable[Path]) -> list[Path]:
 def read_agent(folder: Path) -> AgentSpec:
     name = folder.name
     prompt_file = folder / PROMPT_FILE
-    if not _NAME.match(name):
+    if not AGENT_NAME.match(name):
         raise ConfigError(str(folder), "an agent's name is lowercase letters, digits, '-' and '_'")
     text = prompt_file.read_text(encoding="utf-8")
     raw, prompt = split_front_matter(text)

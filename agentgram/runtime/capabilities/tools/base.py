@@ -204,6 +204,7 @@ class ToolContext:
     session_id: int = 0
     source: str = "chat"  # SessionSource.CHAT: storage is a layer above tools
     chat_id: int | None = None
+    thread_id: int = 0  # the session's forum topic (0: none)
     processes: ProcessLedger = NO_PROCESSES
     protected: ProtectedPaths = field(default_factory=ProtectedPaths)
     sub_agents: SubAgents = NO_SUB_AGENTS  # bound to the call being run; off outside a turn
@@ -223,7 +224,9 @@ class ToolContext:
     @property
     def address(self) -> Address:
         """Where the calling session's output goes (an event a tool emits is addressed here)."""
-        return Address(session_id=self.session_id, source=self.source, chat_id=self.chat_id)
+        return Address(
+            session_id=self.session_id, source=self.source, chat_id=self.chat_id, thread_id=self.thread_id
+        )
 
     def inside_workdir(self, path: Path) -> bool:
         """Whether the resolved ``path`` is the workdir or lies under it."""

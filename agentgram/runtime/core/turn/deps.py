@@ -30,7 +30,7 @@ from agentgram.runtime.capabilities.tools.base import (
 )
 from agentgram.runtime.capabilities.tools.wrappers import Wrappers
 from agentgram.runtime.core.mailbox import Envelope
-from agentgram.runtime.core.prompt import in_group, with_memory
+from agentgram.runtime.core.prompt import in_group, with_instructions, with_memory
 from agentgram.runtime.core.turn.background import Performed, TrackedCall
 from agentgram.runtime.core.turn.compaction import HistoryView
 from agentgram.runtime.core.turn.context import ContextSettings
@@ -244,8 +244,8 @@ class TurnDeps:
     mailbox: TurnMail
     models: Models
     tools: ToolRegistry
-    """Every registered tool; the main agent is offered those its allowlist names
-    (:meth:`~runtime.turn.subagents.AgentBook.main_tools`)."""
+    """Every registered tool; the agent at the root is offered those its allowlist names
+    (:meth:`~runtime.turn.subagents.AgentBook.root_tools`)."""
     approvals: Gate
     bus: Events
     notice: Notify
@@ -270,12 +270,17 @@ class TurnDeps:
     runtime after the hub, so none outlives the LLM client."""
 
     def context_for(
-        self, session_id: int, system: str | None = None, *, title: str | None = None
+        self,
+        session_id: int,
+        system: str | None = None,
+        *,
+        title: str | None = None,
+        instructions: str | None = None,
     ) -> ContextSettings:
         """One session's context settings: the static prompt (``system``, or the main agent's),
-        where the session is (a group chat's ``title``) and its memory snapshot, byte-identical
-        for the whole session."""
-        placed = in_group(system or self.context.static_system, title)
+        where the session is (a group chat's ``title``), what its place adds (a forum topic's
+        ``instructions``) and its memory snapshot, byte-identical for the whole session."""
+        placed = with_instructions(in_group(system or self.context.static_system, title), instructions)
         static = with_memory(placed, self.memory.for_session(session_id))
         return replace(self.context, static_system=static)
 

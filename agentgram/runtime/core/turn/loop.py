@@ -187,6 +187,7 @@ class TurnRunner:
             session_id=self.session_id,
             source=self.session.source,
             chat_id=self.session.chat_id,
+            thread_id=self.session.thread_id,
             processes=s.processes,
             protected=s.protected,
             depth=self.frame.level.depth,

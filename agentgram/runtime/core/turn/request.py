@@ -9,7 +9,7 @@ The prefetch passes the mail about to be stored; the round reads it stored.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -17,8 +17,8 @@ from agentgram.runtime.capabilities.tools.base import ToolRegistry
 from agentgram.runtime.core.mailbox import Envelope
 from agentgram.runtime.core.turn.context import Compacted, ContextSettings, build_messages, images_needed
 from agentgram.runtime.core.turn.prefetch import provisional_messages
-from agentgram.runtime.core.turn.subagents import Level, root_level
-from agentgram.runtime.infra.llm.types import ChatMessage
+from agentgram.runtime.core.turn.subagents import Level, root_level_as
+from agentgram.runtime.infra.llm.types import ChatMessage, LLMClient
 from agentgram.runtime.infra.storage.grant_rows import ROOT_FRAME
 from agentgram.runtime.infra.storage.history_tail import HistoryEntry
 from agentgram.runtime.infra.storage.models import ChatSession, is_headless
@@ -31,16 +31,20 @@ History = tuple[list[HistoryEntry], Compacted | None]
 
 
 class HistoryScope(Protocol):
-    """Which history a frame reads, and whether the session's notes come with it."""
+    """Which history a frame reads, and whether the session's notes and instructions come with it."""
 
     async def read(self, deps: TurnDeps, session: ChatSession, compact: int | None) -> History: ...
 
     async def notes(self, deps: TurnDeps, session_id: int) -> str | None: ...
 
+    def instructions(self, session: ChatSession) -> str | None:
+        """What the session's place adds to the static prompt (a forum topic's prompt)."""
+        ...
+
 
 @dataclass(slots=True, frozen=True)
 class SessionScope:
-    """The root's: the session's history (compacted when due) and its notes."""
+    """The root's: the session's history (compacted when due), its notes and its instructions."""
 
     async def read(self, deps: TurnDeps, session: ChatSession, compact: int | None) -> History:
         assert session.id is not None
@@ -49,10 +53,14 @@ class SessionScope:
     async def notes(self, deps: TurnDeps, session_id: int) -> str | None:
         return await deps.notes.context_text(session_id)
 
+    def instructions(self, session: ChatSession) -> str | None:
+        return session.instructions
+
 
 @dataclass(slots=True, frozen=True)
 class StackScope:
-    """A sub-agent's: its own stack frame's newest rows, no notes."""
+    """A sub-agent's: its own stack frame's newest rows, no notes, no instructions (it answers
+    its parent, not the conversation they are for; nor does it get the chat's format rules)."""
 
     stack_id: int
 
@@ -62,6 +70,9 @@ class StackScope:
         return await deps.history.entries(session.id, limit=limit, stack_id=self.stack_id), None
 
     async def notes(self, deps: TurnDeps, session_id: int) -> str | None:
+        return None
+
+    def instructions(self, session: ChatSession) -> str | None:
         return None
 
 
@@ -86,9 +97,26 @@ async def load_images(context: ContextSettings, entries: list[HistoryEntry]) -> 
 
 
 def main_level(deps: TurnDeps, session: ChatSession) -> Level:
-    """The root agent's level: the main agent's tools, none that waits for the user when headless."""
-    tools = deps.agents.main_tools(deps.tools)
-    return root_level(tools.for_headless() if is_headless(session.source) else tools, session.agent_id)
+    """The root agent's level: the agent the session's ``agent_id`` names (``main`` if the catalog
+    has none such) with its prompt, tools and model; no tool that waits for the user when headless."""
+    assert session.id is not None
+    spec = deps.agents.root_spec(session.id, session.agent_id)
+    level = root_level_as(spec, deps.tools, deps.agents)
+    return replace(level, tools=level.tools.for_headless()) if is_headless(session.source) else level
+
+
+def root_context(deps: TurnDeps, session: ChatSession) -> ContextSettings:
+    """The context settings of ``session``'s root agent, as its rounds build them (``/context``
+    measures its static prompt)."""
+    assert session.id is not None
+    system = main_level(deps, session).system
+    return deps.context_for(session.id, system, title=session.title, instructions=session.instructions)
+
+
+async def level_client(deps: TurnDeps, session_id: int, level: Level) -> LLMClient:
+    """The client ``level``'s requests go to: the model its agent names, else the session's. The
+    prefetch and the round ask it alike, so a prefetched request goes to the model the round's would."""
+    return deps.models.named(level.model) or await deps.models.client_for(session_id)
 
 
 async def offered_tools(deps: TurnDeps, session: ChatSession, level: Level) -> ToolRegistry:
@@ -121,7 +149,9 @@ async def build_request(
     """What ``frame`` asks the model now. ``mail``: the prefetch's, not stored yet (the context
     the round will build once it is); ``compact``: the round may compact the history first."""
     assert session.id is not None
-    context = deps.context_for(session.id, frame.level.system, title=session.title)
+    context = deps.context_for(
+        session.id, frame.level.system, title=session.title, instructions=frame.scope.instructions(session)
+    )
     entries, compacted = await frame.scope.read(
         deps, session, len(context.static_system) if compact else None
     )
@@ -141,6 +171,7 @@ __all__ = [
     "SessionScope",
     "StackScope",
     "build_request",
+    "level_client",
     "load_images",
     "main_level",
     "offered_tools",

@@ -21,7 +21,7 @@ from agentgram.runtime.core.turn.inject import Prepared, fold_into_turn
 from agentgram.runtime.core.turn.loop import TurnRunner
 from agentgram.runtime.core.turn.outcome import Exhausted, Failed, Final, TurnOutcome
 from agentgram.runtime.core.turn.prefetch import Prefetch
-from agentgram.runtime.core.turn.request import build_request, main_level
+from agentgram.runtime.core.turn.request import build_request, level_client, main_level
 from agentgram.runtime.infra.events import OutcomeKind, TurnFinished
 from agentgram.runtime.infra.storage.models import ChatSession, TurnStatus
 
@@ -52,7 +52,7 @@ async def prefetch(deps: TurnDeps, session: ChatSession, mail: list[Envelope]) -
     assert session.id is not None
     frame = Frame.root(main_level(deps, session), NO_ECHO)  # nothing streams before a round adopts it
     request = await build_request(deps, session, frame, now=deps.clock(), mail=mail)
-    llm = await deps.models.client_for(session.id)
+    llm = await level_client(deps, session.id, frame.level)
     return Prefetch(llm, request.messages, request.tools.specs(), request.now, tasks=deps.requests)
 
 

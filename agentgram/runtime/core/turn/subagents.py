@@ -15,6 +15,10 @@ answers its parent, not the user); the chat sees "🤖 main → researcher" and
 What this module owns:
 
 - :class:`Level` — which frame a runner plays, with its agent, tools and context;
+- :func:`root_level_as` — the root played by another agent than ``main`` (a session whose
+  ``agent_id`` names it, e.g. a forum topic's): its prompt, allowlist and model, as a child
+  gets them, at depth 0; :meth:`AgentBook.root_spec` falls back to ``main`` for a name the
+  catalog does not know;
 - :func:`child_level` — the one place a sub-agent's tools are built: the
   parent's minus root-only and per-level tools
   (:meth:`~runtime.tools.base.ToolRegistry.for_sub_agent`), the per-level
@@ -48,6 +52,7 @@ from agentgram.runtime.core.turn import texts
 from agentgram.runtime.core.turn.ports import Frames, TurnHistory
 from agentgram.runtime.infra.errors import ToolError
 from agentgram.runtime.infra.llm.types import ToolSpec
+from agentgram.runtime.infra.log import get_logger
 from agentgram.runtime.infra.storage.frames import ChildFrame
 from agentgram.runtime.infra.storage.models import Role, RowStatus, ToolCallRow, ToolCallStatus
 
@@ -55,8 +60,11 @@ EXECUTE_TASK = "execute_task"
 MAX_DEPTH = 5
 """The deepest a sub-agent may run (the root is depth 0): ``execute_task`` is not offered there."""
 PREVIEW_CHARS = 160
+FALLBACKS_KEPT = 1024
+"""Sessions :meth:`AgentBook.root_spec` remembers having warned about (a bound, not a cache)."""
 
 T = TypeVar("T")
+log = get_logger("turn")
 
 
 class ExecuteTaskArgs(ToolArgs):
@@ -114,26 +122,69 @@ class AgentBook:
 
     catalog: AgentCatalog = field(default_factory=AgentCatalog)
     prompt: Callable[[AgentSpec], str] = field(default=lambda spec: spec.prompt or BUILTIN_PROMPT.strip())
+    root_prompt: Callable[[AgentSpec], str] | None = None
+    """An agent's static prompt when it answers the chat itself (a forum topic's agent): with the
+    chat's format rules, which a sub-agent's prompt leaves out; ``prompt`` when unset."""
     _prompts: dict[str, str] = field(default_factory=dict)
+    _root_prompts: dict[str, str] = field(default_factory=dict)
     _tools: dict[tuple[str, ...], ToolRegistry] = field(default_factory=dict)
-    _main: tuple[ToolRegistry, ToolRegistry] | None = None  # (every tool, the main agent's)
+    _roots: dict[str, tuple[ToolRegistry, ToolRegistry]] = field(default_factory=dict)
+    """Per agent playing the root: (every tool, the ones it is offered)."""
+    _fell_back: dict[tuple[int, str], None] = field(default_factory=dict)
+    """The sessions (and the agent they named) already warned of running as ``main``; the oldest
+    leave after :data:`FALLBACKS_KEPT`."""
 
     def main_tools(self, registered: ToolRegistry) -> ToolRegistry:
-        """The tools the main agent is offered: ``registered`` within its allowlist (``agents/main``).
+        """The tools the main agent is offered: ``registered`` within its allowlist (``agents/main``)."""
+        return self.root_tools(registered, self.catalog.main)
 
-        Built once, on the first turn (every tool is registered by then), so the offered specs stay
-        cached between rounds."""
-        allow = self.catalog.main.tools
-        if allow is None:
+    def root_tools(self, registered: ToolRegistry, spec: AgentSpec) -> ToolRegistry:
+        """The tools ``spec`` is offered at the root: ``registered`` within its allowlist.
+
+        Built once per agent, on its first turn (every tool is registered by then), so the offered
+        specs stay cached between rounds."""
+        if spec.tools is None:
             return registered
-        if self._main is None or self._main[0] is not registered:
-            self._main = (registered, registered.only(allow))
-        return self._main[1]
+        built = self._roots.get(spec.name)
+        if built is None or built[0] is not registered:
+            built = self._roots[spec.name] = (registered, registered.only(spec.tools))
+        return built[1]
+
+    def root_spec(self, session_id: int, agent_id: str) -> AgentSpec:
+        """The agent a session's root runs as: the one its ``agent_id`` names, or ``main`` when
+        the catalog has none such (an agent removed since, a config naming a missing one) — a
+        warning the first time each session asks, not at each turn."""
+        spec = self.catalog.get(agent_id)
+        if spec is not None:
+            return spec
+        key = (session_id, agent_id)
+        if key not in self._fell_back:
+            self._fell_back[key] = None
+            if len(self._fell_back) > FALLBACKS_KEPT:
+                del self._fell_back[next(iter(self._fell_back))]
+            log.warning(
+                "session %d names the agent %r, which agents/ does not define: %s answers instead "
+                "(agents: %s)",
+                session_id,
+                agent_id,
+                MAIN,
+                ", ".join(self.catalog.names()),
+                extra={"session": session_id},
+            )
+        return self.catalog.main
 
     def static_prompt(self, spec: AgentSpec) -> str:
         if spec.name not in self._prompts:
             self._prompts[spec.name] = self.prompt(spec)
         return self._prompts[spec.name]
+
+    def root_static_prompt(self, spec: AgentSpec) -> str:
+        """``spec``'s static prompt as the agent answering the chat (built once per agent)."""
+        if self.root_prompt is None:
+            return self.static_prompt(spec)
+        if spec.name not in self._root_prompts:
+            self._root_prompts[spec.name] = self.root_prompt(spec)
+        return self._root_prompts[spec.name]
 
     def spec(self, name: str) -> AgentSpec:
         spec = self.catalog.get(name)
@@ -144,6 +195,23 @@ class AgentBook:
 
 def root_level(tools: ToolRegistry, agent: str = MAIN) -> Level:
     return Level(agent=agent, tools=tools, chain=(agent,))
+
+
+def root_level_as(spec: AgentSpec, registered: ToolRegistry, book: AgentBook) -> Level:
+    """The root level played by ``spec`` (the agent a session's ``agent_id`` names): every
+    registered tool within its allowlist, and — for any agent but ``main``, whose prompt is the
+    context's and whose model is the session's — its own static prompt (with the chat's format
+    rules: it answers the chat) and model, at depth 0 and in no stack frame."""
+    tools = book.root_tools(registered, spec)
+    if spec.name == MAIN:
+        return root_level(tools)
+    return Level(
+        agent=spec.name,
+        tools=tools,
+        system=book.root_static_prompt(spec),
+        chain=(spec.name,),
+        model=spec.model,
+    )
 
 
 def child_level(parent: Level, spec: AgentSpec, stack_id: int, book: AgentBook) -> Level:
@@ -304,6 +372,7 @@ __all__ = [
     "preview",
     "reap_interrupted_parallel_batches",
     "root_level",
+    "root_level_as",
     "run_bounded",
     "shared_wait",
     "stored_answer",

@@ -131,11 +131,13 @@ class OutboxKind(enum.StrEnum):
 class ChatSession(SQLModel, table=True):
     __tablename__ = "sessions"
     __table_args__ = (
-        # one active session per chat: the database's rule (revision 0008, runtime.infra.storage.sessions)
+        # one active session per chat, or per forum topic: the database's rule (revisions 0008 and
+        # 0014, runtime.infra.storage.sessions)
         Index(
             "ux_sessions_active_chat",
             "source",
             "chat_id",
+            "thread_id",
             unique=True,
             sqlite_where=text("active"),
             postgresql_where=text("active"),
@@ -145,6 +147,9 @@ class ChatSession(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     source: SessionSource = Field(sa_type=StrEnumType(SessionSource))
     chat_id: int | None = Field(default=None, sa_type=BigInteger)
+    thread_id: int = Field(default=0, sa_type=BigInteger)
+    """The forum topic the session is (``message_thread_id``; revision 0014); 0 for a chat
+    without topics, and for a forum's General topic."""
     user_id: int | None = Field(default=None, sa_type=BigInteger)
     agent_id: str = "main"
     is_interactive: bool = True  # stored for the debug view; False exactly when is_headless(source)
@@ -152,7 +157,11 @@ class ChatSession(SQLModel, table=True):
     auto_deny_approvals: bool = False
     language_code: str | None = None
     title: str | None = None
-    """The chat's name when it has one (a group's; revision 0013): the system prompt names it."""
+    """The chat's name when it has one (a group's, with its topic's: revision 0013): the system
+    prompt, the web view and ``/sessions`` name it."""
+    instructions: str | None = None
+    """What the adapter adds to the system prompt for this session (a forum topic's configured
+    prompt; revision 0014)."""
     active: bool = True
     mail_cursor: int = 0
     created_at: datetime = Field(default_factory=utcnow)
@@ -290,6 +299,7 @@ class OutboxRow(SQLModel, table=True):
     session_id: int
     source: SessionSource = Field(sa_type=StrEnumType(SessionSource))
     chat_id: int = Field(sa_type=BigInteger)
+    thread_id: int = Field(default=0, sa_type=BigInteger)  # the session's forum topic (revision 0014)
     language: str | None = None
     kind: OutboxKind = Field(sa_type=StrEnumType(OutboxKind))
     payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))

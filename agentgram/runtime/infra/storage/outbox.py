@@ -38,7 +38,13 @@ def _payload(event: DurableOutput) -> dict[str, object]:
 def _event(row: OutboxRow) -> DurableOutput | None:
     """The stored event; ``None`` for a report stored in the shape before structured content
     (rendered title and text): it is dropped, logged, rather than shown half-understood."""
-    to = Address(session_id=row.session_id, source=row.source, chat_id=row.chat_id, language=row.language)
+    to = Address(
+        session_id=row.session_id,
+        source=row.source,
+        chat_id=row.chat_id,
+        language=row.language,
+        thread_id=row.thread_id,
+    )
     if row.kind == "report":
         return _report(to, row)
     if row.kind == "file":
@@ -68,6 +74,7 @@ class OutboxStore:
             "session_id": to.session_id,
             "source": to.source,
             "chat_id": to.chat_id,
+            "thread_id": to.thread_id,
             "language": to.language,
             "kind": event.kind,
             "payload": _payload(event),

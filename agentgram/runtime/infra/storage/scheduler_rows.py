@@ -75,6 +75,8 @@ class ScheduledJob(SQLModel, table=True):
     timezone: str
     prompt: str
     chat_id: int = Field(sa_type=BigInteger)
+    thread_id: int = Field(default=0, sa_type=BigInteger)
+    """The forum topic the job reports to (``message_thread_id``; revision 0014); 0: none."""
     enabled: bool = True
     approvals: JobApprovals = Field(default=JobApprovals.DENY, sa_type=StrEnumType(JobApprovals))
     anchor_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)

@@ -1,11 +1,13 @@
 """Sessions, turns and small key-value facts.
 
 One interactive session per chat and source (a chat platform's chat, the terminal)
-is *active*; ``/new`` closes it and opens a fresh one. Headless sessions (tic,
-cron) are ephemeral and never active.
+is *active*, or per forum topic of a chat (``thread_id``, 0 for none); ``/new`` closes it
+and opens a fresh one. Headless sessions (tic, cron) are ephemeral and never active.
+What the adapter tells of a session's place (:class:`About`: its name, the agent that answers
+there, what its prompt adds) is kept on the row and follows the adapter when it changes.
 
 "One active session per chat" is the database's rule, not this module's: a partial
-unique index on ``(source, chat_id) WHERE active`` (revision 0008). Opening a chat's
+unique index on ``(source, chat_id, thread_id) WHERE active`` (revisions 0008, 0014). Opening a chat's
 session is one ``INSERT … ON CONFLICT DO NOTHING``; whoever loses a race reads the
 winner's row, so concurrent first messages of a chat (or several processes on one
 PostgreSQL) share one session. Key-value facts are upserts (:mod:`.concurrency`).
@@ -14,6 +16,9 @@ PostgreSQL) share one session. Key-value facts are upserts (:mod:`.concurrency`)
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, insert, update
@@ -42,13 +47,39 @@ _VALUES = table_of(KeyValue)
 _DEAD = table_of(DeadLetter)
 
 
-ChatKey = tuple[SessionSource, int]
-"""An interactive session's chat: its source and chat id (the terminal shares the user's chat id)."""
+MAIN_AGENT = "main"
+"""The agent a session runs unless its place names another (``runtime.capabilities.agents.MAIN``)."""
+
+ChatKey = tuple[SessionSource, int, int]
+"""An interactive session's place: its source, chat id (the terminal shares the user's chat id)
+and forum topic (0: none)."""
 
 
 def chat_key(session: ChatSession) -> ChatKey:
     assert session.chat_id is not None
-    return session.source, session.chat_id
+    return session.source, session.chat_id, session.thread_id
+
+
+@dataclass(slots=True, frozen=True)
+class About:
+    """What the adapter tells of a chat session's place, kept on its row: the chat's name (a
+    group's, with its topic's; ``None``: not known now, keep the stored one), the agent that
+    answers there (``None``: the main agent), and what the place adds to its prompt (a forum
+    topic's configured instructions). A session whose row says otherwise is brought up to date
+    when the adapter next names it (a renamed group, a changed config)."""
+
+    title: str | None = None
+    agent: str | None = None
+    instructions: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The row's columns as this says they should be."""
+        told = {"agent_id": self.agent or MAIN_AGENT, "instructions": self.instructions}
+        return told if self.title is None else {"title": self.title, **told}
+
+    def changes(self, session: ChatSession) -> dict[str, Any]:
+        """The row's columns that differ from what this says."""
+        return {name: value for name, value in self.fields().items() if getattr(session, name) != value}
 
 
 def of_chat(chat_id: int) -> tuple[sa.ColumnElement[bool], ...]:
@@ -76,12 +107,21 @@ class ChatSessionCache:
         self._sessions: OrderedDict[ChatKey, ChatSession] = OrderedDict()
 
     def get(
-        self, chat_id: int, language: str | None, source: SessionSource = SessionSource.CHAT
+        self,
+        chat_id: int,
+        language: str | None,
+        source: SessionSource = SessionSource.CHAT,
+        *,
+        thread_id: int = 0,
+        about: About | None = None,
     ) -> ChatSession | None:
-        """The chat's session, unless the user's language changed (the row must follow)."""
-        key = (source, chat_id)
+        """The chat's (or topic's) session, unless the user's language or what the adapter tells
+        of it changed (the row must follow)."""
+        key = (source, chat_id, thread_id)
         cached = self._sessions.get(key)
         if cached is None or (language is not None and cached.language_code != language):
+            return None
+        if about is not None and about.changes(cached):
             return None
         self._sessions.move_to_end(key)
         return cached
@@ -127,23 +167,24 @@ class SessionStore:
         language: str | None,
         look_first: bool = True,
         source: SessionSource = SessionSource.CHAT,
-        title: str | None = None,
+        thread_id: int = 0,
+        about: About | None = None,
     ) -> tuple[ChatSession, bool]:
-        """The chat's active session, created on first contact (language kept fresh), and whether
-        it was created just now.
+        """The chat's (or its topic's) active session, created on first contact (language and
+        ``about`` kept fresh), and whether it was created just now.
 
         ``look_first`` reads before writing, so a known chat costs no write; a caller that
         expects the chat to be new passes ``False`` and goes straight to the one write
         transaction, which finds the session just the same if the chat has one.
         """
         if look_first:
-            found = await self._db.read_sync(lambda tx: tx.exec(_active_query(chat_id, source)).first())
+            query = _active_query(chat_id, source, thread_id)
+            found = await self._db.read_sync(lambda tx: tx.exec(query).first())
             if found is not None and (language is None or found.language_code == language):
-                if title is None or found.title is not None:
+                if about is None or not about.changes(found):
                     return found, False
-        return await self._db.write_sync(
-            lambda tx: _find_or_create(tx, source, chat_id, user_id, language, title)
-        )
+        place = {"source": source, "chat_id": chat_id, "thread_id": thread_id, "user_id": user_id}
+        return await self._db.write_sync(lambda tx: _find_or_create(tx, place, language, about))
 
     async def active_chats(self, limit: int) -> list[ChatSession]:
         """The active chat sessions, newest first (at most ``limit``): the runtime's cache at start."""
@@ -162,18 +203,24 @@ class SessionStore:
         user_id: int | None,
         language: str | None,
         source: SessionSource = SessionSource.CHAT,
-        title: str | None = None,
+        thread_id: int = 0,
+        about: About | None = None,
     ) -> ChatSession:
-        """Close the chat's active session and open a fresh one (``/new``)."""
+        """Close the chat's (or topic's) active session and open a fresh one (``/new``)."""
 
         def reopen(tx: Connection) -> ChatSession:
             fresh = ChatSession(
-                source=source, chat_id=chat_id, user_id=user_id, language_code=language, title=title
+                source=source,
+                chat_id=chat_id,
+                thread_id=thread_id,
+                user_id=user_id,
+                language_code=language,
+                **(about.fields() if about is not None else {}),
             )
             for _ in range(_ATTEMPTS):  # a concurrent /new opened one meanwhile: close that too
                 tx.execute(
                     update(_SESSIONS)
-                    .where(*_active_chat(source, chat_id))
+                    .where(*_active_chat(source, chat_id, thread_id))
                     .values(active=False, closed_at=utcnow())
                 )
                 if _insert_active(tx, fresh):
@@ -183,11 +230,13 @@ class SessionStore:
         return await self._db.write_sync(reopen)
 
     async def create_headless(
-        self, source: SessionSource, chat_id: int | None, *, auto_deny: bool = True
+        self, source: SessionSource, chat_id: int | None, *, auto_deny: bool = True, thread_id: int = 0
     ) -> ChatSession:
+        """An ephemeral tic or cron session; ``thread_id``: the forum topic its output goes to."""
         session = ChatSession(
             source=source,
             chat_id=chat_id,
+            thread_id=thread_id,
             is_interactive=False,
             is_ephemeral=True,
             auto_deny_approvals=auto_deny,
@@ -280,6 +329,40 @@ class SessionStore:
 
         return await self._db.read_sync(read)
 
+    # --- a chat's places ---------------------------------------------------
+
+    async def active_of_chat(
+        self, chat_id: int, source: SessionSource = SessionSource.CHAT
+    ) -> list[tuple[ChatSession, datetime | None]]:
+        """The chat's active sessions of ``source`` (``/sessions``): its one, or in a forum one
+        per topic that has been spoken in, the General topic (0) first, then by thread; each
+        with when its newest message was written (``None``: none yet), read through the
+        history's ``(session_id, id)`` index."""
+        from agentgram.runtime.infra.storage.models import HistoryRow
+
+        newest = (
+            select(col(HistoryRow.created_at))
+            .where(col(HistoryRow.session_id) == col(ChatSession.id))
+            .order_by(col(HistoryRow.id).desc())
+            .limit(1)
+            .correlate(ChatSession)
+            .scalar_subquery()
+        )
+        query = (
+            select(ChatSession, newest)
+            .where(
+                col(ChatSession.source) == source,
+                col(ChatSession.chat_id) == chat_id,
+                col(ChatSession.active).is_(True),
+            )
+            .order_by(col(ChatSession.thread_id), col(ChatSession.id))
+        )
+
+        def read(tx: Session) -> list[tuple[ChatSession, datetime | None]]:
+            return [(session, last) for session, last in tx.exec(query).all()]
+
+        return await self._db.read_sync(read)
+
 
 def upsert_value(tx: Connection, key: str, value: str) -> None:
     """Set a key/value fact inside the caller's transaction (one statement: concurrent sets of a
@@ -292,8 +375,13 @@ _ATTEMPTS = 8
 """How often opening a chat's session retries when a concurrent /new keeps moving the active one."""
 
 
-def _active_chat(source: SessionSource, chat_id: int) -> tuple[sa.ColumnElement[bool], ...]:
-    return _SESSIONS.c.source == source, _SESSIONS.c.chat_id == chat_id, _ACTIVE
+def _active_chat(source: SessionSource, chat_id: int, thread_id: int) -> tuple[sa.ColumnElement[bool], ...]:
+    return (
+        _SESSIONS.c.source == source,
+        _SESSIONS.c.chat_id == chat_id,
+        _SESSIONS.c.thread_id == thread_id,
+        _ACTIVE,
+    )
 
 
 _ACTIVE = _SESSIONS.c.active
@@ -307,7 +395,7 @@ def _insert_active(tx: Connection, session: ChatSession) -> bool:
     statement = (
         insert_for(tx, _SESSIONS)
         .values(values)
-        .on_conflict_do_nothing(index_elements=["source", "chat_id"], index_where=_ACTIVE)
+        .on_conflict_do_nothing(index_elements=["source", "chat_id", "thread_id"], index_where=_ACTIVE)
         .returning(_SESSIONS.c.id)
     )
     session_id = tx.execute(statement).scalar()
@@ -318,13 +406,14 @@ def _insert_active(tx: Connection, session: ChatSession) -> bool:
     return True
 
 
-def _active_query(chat_id: int, source: SessionSource = SessionSource.CHAT):  # type: ignore[no-untyped-def]
-    """The chat's active session: only an interactive chat has one."""
+def _active_query(chat_id: int, source: SessionSource = SessionSource.CHAT, thread_id: int = 0):  # type: ignore[no-untyped-def]
+    """The chat's (or topic's) active session: only an interactive chat has one."""
     return (
         select(ChatSession)
         .where(
             ChatSession.source == source,
             ChatSession.chat_id == chat_id,
+            ChatSession.thread_id == thread_id,
             col(ChatSession.active).is_(True),
         )
         .order_by(col(ChatSession.id).desc())
@@ -332,36 +421,33 @@ def _active_query(chat_id: int, source: SessionSource = SessionSource.CHAT):  # 
 
 
 def _find_or_create(
-    tx: Connection,
-    source: SessionSource,
-    chat_id: int,
-    user_id: int | None,
-    language: str | None,
-    title: str | None = None,
+    tx: Connection, place: dict[str, Any], language: str | None, about: About | None
 ) -> tuple[ChatSession, bool]:
-    """The chat's active session, created if it has none, its language updated: one transaction
-    of Core statements (the ORM's unit of work costs as much again, on a first message's path).
+    """The active session of ``place``'s chat (or topic), created if it has none, its language
+    and ``about`` brought up to date: one transaction of Core statements (the ORM's unit of work
+    costs as much again, on a first message's path).
 
     The insert goes first and the unique index decides: a chat that has a session (or gets one
     from a concurrent writer) costs a conflict and a read, a new chat one insert."""
+    where = _active_chat(place["source"], place["chat_id"], place["thread_id"])
+    told = about.fields() if about is not None else {}
     for _ in range(_ATTEMPTS):  # the active session may be closed (/new) between insert and read
-        session = ChatSession(
-            source=source, chat_id=chat_id, user_id=user_id, language_code=language, title=title
-        )
+        session = ChatSession(**place, language_code=language, **told)
         if _insert_active(tx, session):
             return session, True
-        row = tx.execute(sa.select(_SESSIONS).where(*_active_chat(source, chat_id))).first()
+        row = tx.execute(sa.select(_SESSIONS).where(*where)).first()
         if row is not None:
             break
     else:
-        raise StorageError(f"chat {chat_id} has no active session and none can be opened")
+        raise StorageError(f"chat {place['chat_id']} has no active session and none can be opened")
     session = ChatSession(**row._mapping)
+    changes = about.changes(session) if about is not None else {}
     if language is not None and session.language_code != language:
-        tx.execute(update(_SESSIONS).where(_SESSIONS.c.id == session.id).values(language_code=language))
-        session.language_code = language
-    if title is not None and session.title is None:  # a session opened before titles were kept
-        tx.execute(update(_SESSIONS).where(_SESSIONS.c.id == session.id).values(title=title))
-        session.title = title
+        changes["language_code"] = language
+    if changes:
+        tx.execute(update(_SESSIONS).where(_SESSIONS.c.id == session.id).values(**changes))
+        for name, value in changes.items():
+            setattr(session, name, value)
     return session, False
 
 
