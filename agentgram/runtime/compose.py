@@ -51,6 +51,8 @@ from agentgram.runtime.capabilities.tools.wrappers import Wrappers
 from agentgram.runtime.core.approvals.manager import ApprovalManager
 from agentgram.runtime.core.mailbox import SqlMailbox
 from agentgram.runtime.core.output import Output
+from agentgram.runtime.core.peer_tools import ListSessions, SendMessage, SpawnSession
+from agentgram.runtime.core.peers import Peers, live_status
 from agentgram.runtime.core.prompt import MemoryPrompt, build_static_prompt
 from agentgram.runtime.core.sessions.control import ControlDesk
 from agentgram.runtime.core.sessions.control_handlers import SessionControl
@@ -137,6 +139,9 @@ def runtime_tools(settings: Settings) -> list[tuple[type[Tool[Any]], ToolMaker]]
         (WriteTodos, lambda p: WriteTodos(p.notes, p.bus)),
         *((type(tool), _ready(tool)) for tool in memory_tools(settings.agent)),
         (ExecuteTask, lambda p: ExecuteTask(p.agents)),
+        (SpawnSession, lambda p: SpawnSession(p.peers)),
+        (SendMessage, lambda p: SendMessage(p.peers)),
+        (ListSessions, lambda p: ListSessions(p.peers)),
         *((type(tool), _ready(tool)) for tool in call_tools()),
         (SendFile, lambda p: SendFile(p.output)),
         (LoadSkill, lambda p: LoadSkill(p.skill_catalog)),
@@ -197,6 +202,7 @@ class Parts:
     deps: TurnDeps
     hub: SessionHub
     desk: ControlDesk
+    peers: Peers
     scheduler: SchedulerService
     chat: Chat
     approvals: Approvals
@@ -345,6 +351,14 @@ def compose(
         owners=owners if owners is not None else ALONE,
     )
     hub = SessionHub(deps, HubOptions(resume_on_message=settings.mailbox.resume_on_message))
+    peers = Peers(
+        db,
+        session_store,
+        mailbox,
+        agents,
+        max_hops=settings.agent.max_mail_hops,
+        status_of=lambda session_id: live_status(hub.state(session_id)),
+    )
     chat_sessions = ChatSessionCache(CHAT_SESSIONS_KEPT)
     chat = Chat(  # the door's first part: the scheduler opens its sessions through it
         session_store=session_store,
@@ -419,6 +433,7 @@ def compose(
         deps=deps,
         hub=hub,
         desk=hub.desk,
+        peers=peers,
         scheduler=scheduler,
         chat=chat,
         approvals=Approvals(

@@ -144,6 +144,19 @@ async def test_a_group_prompt_replies_to_the_asker_and_any_allowed_user_decides(
         assert (tmp_path / "workspace" / "marker.txt").read_text().splitlines() == ["ran"]
 
 
+async def test_a_strangers_press_on_a_group_prompt_decides_nothing(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, telegram=TELEGRAM) as rig:
+        prompt, _ = await _group_prompt(rig)
+        rig.tg.press_button(STRANGER, prompt.message_id, prompt.button_data("Approve"), chat_id=GROUP)
+        await rig.tg.wait_for(lambda: len(rig.tg.callback_answers) == 1)
+        await rig.tg.wait_for(lambda: not rig.tg.unconfirmed())
+        assert not (tmp_path / "workspace" / "marker.txt").exists(), "a stranger's press runs nothing"
+        assert "Ran it." not in _texts(rig, GROUP)
+        rig.tg.press_button(ALLOWED_USER, prompt.message_id, prompt.button_data("Approve"), chat_id=GROUP)
+        await rig.tg.wait_for(lambda: "Ran it." in _texts(rig, GROUP))
+        assert (tmp_path / "workspace" / "marker.txt").read_text().splitlines() == ["ran"]
+
+
 async def test_with_approver_requester_only_the_asker_decides(tmp_path: Path) -> None:
     groups = {"allowed_chat_ids": [GROUP], "approver": "requester"}
     telegram = {"allowed_user_ids": [ALLOWED_USER, SECOND], "groups": groups}

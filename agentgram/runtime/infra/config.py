@@ -373,6 +373,11 @@ class AgentSettings(Section):
     """Folders of ``<name>/SKILL.md`` Agent Skills besides ``skills/`` in the workdir (runtime.agents.skills)."""
     timezone: str | None = None
     """IANA zone for dates, schedules and quiet hours; ``None``: the OS zone."""
+    max_mail_hops: int = Field(default=16, ge=1, le=1000)
+    """Mail between sessions carries how many replies deep it is (the mail it answers' count plus
+    one; a user's message starts at 0); ``send_message`` refuses past this (runtime.core.peers)."""
+    max_watches: int = advanced(8, ge=1, le=100)
+    """Watches (``watch_session``) one session may hold at once."""
 
     @field_validator("timezone")
     @classmethod

@@ -336,7 +336,7 @@ class CronRunner(Part):
         except ValueError:  # the job was deleted while it ran
             return
         if result.status != JobRunStatus.CANCELLED:  # a kill is answered by the command itself
-            language = await self._language(job.chat_id)
+            language = await self._language(job.chat_id, job.thread_id)
             await self.delivery.deliver(
                 job.chat_id,
                 CronResult(title=job.title, body=result_body(result)),
@@ -377,9 +377,10 @@ class CronRunner(Part):
 
     # --- helpers -------------------------------------------------------------------------
 
-    async def _language(self, chat_id: int) -> str | None:
-        """The language the chat's user last wrote in (``None``: the default)."""
-        session = await self.ports.chat_session(chat_id, user_id=None, language=None)
+    async def _language(self, chat_id: int, thread_id: int) -> str | None:
+        """The language the chat's user last wrote in (``None``: the default), where the job was
+        made (a forum topic's session, which exists: the job came from it)."""
+        session = await self.ports.chat_session(chat_id, user_id=None, language=None, thread_id=thread_id)
         return session.language_code
 
     def _notify(self, run: JobRun) -> None:

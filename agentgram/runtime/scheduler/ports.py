@@ -60,7 +60,7 @@ class ChatSessionOf(Protocol):
     """The chat's active session (opened if it has none), as the chat itself would find it."""
 
     def __call__(
-        self, chat_id: int, *, user_id: int | None, language: str | None
+        self, chat_id: int, *, user_id: int | None, language: str | None, thread_id: int = 0
     ) -> Awaitable[ChatSessionView]: ...
 
 

@@ -83,7 +83,9 @@ async def member_of(db: Database, clock: FakeClock, tmp_path: Path) -> AsyncIter
     async def publish(event: object) -> None:
         raise AssertionError(f"a member that does not run the scheduler published {event!r}")
 
-    async def chat_session(chat_id: int, *, user_id: int | None, language: str | None) -> FakeChatSession:
+    async def chat_session(
+        chat_id: int, *, user_id: int | None, language: str | None, thread_id: int = 0
+    ) -> FakeChatSession:
         row, _ = await sessions.find_or_open(chat_id, user_id=user_id, language=language)
         assert row.id is not None
         return FakeChatSession(row.id, chat_id, None)

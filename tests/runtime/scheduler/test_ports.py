@@ -119,7 +119,9 @@ class scheduler_rig:
         async def publish(event: DurableOutput) -> None:
             published.append(event)
 
-        async def chat_session(chat_id: int, *, user_id: int | None, language: str | None) -> FakeChatSession:
+        async def chat_session(
+            chat_id: int, *, user_id: int | None, language: str | None, thread_id: int = 0
+        ) -> FakeChatSession:
             opened.append((chat_id, user_id))
             row, _ = await sessions.find_or_open(chat_id, user_id=user_id, language=language)
             assert row.id is not None

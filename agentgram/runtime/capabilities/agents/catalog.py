@@ -13,6 +13,7 @@ import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -31,6 +32,17 @@ AGENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)", re.DOTALL)
 
 
+Waker = Literal["user", "tool", "parent", "child", "peer"]
+"""Who a piece of mail is from, as a session sees it: what ``wake_on`` names."""
+MailScope = Literal["family", "tree", "all"]
+"""Which sessions an agent may write to beyond its parent and children, which it always may:
+``family`` none, ``tree`` those under the same root chat session, ``all`` any."""
+InterruptScope = Literal["children", "family", "tree", "all"]
+"""Which sessions an agent may interrupt (mail that reaches a working turn at once)."""
+WAKE_ON: tuple[Waker, ...] = ("user", "tool", "parent", "child")
+"""What starts a turn in an idle session unless its agent says otherwise (a peer's mail waits)."""
+
+
 class AgentMeta(BaseModel):
     """An agent's settings as written (front matter or ``meta.yml``)."""
 
@@ -39,6 +51,9 @@ class AgentMeta(BaseModel):
     model: str | None = None
     tools: list[str] | None = None
     description: str = ""
+    wake_on: tuple[Waker, ...] = WAKE_ON
+    mail_scope: MailScope = "tree"
+    interrupt_scope: InterruptScope = "children"
 
 
 @dataclass(slots=True, frozen=True)
@@ -50,6 +65,10 @@ class AgentSpec:
     model: str | None = None
     tools: frozenset[str] | None = None  # None: every tool its level offers
     description: str = ""
+    wake_on: frozenset[Waker] = frozenset(WAKE_ON)
+    """Whose mail starts a turn when the session is idle (other mail waits for the next turn)."""
+    mail_scope: MailScope = "tree"
+    interrupt_scope: InterruptScope = "children"
 
 
 @dataclass(slots=True, frozen=True)
@@ -122,6 +141,9 @@ def read_agent(folder: Path) -> AgentSpec:
         model=meta.model,
         tools=frozenset(meta.tools) if meta.tools is not None else None,
         description=meta.description.strip(),
+        wake_on=frozenset(meta.wake_on),
+        mail_scope=meta.mail_scope,
+        interrupt_scope=meta.interrupt_scope,
     )
 
 

@@ -110,6 +110,11 @@ SEEDED_RULES: tuple[Rule, ...] = (
     Rule(tool="activate_tools", action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed"),
     # it only reads the skills loaded at start (runtime/tools/skills.py); see also skill_read_rules
     Rule(tool="load_skill", action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed"),
+    *(  # they act inside agentgram only: sessions and mail between them (runtime/core/peer_tools.py);
+        # what a spawned session does with its own tools asks as usual
+        Rule(tool=name, action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed")
+        for name in ("spawn_session", "send_message", "list_sessions", "watch_session", "unwatch_session")
+    ),
     *(  # they only observe or stop the agent's own calls (runtime/tools/calls.py)
         Rule(tool=name, action=Action.ALLOW, priority=DEFAULT_PRIORITY, origin="seed")
         for name in ("wait", "get_tool_call_status", "cancel_tool_call", "list_running_tool_calls")

@@ -58,10 +58,15 @@ class UserMessageBody(_Body):
 
 
 class AgentMessageBody(_Body):
+    """Mail from another session (``send_message``, ``spawn_session``: :mod:`runtime.core.peers`)."""
+
     kind: Literal[MailKind.AGENT_MESSAGE] = MailKind.AGENT_MESSAGE
     text: str
     in_reply_to: str | None = None
     expects_reply: bool = False
+    relation: Literal["parent", "child", "peer"] = "peer"
+    """How the sender stands to the recipient (its parent, its child, another): what the
+    recipient's ``wake_on`` is read against."""
 
 
 class ToolCallFinishedBody(_Body):

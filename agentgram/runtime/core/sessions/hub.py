@@ -330,7 +330,8 @@ class SessionWorker:
             await self._consume([head])
             return True
         taken, pause = take_until_pause(unread)
-        if not pause and not any(wakes(e) for e in taken):  # e.g. results of calls /stop cancelled
+        wake_on = self.hub.deps.agents.wake_on((await self._session()).agent_id)
+        if not pause and not any(wakes(e, wake_on) for e in taken):  # e.g. results of calls /stop cancelled
             return False  # they are read with the next mail that wakes the session
         if (wait := album_pending(taken)) > 0:  # an album's items arrive one by one: read them as one
             asyncio.get_running_loop().call_later(wait, self.wake.set)

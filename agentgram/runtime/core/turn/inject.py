@@ -68,11 +68,21 @@ def mail_text(envelope: Envelope, *, read: bool = False) -> str | None:
     return None
 
 
-def wakes(envelope: Envelope) -> bool:
-    """Whether this mail starts a turn in an idle session (mail that does not waits for one that does)."""
+ALL_WAKE: frozenset[str] = frozenset({"user", "tool", "parent", "child", "peer"})
+
+
+def wakes(envelope: Envelope, wake_on: frozenset[str] = ALL_WAKE) -> bool:
+    """Whether this mail starts a turn in an idle session (mail that does not waits for one that
+    does). ``wake_on``: the session agent's list of whose mail wakes it (``runtime.core.peers``):
+    a user's message or a scheduled run's (``user``), a detached call's end (``tool``), a
+    session's mail by how its sender stands to this one (``parent``, ``child``, ``peer``)."""
     body = envelope.body
     if isinstance(body, ToolCallFinishedBody):
-        return body.wakes
+        return body.wakes and "tool" in wake_on
+    if isinstance(body, AgentMessageBody):
+        return body.relation in wake_on
+    if isinstance(body, UserMessageBody):
+        return "user" in wake_on or body.is_synthetic
     return mail_text(envelope) is not None
 
 

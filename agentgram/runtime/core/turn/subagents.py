@@ -173,6 +173,11 @@ class AgentBook:
             )
         return self.catalog.main
 
+    def wake_on(self, agent_id: str) -> frozenset[str]:
+        """Whose mail starts a turn in an idle session of ``agent_id`` (``main``'s if unknown)."""
+        spec = self.catalog.get(agent_id) or self.catalog.main
+        return frozenset(spec.wake_on)
+
     def static_prompt(self, spec: AgentSpec) -> str:
         if spec.name not in self._prompts:
             self._prompts[spec.name] = self.prompt(spec)

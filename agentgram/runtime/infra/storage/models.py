@@ -36,6 +36,10 @@ class SessionSource(enum.StrEnum):
     TERMINAL = "terminal"
     """An interactive chat in a terminal (``agentgram chat``): a chat in every way but whose
     output is its own (the chat platform's adapter ignores it, and it ignores the platform's)."""
+    AGENT = "agent"
+    """A session another session spawned (``spawn_session``, :mod:`runtime.core.peers`): it runs
+    its agent on mail from other sessions, and reports to the chat its root session belongs to.
+    Never *active* (a chat's one active session is the chat's own): ``closed_at`` ends it."""
 
 
 HEADLESS_SOURCES = frozenset({SessionSource.TIC, SessionSource.CRON})
@@ -159,6 +163,12 @@ class ChatSession(SQLModel, table=True):
     title: str | None = None
     """The chat's name when it has one (a group's, with its topic's: revision 0013): the system
     prompt, the web view and ``/sessions`` name it."""
+    parent_session_id: int | None = Field(default=None, index=True)
+    """The session that spawned this one (``spawn_session``; revision 0015)."""
+    root_session_id: int | None = Field(default=None, index=True)
+    """The chat session at the top of this one's spawn tree (revision 0015); ``None`` for a root."""
+    name: str | None = None
+    """What a spawned session is called in the chat (its agent's name when ``None``)."""
     instructions: str | None = None
     """What the adapter adds to the system prompt for this session (a forum topic's configured
     prompt; revision 0014)."""
@@ -166,6 +176,21 @@ class ChatSession(SQLModel, table=True):
     mail_cursor: int = 0
     created_at: datetime = Field(default_factory=utcnow)
     closed_at: datetime | None = None
+
+
+class SessionWatch(SQLModel, table=True):
+    """A watch (``watch_session``, :mod:`runtime.core.peers`): matching events of the watched
+    session reach the watcher as mail until ``expires_at`` or either session ends (revision 0015)."""
+
+    __tablename__ = "session_watches"
+
+    id: int | None = Field(default=None, primary_key=True)
+    watcher_session_id: int = Field(index=True)
+    watched_session_id: int = Field(index=True)
+    events: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    tool: str | None = None  # a glob on the tool's name, for the tool events
+    expires_at: datetime
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 class StackFrame(SQLModel, table=True):

@@ -229,6 +229,20 @@ class SessionStore:
 
         return await self._db.write_sync(reopen)
 
+    async def create(self, session: ChatSession) -> ChatSession:
+        """Store ``session`` as given, with its root stack frame (a spawned session)."""
+        return await self._db.write_orm(lambda tx: _create(tx, session))
+
+    async def close_spawned(self, session_id: int) -> None:
+        """End a spawned session (``closed_at``): it reads no more mail."""
+        await self._db.write_sync(
+            lambda tx: tx.execute(
+                update(_SESSIONS)
+                .where(_SESSIONS.c.id == session_id, _SESSIONS.c.closed_at.is_(None))
+                .values(closed_at=utcnow())
+            )
+        )
+
     async def create_headless(
         self, source: SessionSource, chat_id: int | None, *, auto_deny: bool = True, thread_id: int = 0
     ) -> ChatSession:

@@ -1,0 +1,382 @@
+"""Sessions that talk to each other: spawn, mail, list (issue 29; ``session-mailbox.md`` §5).
+
+A session may **spawn** another of any agent definition (``spawn_session``): a durable session of
+:data:`~runtime.infra.storage.models.SessionSource.AGENT`, its caller's child, reporting to the chat
+its root session belongs to. Its first mail is its task, from its parent, naming the parent's id;
+``send_message`` then carries mail either way. Sessions are addressed by id (``"parent"`` names
+the caller's parent). Mail is the mailbox's, so it is durable, ordered, capped and read at the
+recipient's next round boundary like any other.
+
+**Rules** (checked here, before the mailbox takes the mail):
+
+* a session may always write to its parent and its children; its agent's ``mail_scope`` widens
+  that to its siblings (``family``), to every session under the same root chat session (``tree``,
+  the default) or to any (``all``). ``interrupt_scope`` (default ``children``) says whom it may
+  interrupt: interrupting mail reaches a working turn at its next step rather than with the next
+  turn.
+* mail carries a **hop count**: a reply carries the count of the mail its turn last read plus one
+  (a user's message, a tic or a cron run count 0), and ``agent.max_mail_hops`` refuses past it.
+  With the mailbox's unread cap and ``wait``'s own cap, two agents cannot ping-pong forever.
+* which mail starts a turn in an idle recipient is its agent's ``wake_on`` (default user, tool,
+  parent, child: a peer's mail waits for the next turn). The envelope says how the sender stands
+  to the recipient (:class:`~runtime.core.mailbox.envelope.AgentMessageBody.relation`), stored
+  with it, so a restart wakes by the same rule.
+
+A refusal is a :class:`Refused` whose text names its cause (unknown recipient, not permitted,
+mailbox full, too many hops); the tools hand it to the model as the call's error.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from agentgram.runtime.capabilities.agents import AgentCatalog, AgentSpec
+from agentgram.runtime.core.mailbox import AgentMessageBody, Envelope, Priority, Receipt, Sender, SenderKind
+from agentgram.runtime.core.mailbox.mailbox import SqlMailbox
+from agentgram.runtime.infra.errors import MailboxFull
+from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.models import (
+    ChatSession,
+    HistoryRow,
+    MailKind,
+    MailRow,
+    SessionSource,
+)
+from agentgram.runtime.infra.storage.sessions import SessionStore
+
+PARENT = "parent"
+"""The address ``send_message`` reads as the caller's parent session."""
+LISTED = 50
+"""At most this many sessions in one ``list_sessions`` answer (newest first)."""
+_TEXT_MAIL = (MailKind.USER_MESSAGE, MailKind.AGENT_MESSAGE, MailKind.SCHEDULED_TURN)
+
+
+class Refused(Exception):
+    """Mail or a spawn refused, for a reason the model can read and act on."""
+
+
+class Relation(enum.StrEnum):
+    """How a sender stands to the recipient of its mail (what the recipient's ``wake_on`` names)."""
+
+    PARENT = "parent"  # the sender spawned the recipient
+    CHILD = "child"  # the recipient spawned the sender
+    PEER = "peer"
+
+
+class ListScope(enum.StrEnum):
+    CHILDREN = "children"
+    TREE = "tree"
+    ALL = "all"
+
+
+class PeerStatus(enum.StrEnum):
+    IDLE = "idle"
+    RUNNING = "running"
+    WAITING_APPROVAL = "waiting for approval"
+    PAUSED = "paused"
+    FINISHED = "finished"
+
+
+@dataclass(slots=True, frozen=True)
+class PeerInfo:
+    """One session as ``list_sessions`` and ``/sessions`` show it."""
+
+    id: int
+    name: str | None
+    agent: str
+    parent_id: int | None
+    status: PeerStatus
+    last_active: datetime | None
+    source: str
+
+
+StatusOf = Callable[[int], PeerStatus | None]
+"""A session's live status from the session hub (``None``: nothing in memory: idle)."""
+
+_LIVE = {
+    "opening": PeerStatus.RUNNING,
+    "running": PeerStatus.RUNNING,
+    "stopping": PeerStatus.RUNNING,
+    "waiting_approval": PeerStatus.WAITING_APPROVAL,
+    "paused": PeerStatus.PAUSED,
+}
+
+
+def live_status(worker_state: str | None) -> PeerStatus | None:
+    """A session worker's state (``runtime.core.sessions.state.WorkerState``) as a peer status."""
+    return _LIVE.get(worker_state or "")
+
+
+def root_of(session: ChatSession) -> int:
+    """The chat session at the top of ``session``'s spawn tree (itself for a chat's own)."""
+    assert session.id is not None
+    return session.root_session_id or session.id
+
+
+def relation(sender: ChatSession, recipient: ChatSession) -> Relation:
+    if recipient.parent_session_id is not None and recipient.parent_session_id == sender.id:
+        return Relation.PARENT
+    if sender.parent_session_id is not None and sender.parent_session_id == recipient.id:
+        return Relation.CHILD
+    return Relation.PEER
+
+
+def may_write(spec: AgentSpec, sender: ChatSession, recipient: ChatSession) -> bool:
+    """Whether ``sender`` (running ``spec``) may mail ``recipient`` (module docstring)."""
+    if relation(sender, recipient) is not Relation.PEER:
+        return True
+    return _within(spec.mail_scope, sender, recipient)
+
+
+def may_interrupt(spec: AgentSpec, sender: ChatSession, recipient: ChatSession) -> bool:
+    if spec.interrupt_scope == "children":
+        return relation(sender, recipient) is Relation.PARENT
+    if relation(sender, recipient) is not Relation.PEER:
+        return True
+    return _within(spec.interrupt_scope, sender, recipient)
+
+
+def _within(scope: str, sender: ChatSession, recipient: ChatSession) -> bool:
+    if scope == "all":
+        return True
+    if scope == "tree":
+        return root_of(sender) == root_of(recipient)
+    # family: besides parent and children, the siblings
+    return sender.parent_session_id is not None and sender.parent_session_id == recipient.parent_session_id
+
+
+class Peers:
+    """Spawning, mail between sessions and the listing of them (module docstring)."""
+
+    def __init__(
+        self,
+        db: Database,
+        sessions: SessionStore,
+        mailbox: SqlMailbox,
+        agents: AgentCatalog,
+        *,
+        max_hops: int,
+        status_of: StatusOf = lambda _: None,
+    ) -> None:
+        self._db = db
+        self._sessions = sessions
+        self._mailbox = mailbox
+        self.agents = agents
+        self.max_hops = max_hops
+        self.status_of = status_of
+
+    async def session(self, session_id: int) -> ChatSession:
+        found = await self._sessions.get(session_id)
+        if found is None:
+            raise Refused(f"there is no session {session_id} (list_sessions shows the ones there are)")
+        return found
+
+    def spec_of(self, session: ChatSession) -> AgentSpec:
+        return self.agents.get(session.agent_id) or self.agents.main
+
+    async def spawn(self, caller_id: int, agent: str, task: str, name: str | None = None) -> ChatSession:
+        """A new session of ``agent``, the caller's child, working on ``task`` (its first mail)."""
+        spec = self.agents.get(agent)
+        if spec is None:
+            raise Refused(f"there is no agent {agent!r} (agents: {', '.join(self.agents.names())})")
+        caller = await self.session(caller_id)
+        child = await self._sessions.create(
+            ChatSession(
+                source=SessionSource.AGENT,
+                chat_id=caller.chat_id,
+                thread_id=caller.thread_id,
+                user_id=caller.user_id,
+                agent_id=spec.name,
+                language_code=caller.language_code,
+                is_interactive=False,
+                active=False,
+                parent_session_id=caller.id,
+                root_session_id=root_of(caller),
+                name=name.strip() if name and name.strip() else None,
+            )
+        )
+        assert child.id is not None
+        first = (
+            f"You are session {child.id}, started by session {caller_id} (your parent: write to it "
+            f'with send_message to "parent"; it reads your replies as mail). Your task:\n{task}'
+        )
+        await self._post(caller, child, first, hops=await self.hops_of(caller_id) + 1)
+        return child
+
+    async def send(self, caller_id: int, to: str | int, text: str, *, interrupt: bool = False) -> Receipt:
+        """Mail ``text`` from the caller to session ``to`` (an id, or ``"parent"``)."""
+        caller = await self.session(caller_id)
+        recipient = await self._recipient(caller, to)
+        spec = self.spec_of(caller)
+        if recipient.id == caller.id:
+            raise Refused("a session cannot send mail to itself")
+        if recipient.closed_at is not None:
+            raise Refused(f"session {recipient.id} has finished and reads no more mail")
+        if not may_write(spec, caller, recipient):
+            raise Refused(
+                f"not permitted: agent {spec.name!r} may write to its parent, its children and "
+                f"sessions within its mail_scope {spec.mail_scope!r}; session {recipient.id} is not one"
+            )
+        if interrupt and not may_interrupt(spec, caller, recipient):
+            raise Refused(
+                f"not permitted to interrupt session {recipient.id} (interrupt_scope "
+                f"{spec.interrupt_scope!r}); send it without interrupt"
+            )
+        hops = await self.hops_of(caller_id) + 1
+        return await self._post(caller, recipient, text, hops=hops, interrupt=interrupt)
+
+    async def _recipient(self, caller: ChatSession, to: str | int) -> ChatSession:
+        if isinstance(to, str) and to.strip().lower() == PARENT:
+            if caller.parent_session_id is None:
+                raise Refused("this session has no parent: it was not spawned by another session")
+            return await self.session(caller.parent_session_id)
+        try:
+            session_id = int(str(to).strip().lstrip("#"))
+        except ValueError:
+            raise Refused(f'unknown recipient {to!r}: give a session id or "parent"') from None
+        found = await self._sessions.get(session_id)
+        if found is None or found.source not in (
+            SessionSource.CHAT,
+            SessionSource.TERMINAL,
+            SessionSource.AGENT,
+        ):
+            raise Refused(f"unknown recipient: there is no session {session_id}")
+        return found
+
+    async def _post(
+        self, sender: ChatSession, recipient: ChatSession, text: str, *, hops: int, interrupt: bool = False
+    ) -> Receipt:
+        if hops > self.max_hops:
+            raise Refused(
+                f"too many hops: this would be reply {hops} in a chain of mail between sessions, "
+                f"over agent.max_mail_hops ({self.max_hops}); stop the exchange and answer the user"
+            )
+        assert recipient.id is not None
+        envelope = Envelope(
+            id=f"mail:{sender.id}:{uuid.uuid4().hex}",
+            session_id=recipient.id,
+            sender=Sender(kind=SenderKind.SESSION, ref=str(sender.id)),
+            body=AgentMessageBody(text=text, relation=relation(sender, recipient).value),
+            priority=Priority.INTERRUPT if interrupt else Priority.NORMAL,
+            hops=hops,
+        )
+        try:
+            return await self._mailbox.accept(envelope)
+        except MailboxFull:
+            raise Refused(
+                f"mailbox full: session {recipient.id} has too much unread mail; wait for it to catch up"
+            ) from None
+
+    async def hops_of(self, session_id: int) -> int:
+        """The hop count of the mail the session read last (what a reply now answers); 0 when
+        that was a user's message, a scheduled run's, or nothing."""
+
+        def read(tx: Session) -> int:
+            cursor = (
+                sa.select(col(ChatSession.mail_cursor))
+                .where(col(ChatSession.id) == session_id)
+                .scalar_subquery()
+            )
+            query = (
+                select(col(MailRow.hops))
+                .where(
+                    col(MailRow.session_id) == session_id,
+                    col(MailRow.seq) <= cursor,
+                    col(MailRow.kind).in_(list(_TEXT_MAIL)),
+                )
+                .order_by(col(MailRow.seq).desc())
+                .limit(1)
+            )
+            return int(tx.exec(query).first() or 0)
+
+        return await self._db.read_sync(read)
+
+    async def listed(self, caller_id: int, scope: ListScope = ListScope.TREE) -> list[PeerInfo]:
+        """The caller's children, its tree (every session under its root chat session, that one
+        included) or all sessions that talk (chat, terminal and spawned ones), newest first."""
+        caller = await self.session(caller_id)
+        talking = col(ChatSession.source).in_(
+            [SessionSource.CHAT, SessionSource.TERMINAL, SessionSource.AGENT]
+        )
+        if scope is ListScope.CHILDREN:
+            where = col(ChatSession.parent_session_id) == caller_id
+        elif scope is ListScope.TREE:
+            root = root_of(caller)
+            where = sa.or_(col(ChatSession.id) == root, col(ChatSession.root_session_id) == root)
+        else:
+            where = talking
+        return await self._infos(where)
+
+    async def of_root(self, root_session_id: int) -> list[PeerInfo]:
+        """The sessions spawned under a chat session (``/sessions``, ``/stop all``), oldest first."""
+        infos = await self._infos(col(ChatSession.root_session_id) == root_session_id)
+        return sorted(infos, key=lambda info: info.id)
+
+    async def _infos(self, where: sa.ColumnElement[bool]) -> list[PeerInfo]:
+        newest = (
+            select(col(HistoryRow.created_at))
+            .where(col(HistoryRow.session_id) == col(ChatSession.id))
+            .order_by(col(HistoryRow.id).desc())
+            .limit(1)
+            .correlate(ChatSession)
+            .scalar_subquery()
+        )
+        query = select(ChatSession, newest).where(where).order_by(col(ChatSession.id).desc()).limit(LISTED)
+
+        def read(tx: Session) -> list[tuple[ChatSession, datetime | None]]:
+            return [(session, last) for session, last in tx.exec(query).all()]
+
+        return [self._info(session, last) for session, last in await self._db.read_sync(read)]
+
+    def _info(self, session: ChatSession, last: datetime | None) -> PeerInfo:
+        assert session.id is not None
+        if session.closed_at is not None or (session.source != SessionSource.AGENT and not session.active):
+            status = PeerStatus.FINISHED
+        else:
+            status = self.status_of(session.id) or PeerStatus.IDLE
+        return PeerInfo(
+            id=session.id,
+            name=session.name,
+            agent=session.agent_id,
+            parent_id=session.parent_session_id,
+            status=status,
+            last_active=last,
+            source=session.source,
+        )
+
+    async def close(self, session_id: int) -> None:
+        """End a spawned session: it reads no more mail (``/sessions`` → close)."""
+        await self._sessions.close_spawned(session_id)
+
+
+def peer_line(info: PeerInfo) -> str:
+    """``#7 researcher “deploy watcher” (parent 3): running; last active 2026-12-02 10:00 UTC``."""
+    named = f" “{info.name}”" if info.name else ""
+    parent = f" (parent {info.parent_id})" if info.parent_id is not None else ""
+    when = f"; last active {info.last_active:%Y-%m-%d %H:%M} UTC" if info.last_active else ""
+    return f"#{info.id} {info.agent}{named}{parent}: {info.status}{when}"
+
+
+__all__ = [
+    "LISTED",
+    "PARENT",
+    "ListScope",
+    "PeerInfo",
+    "PeerStatus",
+    "Peers",
+    "Refused",
+    "Relation",
+    "live_status",
+    "may_interrupt",
+    "may_write",
+    "peer_line",
+    "relation",
+    "root_of",
+]
