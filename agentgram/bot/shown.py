@@ -1,7 +1,7 @@
 """What every chat adapter shows alike, whatever it renders with (Telegram HTML, Rich in a terminal).
 
 A rule a second adapter would otherwise copy lives here once: the mark of a tool
-call's phase, which events of a tic or cron run reach a chat, how a message that
+call's phase, which events of a tic or cron run or of a spawned session reach a chat, how a message that
 does not start a turn is acknowledged, how an approval of a read is worded, the
 locale key of an approval's decision, and the state a cron job is shown in. It knows no chat
 platform (an import-linter contract keeps it so).
@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import enum
 
-from agentgram.runtime.app import ApprovalStatus, PostResult, is_headless
+from agentgram.runtime.app import ApprovalStatus, PostResult, SessionSource, is_headless
 from agentgram.runtime.infra.events import (
     ApprovalDetails,
     ApprovalRequested,
     ApprovalResolved,
     FileOutput,
+    Notice,
+    QuestionAsked,
+    QuestionResolved,
     Report,
+    RoundEnded,
     RuntimeEvent,
     ToolPhase,
 )
@@ -35,14 +39,23 @@ PHASE_MARK = {
 """A tool call's status line ends with the mark of its phase."""
 
 _HEADLESS_SPEAKS = (ApprovalRequested, ApprovalResolved, Report, FileOutput)
+_SPAWNED_SPEAKS = (*_HEADLESS_SPEAKS, QuestionAsked, QuestionResolved, Notice)
 
 
 def reaches_chat(event: RuntimeEvent) -> bool:
     """Whether a chat shows ``event``: a tic or cron run shows only its approvals, its report and
     the files it sends, never its streamed text or tool lines (which runs are headless is the
-    runtime's one rule, :func:`~runtime.app.is_headless`)."""
+    runtime's one rule, :func:`~runtime.app.is_headless`); a session another spawned (issue 29),
+    working beside the chat's own, shows only each turn's final answer (a round that calls no
+    tool), its approvals and questions, its notices and files: never its streamed text, tool
+    lines or typing."""
     to = getattr(event, "to", None)
-    return to is None or not is_headless(to.source) or isinstance(event, _HEADLESS_SPEAKS)
+    if to is None:
+        return True
+    if to.source == SessionSource.AGENT:
+        final = isinstance(event, RoundEnded) and not event.has_tool_calls
+        return final or isinstance(event, _SPAWNED_SPEAKS)
+    return not is_headless(to.source) or isinstance(event, _HEADLESS_SPEAKS)
 
 
 _ACKS = {

@@ -226,6 +226,7 @@ class Runtime:
         for rule in skill_read_rules((s.folder for s in self.parts.skill_catalog.skills), self.parts.workdir):
             await self.parts.approval_manager.add_rule(rule)
         await self.parts.questions.load()
+        await self.parts.watches.load()  # before anything resumes: a resumed turn's events are watched
         self._llm_check = asyncio.create_task(self._check_llm(), name="llm-check")
         if owners is not None and spread:
             self.parts.scheduler.shared = True  # run now, kill and /tic now go to the leader
@@ -233,6 +234,7 @@ class Runtime:
             owners.on_mail(self._mail_from_elsewhere)
             owners.on_poll(self.parts.approval_manager.reload)  # an "Always" saved elsewhere
             owners.on_poll(self.parts.scheduler.sync)  # on the leader: jobs edited elsewhere
+            owners.on_poll(self.parts.watches.reload)  # watches set or removed on another instance
             self._leading = asyncio.create_task(self._lead_when_free(), name="cluster-lead")
             await owners.start()  # claims the chats nobody live runs, each recovered as it is claimed
             return
@@ -381,6 +383,7 @@ class Runtime:
             if self.parts.inbox.transcriber is not None:
                 await self.parts.inbox.transcriber.aclose()
             await self.parts.mcp.close()  # every server's session and process
+            await self.parts.watches.close()  # its poster writes mail: stopped before the mailbox
             await self.parts.mailbox.close()
             if self.parts.lead is not None:
                 await self.parts.lead.release()  # at once: a standby takes over without waiting

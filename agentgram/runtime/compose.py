@@ -51,7 +51,13 @@ from agentgram.runtime.capabilities.tools.wrappers import Wrappers
 from agentgram.runtime.core.approvals.manager import ApprovalManager
 from agentgram.runtime.core.mailbox import SqlMailbox
 from agentgram.runtime.core.output import Output
-from agentgram.runtime.core.peer_tools import ListSessions, SendMessage, SpawnSession
+from agentgram.runtime.core.peer_tools import (
+    ListSessions,
+    SendMessage,
+    SpawnSession,
+    UnwatchSession,
+    WatchSession,
+)
 from agentgram.runtime.core.peers import Peers, live_status
 from agentgram.runtime.core.prompt import MemoryPrompt, build_static_prompt
 from agentgram.runtime.core.sessions.control import ControlDesk
@@ -63,6 +69,7 @@ from agentgram.runtime.core.turn.context import ContextSettings
 from agentgram.runtime.core.turn.deps import ALONE, ChosenModels, TurnDeps
 from agentgram.runtime.core.turn.request import root_context
 from agentgram.runtime.core.turn.subagents import AgentBook, ExecuteTask
+from agentgram.runtime.core.watches import Watches, WatchStore
 from agentgram.runtime.door.approvals import Approvals
 from agentgram.runtime.door.calls import Calls
 from agentgram.runtime.door.chat import Chat
@@ -142,6 +149,8 @@ def runtime_tools(settings: Settings) -> list[tuple[type[Tool[Any]], ToolMaker]]
         (SpawnSession, lambda p: SpawnSession(p.peers)),
         (SendMessage, lambda p: SendMessage(p.peers)),
         (ListSessions, lambda p: ListSessions(p.peers)),
+        (WatchSession, lambda p: WatchSession(p.watches)),
+        (UnwatchSession, lambda p: UnwatchSession(p.watches)),
         *((type(tool), _ready(tool)) for tool in call_tools()),
         (SendFile, lambda p: SendFile(p.output)),
         (LoadSkill, lambda p: LoadSkill(p.skill_catalog)),
@@ -203,6 +212,7 @@ class Parts:
     hub: SessionHub
     desk: ControlDesk
     peers: Peers
+    watches: Watches
     scheduler: SchedulerService
     chat: Chat
     approvals: Approvals
@@ -359,6 +369,16 @@ def compose(
         max_hops=settings.agent.max_mail_hops,
         status_of=lambda session_id: live_status(hub.state(session_id)),
     )
+    watches = Watches(
+        WatchStore(db),
+        session_store,
+        peers,
+        mailbox,
+        history,
+        background_store,
+        cap=settings.agent.max_watches,
+        now=clock.now if clock is not None else utcnow,  # a test's fake clock moves their expiry too
+    )
     chat_sessions = ChatSessionCache(CHAT_SESSIONS_KEPT)
     chat = Chat(  # the door's first part: the scheduler opens its sessions through it
         session_store=session_store,
@@ -377,6 +397,7 @@ def compose(
         compactor=compactor,
         context_for=functools.partial(root_context, deps),
         search=search,
+        peers=peers,
         resume_on_message=settings.mailbox.resume_on_message,
     )
     scheduler = SchedulerService(
@@ -434,6 +455,7 @@ def compose(
         hub=hub,
         desk=hub.desk,
         peers=peers,
+        watches=watches,
         scheduler=scheduler,
         chat=chat,
         approvals=Approvals(
@@ -461,6 +483,7 @@ def compose(
             skill_catalog=skill_catalog,
             mcp_catalog=mcp_catalog,
             session_store=session_store,
+            peers=peers,
         ),
         lead=lead,
         owners=owners,
@@ -484,6 +507,7 @@ def compose(
         choose_model=usage.choose,
     ).register(hub.desk)
     watch_metrics(bus.subscribe, mailbox.subscribe, parts.knows_tool)  # runtime.metrics_bus
+    bus.subscribe(watches)  # a watched session's events become its watchers' mail (runtime.core.watches)
     return parts
 
 

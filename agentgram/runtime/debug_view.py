@@ -21,6 +21,14 @@ Design choices (docs/architecture/debug-view.md):
 * The ``subagent`` source filter lists the sessions a sub-agent worked in (a
   frame deeper than the root): sub-agents are frames inside a session, not
   sessions of their own.
+* A session another spawned (``agent``, :mod:`runtime.core.peers`) sits in a
+  spawn tree: the detail carries that tree (its root chat session and every
+  session under it, parents before children) and the mail between sessions
+  this one sent or received. Both reads are capped at :data:`MAX_TREE` and
+  :data:`MAX_MAIL` rows (the oldest sessions; the newest mail, shown oldest
+  first), and say when they were cut. A session ended is one whose
+  ``closed_at`` is set, or a chat's that is no longer its chat's active one
+  (tic and cron sessions never are): the same rule as ``list_sessions``.
 * Health is three states; the LLM endpoint is probed at most once per
   :data:`LLM_PROBE_EVERY` (a liveness probe every few seconds must not turn
   into as many requests to a paid API). The whole is down when the chat
@@ -45,10 +53,11 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlmodel import Session, col, select
 
 from agentgram.runtime.capabilities.tools.base import json_object
+from agentgram.runtime.core.mailbox import AgentMessageBody
 from agentgram.runtime.infra.cluster import holder_alive, instance_alive
 from agentgram.runtime.infra.config import ClusterSettings
 from agentgram.runtime.infra.errors import ToolError
@@ -62,12 +71,17 @@ from agentgram.runtime.infra.storage.models import (
     ApprovalStatus,
     ChatSession,
     HistoryRow,
+    MailKind,
+    MailRow,
+    Priority,
     Role,
     RowStatus,
+    SenderKind,
     SessionSource,
     StackFrame,
     ToolCallRow,
     ToolCallStatus,
+    session_ended,
 )
 from agentgram.runtime.infra.storage.scheduler_rows import (
     JobRun,
@@ -81,6 +95,10 @@ from agentgram.runtime.scheduler.service import SchedulerService
 log = get_logger("debug_view")
 
 MAX_PER_PAGE = 100
+MAX_TREE = 200
+"""At most this many sessions of a spawn tree in one detail (the oldest: a root comes first)."""
+MAX_MAIL = 200
+"""At most this many pieces of mail between sessions in one detail (the newest)."""
 LLM_PROBE_EVERY = 30.0
 """Seconds a health answer about the LLM endpoint is reused."""
 LLM_PROBE_TIMEOUT = 5.0
@@ -93,6 +111,11 @@ class _Value(BaseModel):
 
 
 # --- sessions -------------------------------------------------------------------------
+
+
+def _ended(source: SessionSource, active: bool, closed_at: datetime | None) -> bool:
+    """Whether a session is over (module docstring): the one rule the list and the tree show."""
+    return session_ended(source, active, closed_at)
 
 
 class SessionInfo(_Value):
@@ -108,6 +131,18 @@ class SessionInfo(_Value):
     title: str | None
     """The chat's name when it has one (a group's, with its topic's: ``Team › Ideas``)."""
     active: bool
+    """The chat's current session (a chat has one; a spawned session never is: ``closed_at`` ends it)."""
+    closed_at: datetime | None
+    parent_session_id: int | None
+    """The session that spawned this one (``agent`` sessions); ``None`` for the others."""
+    root_session_id: int | None
+    """The chat session at the top of this one's spawn tree; ``None`` for a root."""
+    name: str | None
+    """What a spawned session is called (its agent's name when ``None``)."""
+
+    @property
+    def ended(self) -> bool:
+        return _ended(self.source, self.active, self.closed_at)
 
 
 class SessionSummary(SessionInfo):
@@ -166,9 +201,52 @@ class AgentEntry(_Value):
 Entry = Annotated[UserEntry | AssistantEntry | ToolEntry | AgentEntry, Field(discriminator="kind")]
 
 
+class TreeStatus(enum.StrEnum):
+    ACTIVE = "active"
+    CLOSED = "closed"
+
+
+class TreeNode(_Value):
+    """One session of a spawn tree, ``depth`` below its root (0), listed after its parent."""
+
+    id: int
+    parent_session_id: int | None
+    depth: int
+    name: str | None
+    agent_id: str
+    source: SessionSource
+    status: TreeStatus
+    created_at: datetime
+
+
+class MailEntry(_Value):
+    """A piece of mail one session sent another (``send_message``, a spawn's task)."""
+
+    id: int
+    accepted_at: datetime
+    from_session_id: int | None
+    """The sender (``None`` when the stored reference is not a session id)."""
+    to_session_id: int
+    relation: Literal["parent", "child", "peer"]
+    """How the sender stands to the recipient (``parent``: the sender spawned it)."""
+    hops: int
+    seq: int
+    """Its place in the recipient's mailbox."""
+    interrupt: bool
+    text: str
+
+
 class SessionDetail(_Value):
     session: SessionInfo
     messages: list[Entry]
+    tree: list[TreeNode]
+    """The session's spawn tree: its root and every session under it (just itself when alone)."""
+    tree_truncated: bool
+    """More sessions are under the root than :data:`MAX_TREE`."""
+    mail: list[MailEntry]
+    """Mail between sessions this one sent or received, oldest first."""
+    mail_truncated: bool
+    """There is older such mail than :data:`MAX_MAIL` shows."""
 
 
 # --- scheduler and approvals ------------------------------------------------------------
@@ -397,6 +475,10 @@ def _info(row: ChatSession) -> SessionInfo:
         thread_id=row.thread_id,
         title=_text(row.title),
         active=row.active,
+        closed_at=row.closed_at,
+        parent_session_id=row.parent_session_id,
+        root_session_id=row.root_session_id,
+        name=_text(row.name),
     )
 
 
@@ -502,6 +584,85 @@ def _read_page(tx: Session, source: SessionSource | None, page: int, per_page: i
     return SessionPage(items=items, total=tx.exec(total_query).one(), page=page, per_page=per_page)
 
 
+def _node(row: ChatSession, depth: int) -> TreeNode:
+    assert row.id is not None
+    closed = _ended(row.source, row.active, row.closed_at)
+    return TreeNode(
+        id=row.id,
+        parent_session_id=row.parent_session_id,
+        depth=depth,
+        name=_text(row.name),
+        agent_id=row.agent_id,
+        source=row.source,
+        status=TreeStatus.CLOSED if closed else TreeStatus.ACTIVE,
+        created_at=row.created_at,
+    )
+
+
+def _read_tree(tx: Session, session: ChatSession) -> tuple[list[TreeNode], bool]:
+    """The spawn tree ``session`` is in (module docstring), each session after its parent."""
+    assert session.id is not None
+    root = session.root_session_id or session.id
+    found = tx.exec(
+        select(ChatSession)
+        .where(sa.or_(col(ChatSession.id) == root, col(ChatSession.root_session_id) == root))
+        .order_by(col(ChatSession.id))
+        .limit(MAX_TREE + 1)
+    ).all()
+    rows = {row.id: row for row in found[:MAX_TREE]}
+    rows.setdefault(session.id, session)  # past the cap: still shown
+    children: dict[int | None, list[ChatSession]] = {}
+    for row in rows.values():
+        parent = row.parent_session_id if row.parent_session_id in rows else root
+        children.setdefault(None if row.id == root or parent not in rows else parent, []).append(row)
+    nodes: list[TreeNode] = []
+
+    def walk(parent: int | None, depth: int) -> None:
+        for row in children.get(parent, []):
+            nodes.append(_node(row, depth))
+            walk(row.id, depth + 1)
+
+    walk(None, 0)
+    return nodes, len(found) > MAX_TREE
+
+
+def _mail_entry(row: MailRow) -> MailEntry:
+    assert row.id is not None
+    try:
+        body = AgentMessageBody.model_validate(row.body)
+        text, related = redact(body.text), body.relation
+    except ValidationError:  # fail closed: shown as unreadable, never as whatever was stored
+        text, related = "(this mail's body could not be read)", "peer"
+    sender = row.sender_ref or ""
+    return MailEntry(
+        id=row.id,
+        accepted_at=row.accepted_at,
+        from_session_id=int(sender) if sender.isdigit() else None,
+        to_session_id=row.session_id,
+        relation=related,
+        hops=row.hops,
+        seq=row.seq,
+        interrupt=row.priority == Priority.INTERRUPT,
+        text=text,
+    )
+
+
+def _read_mail(tx: Session, session_id: int) -> tuple[list[MailEntry], bool]:
+    """The newest mail between sessions that ``session_id`` sent or received, oldest first."""
+    query = (
+        select(MailRow)
+        .where(
+            col(MailRow.kind) == MailKind.AGENT_MESSAGE,
+            col(MailRow.sender_kind) == SenderKind.SESSION,
+            sa.or_(col(MailRow.session_id) == session_id, col(MailRow.sender_ref) == str(session_id)),
+        )
+        .order_by(col(MailRow.id).desc())
+        .limit(MAX_MAIL + 1)
+    )
+    found = list(tx.exec(query).all())
+    return [_mail_entry(row) for row in reversed(found[:MAX_MAIL])], len(found) > MAX_MAIL
+
+
 def _read_detail(tx: Session, session_id: int) -> SessionDetail | None:
     session = tx.get(ChatSession, session_id)
     if session is None:
@@ -515,8 +676,17 @@ def _read_detail(tx: Session, session_id: int) -> SessionDetail | None:
     frames = tx.exec(
         select(StackFrame).where(StackFrame.session_id == session_id).order_by(col(StackFrame.id))
     )
-    tree = _Tree(list(rows.all()), list(calls.all()), list(frames.all()))
-    return SessionDetail(session=_info(session), messages=tree.entries())
+    entries = _Tree(list(rows.all()), list(calls.all()), list(frames.all())).entries()
+    tree, tree_truncated = _read_tree(tx, session)
+    mail, mail_truncated = _read_mail(tx, session_id)
+    return SessionDetail(
+        session=_info(session),
+        messages=entries,
+        tree=tree,
+        tree_truncated=tree_truncated,
+        mail=mail,
+        mail_truncated=mail_truncated,
+    )
 
 
 def _job_run(run: JobRun) -> JobRunInfo:
@@ -701,6 +871,7 @@ __all__ = [
     "JobInfo",
     "JobRunInfo",
     "LeaseInfo",
+    "MailEntry",
     "SessionDetail",
     "SessionInfo",
     "SessionPage",
@@ -710,5 +881,7 @@ __all__ = [
     "ThisInstance",
     "TicRunInfo",
     "ToolEntry",
+    "TreeNode",
+    "TreeStatus",
     "UserEntry",
 ]

@@ -10,15 +10,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentgram.runtime.debug_view import DebugView
+from agentgram.runtime.debug_view import MAX_MAIL, MAX_TREE, DebugView
 from agentgram.runtime.infra.log import RedactingFilter, get_logger
 from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.models import SessionSource
 from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, running_bot
 from tests.e2e.test_approvals import wait_prompt
 from tests.fakes.openai_server import Hang, Text, ToolCalls
 from tests.web.harness import TOKEN, web_view
+from tests.web.spawned import mail, spawn
 
 TIC = {"enabled": True, "interval": 1}
 
@@ -367,3 +369,114 @@ async def test_healthz_is_503_while_the_database_does_not_answer(tmp_path: Path)
             )
         finally:
             await db.close()
+
+
+LONG = "x" * 1000
+SECRET_MAIL = "<b>done</b>: the key is sk-test-secret"
+
+
+async def _family(rig: Rig) -> dict[str, int]:
+    """Chat session 1 spawned 2 (“deploy <watcher>”), which spawned 3 (closed since), and 4; mail
+    went 1 → 2 (the task), 2 → 3 (long), 3 → 2 (markup and a secret) and 4 → 1; a tic session
+    stands apart."""
+    rig.llm.script(Text("Hi there!"))
+    rig.say("hello")
+    await rig.wait_turns()
+    store, db = rig.bot.runtime.parts.session_store, rig.bot.runtime.parts.db
+    watcher = await spawn(store, 1, "researcher", "deploy <watcher>")
+    worker = await spawn(store, watcher, "main", closed=True)
+    helper = await spawn(store, 1, "researcher", "sk-test-secret helper")
+    tic = await store.create_headless(SessionSource.TIC, None)
+    await mail(db, 1, watcher, "Your task: watch the deploy", relation="parent", hops=1)
+    await mail(db, watcher, worker, LONG, relation="parent", hops=2, interrupt=True)
+    await mail(db, worker, watcher, SECRET_MAIL, relation="child", hops=3)
+    await mail(db, helper, 1, "found nothing", relation="child", hops=1)
+    assert tic.id is not None
+    return {"watcher": watcher, "worker": worker, "helper": helper, "tic": tic.id}
+
+
+async def test_a_spawned_session_carries_its_tree_and_the_mail_it_sent_or_received(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig, web_view(rig) as web:
+        ids = await _family(rig)
+        watcher = (await web.client.get(f"/api/sessions/{ids['watcher']}")).json()
+        session = watcher["session"]
+        assert (session["source"], session["name"]) == ("agent", "deploy <watcher>")
+        assert (session["parent_session_id"], session["root_session_id"]) == (1, 1)
+        assert [(n["id"], n["depth"], n["parent_session_id"], n["status"]) for n in watcher["tree"]] == [
+            (1, 0, None, "active"),
+            (ids["watcher"], 1, 1, "active"),
+            (ids["worker"], 2, ids["watcher"], "closed"),
+            (ids["helper"], 1, 1, "active"),
+        ], "parents before children, each under its parent; the closed one says so"
+        assert [n["name"] for n in watcher["tree"]] == [None, "deploy <watcher>", None, "*** helper"]
+        assert not watcher["tree_truncated"] and not watcher["mail_truncated"]
+        shape = [
+            (m["from_session_id"], m["to_session_id"], m["relation"], m["hops"], m["interrupt"])
+            for m in watcher["mail"]
+        ]
+        assert shape == [
+            (1, ids["watcher"], "parent", 1, False),
+            (ids["watcher"], ids["worker"], "parent", 2, True),
+            (ids["worker"], ids["watcher"], "child", 3, False),
+        ], "what it sent and received, oldest first; not the mail between others"
+        assert watcher["mail"][1]["text"] == LONG, "the JSON has the whole text"
+        assert watcher["mail"][2]["text"] == "<b>done</b>: the key is ***"
+        root = (await web.client.get("/api/sessions/1")).json()
+        assert root["tree"] == watcher["tree"], "the same tree from any of its sessions"
+        assert [m["text"] for m in root["mail"]] == ["Your task: watch the deploy", "found nothing"], (
+            "the user's own message to it is not mail between sessions"
+        )
+        alone = (await web.client.get(f"/api/sessions/{ids['tic']}")).json()
+        assert [n["id"] for n in alone["tree"]] == [ids["tic"]] and alone["mail"] == []
+        listed = {item["id"]: item for item in (await web.client.get("/api/sessions")).json()["items"]}
+        assert (listed[ids["worker"]]["parent_session_id"], listed[ids["worker"]]["root_session_id"]) == (
+            ids["watcher"],
+            1,
+        )
+        assert listed[ids["helper"]]["name"] == "*** helper" and listed[1]["parent_session_id"] is None
+        spawned = (await web.client.get("/api/sessions", params={"source": "agent"})).json()
+        assert [item["id"] for item in spawned["items"]] == [ids["helper"], ids["worker"], ids["watcher"]]
+
+
+async def test_the_session_page_shows_the_tree_and_the_mail_escaped_masked_and_cut(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig, web_view(rig) as web:
+        ids = await _family(rig)
+        page = (await web.client.get(f"/sessions/{ids['watcher']}")).text
+        assert 'id="tree"' in page and 'id="mail"' in page
+        for n in (1, ids["watcher"], ids["worker"], ids["helper"]):
+            assert f'<a href="/sessions/{n}">#{n}</a>' in page, n
+        assert f'class="current" aria-current="page" data-session="{ids["watcher"]}"' in page
+        assert page.count('aria-current="page"') == 1, "only this session is marked"
+        assert "<b>deploy &lt;watcher&gt;</b>" in page and "<watcher>" not in page
+        assert "&lt;b&gt;done&lt;/b&gt;: the key is ***" in page, "mail text is escaped and masked"
+        assert "<b>done</b>" not in page and "sk-test-secret" not in page
+        assert "x" * 300 + "…" in page and "x" * 301 not in page, "long mail shows its start"
+        assert "1000 characters" in page and f'href="/api/sessions/{ids["watcher"]}"' in page
+        assert ">interrupt<" in page and "spawned by" in page
+        assert "(parent to child)" in page and "(child to parent)" in page
+        listing = (await web.client.get("/")).text
+        parent = ids["watcher"]
+        spawned_by = f'spawned <span class="parent">by <a href="/sessions/{parent}">#{parent}</a>'
+        assert spawned_by in listing, "the list names a spawned session's parent"
+        assert "“deploy &lt;watcher&gt;”" in listing and "sk-test-secret" not in listing
+        lone = (await web.client.get(f"/sessions/{ids['tic']}")).text
+        assert 'id="tree"' not in lone and 'id="mail"' not in lone, "a session alone shows neither"
+
+
+async def test_the_tree_and_the_mail_are_capped_and_say_so(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as rig, web_view(rig) as web:
+        rig.llm.script(Text("Hi there!"))
+        rig.say("hello")
+        await rig.wait_turns()
+        store, db = rig.bot.runtime.parts.session_store, rig.bot.runtime.parts.db
+        children = [await spawn(store, 1, "researcher") for _ in range(MAX_TREE + 1)]
+        for n in range(MAX_MAIL + 5):
+            await mail(db, children[0], 1, f"report {n}", relation="child", hops=1)
+        last = (await web.client.get(f"/api/sessions/{children[-1]}")).json()
+        assert len(last["tree"]) == MAX_TREE + 1 and last["tree_truncated"]
+        assert last["tree"][-1]["id"] == children[-1], "past the cap, the session itself is still shown"
+        root = (await web.client.get("/api/sessions/1")).json()
+        assert len(root["mail"]) == MAX_MAIL and root["mail_truncated"]
+        assert [root["mail"][0]["text"], root["mail"][-1]["text"]] == ["report 5", f"report {MAX_MAIL + 4}"]
+        page = (await web.client.get("/sessions/1")).text
+        assert "Only the newest mail is shown." in page and "Only the tree's oldest sessions" in page

@@ -21,6 +21,7 @@ from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import running_bot
 from tests.fakes.openai_server import Text, ToolCalls
 from tests.web.harness import TOKEN, web_view
+from tests.web.spawned import mail, spawn
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -112,3 +113,38 @@ async def test_the_owner_finds_a_forum_topics_session_by_its_name(tmp_path: Path
             rig.tg.send_text(ALLOWED_USER, "an idea", chat_id=FORUM, thread_id=topic, mention=True)
             await rig.wait_turns()
             await asyncio.to_thread(_open_the_topics_session, browser, web.base_url, topic)
+
+
+def _follow_the_tree_to_the_child(browser: WebDriver, base_url: str, child: int, grandchild: int) -> None:
+    """From the chat's session, the tree's link to its spawned child opens the child's page."""
+    browser.get(f"{base_url}/sessions/1?token={TOKEN}")
+    assert browser.current_url == f"{base_url}/sessions/1"
+    items = browser.find_elements(By.CSS_SELECTOR, "#tree li")
+    assert [item.get_attribute("data-session") for item in items] == ["1", str(child), str(grandchild)]
+    assert browser.find_element(By.CSS_SELECTOR, "#tree li.current").get_attribute("data-session") == "1"
+    link = browser.find_element(By.CSS_SELECTOR, f'#tree li[data-session="{child}"] a')
+    assert "deploy watcher" in browser.find_element(By.CSS_SELECTOR, f'#tree li[data-session="{child}"]').text
+    link.click()
+    assert browser.current_url == f"{base_url}/sessions/{child}"
+    assert browser.find_element(By.TAG_NAME, "h1").text.startswith(f"Session {child} spawned")
+    current = browser.find_element(By.CSS_SELECTOR, "#tree li.current")
+    assert current.get_attribute("data-session") == str(child) and "this session" in current.text
+    assert "Your task: watch the deploy" in browser.find_element(By.CSS_SELECTOR, "#mail").text
+    ARTIFACTS.mkdir(exist_ok=True)
+    assert browser.save_screenshot(str(ARTIFACTS / "web-view-spawn-tree.png"))
+
+
+async def test_the_owner_follows_the_spawn_tree_to_a_child_session(
+    tmp_path: Path, browser: WebDriver
+) -> None:
+    async with running_bot(tmp_path) as rig, web_view(rig) as web:
+        rig.llm.script(Text("Hi there!"))
+        rig.say("hello")
+        await rig.wait_turns()
+        store = rig.bot.runtime.parts.session_store
+        child = await spawn(store, 1, "researcher", "deploy watcher")
+        grandchild = await spawn(store, child, "main", closed=True)
+        await mail(
+            rig.bot.runtime.parts.db, 1, child, "Your task: watch the deploy", relation="parent", hops=1
+        )
+        await asyncio.to_thread(_follow_the_tree_to_the_child, browser, web.base_url, child, grandchild)

@@ -61,7 +61,8 @@ async def sessions(
 
 @router.get("/sessions/{session_id}")
 async def session(request: Request, session_id: int) -> SessionDetail:
-    """The session's whole tree: synthetic turns, reasoning, tool calls, sub-agent frames."""
+    """The session's whole tree: synthetic turns, reasoning, tool calls, sub-agent frames; the
+    spawn tree it is in (``tree``) and the mail between sessions it sent or received (``mail``)."""
     detail = await WebState.of(request).debug.session(session_id)
     if detail is None:
         raise HTTPException(404, f"no session {session_id}")

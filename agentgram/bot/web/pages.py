@@ -1,7 +1,8 @@
 """The server-rendered pages: sessions, one session's tree, tic/cron runs, jobs, the cluster.
 
 Plain HTML from Jinja2 templates (``templates/``), one small stylesheet in
-the base template, no JavaScript: tool calls fold with ``<details>``, and the
+the base template, no JavaScript: tool calls fold with ``<details>``, mail
+between sessions shows its first :data:`MAIL_CHARS` (the JSON has it whole), and the
 Kill button is a form that posts to ``/jobs/{id}/kill`` — the API's own kill —
 and redirects back to ``/jobs`` (303) with what happened in the query.
 """
@@ -24,12 +25,15 @@ from agentgram.runtime.debug_view import MAX_PER_PAGE, SessionSource
 TEMPLATES = Path(__file__).parent / "templates"
 FOLD_CHARS = 800
 """Tool results longer than this show their start, the rest one tap away."""
+MAIL_CHARS = 300
+"""Mail between sessions longer than this shows its start; ``/api/sessions/{id}`` has it whole."""
 SOURCES = {
     SessionSource.CHAT: "telegram chat",
     SessionSource.TERMINAL: "terminal",
     SessionSource.TIC: "tic",
     SessionSource.CRON: "cron",
     SessionSource.SUBAGENT: "sub-agent",
+    SessionSource.AGENT: "spawned",
 }
 
 router = APIRouter(include_in_schema=False)
@@ -46,7 +50,9 @@ def _pretty(value: object) -> str:
 
 def _render(request: Request, name: str, **context: object) -> HTMLResponse:
     zone = WebState.of(request).runtime.timezone
-    context.update(when=lambda v: _when(v, zone), pretty=_pretty, fold=FOLD_CHARS, sources=SOURCES)
+    context.update(
+        when=lambda v: _when(v, zone), pretty=_pretty, fold=FOLD_CHARS, mail_chars=MAIL_CHARS, sources=SOURCES
+    )
     return templates.TemplateResponse(request, name, context)
 
 

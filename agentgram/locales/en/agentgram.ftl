@@ -17,7 +17,7 @@ help-text =
     /start — about me
     /help — this list
     /new — start a fresh conversation
-    /stop — stop what I'm doing right now
+    /stop — stop what I'm doing right now (/stop all: and the sessions I started)
     /pause — pause after the current step
     /resume — continue a paused task
     /approvals — requests waiting for your decision
@@ -25,7 +25,7 @@ help-text =
     /tic — my periodic self check-ins
     /cron — scheduled tasks
     /model — choose the model
-    /sessions — the sessions open in this chat, one per topic
+    /sessions — the sessions open in this chat, and those I started
     /cost — tokens and cost of this conversation
     /todos — my todo list for this conversation
     /jobs — commands running in the background

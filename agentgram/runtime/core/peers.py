@@ -11,16 +11,25 @@ recipient's next round boundary like any other.
 
 * a session may always write to its parent and its children; its agent's ``mail_scope`` widens
   that to its siblings (``family``), to every session under the same root chat session (``tree``,
-  the default) or to any (``all``). ``interrupt_scope`` (default ``children``) says whom it may
-  interrupt: interrupting mail reaches a working turn at its next step rather than with the next
-  turn.
-* mail carries a **hop count**: a reply carries the count of the mail its turn last read plus one
-  (a user's message, a tic or a cron run count 0), and ``agent.max_mail_hops`` refuses past it.
+  the default) or to any (``all``). ``interrupt_scope`` (default ``children``) says to whom it
+  may send mail marked interrupting (``Priority.INTERRUPT``, which the web view shows). A working
+  turn reads all its mail at its next step anyway; an interrupting one also detaches the long
+  command the turn is attached to (``runtime.core.turn.background``), so that step comes now
+  rather than after ``tools.attach_seconds``. Nothing in flight is killed.
+* mail carries a **hop count**: a reply (a task too) carries the count of the mail its session
+  last read plus one (a user's message, a tic or a cron run count 0), and ``agent.max_mail_hops``
+  refuses past it (a refused spawn makes no session).
   With the mailbox's unread cap and ``wait``'s own cap, two agents cannot ping-pong forever.
 * which mail starts a turn in an idle recipient is its agent's ``wake_on`` (default user, tool,
   parent, child: a peer's mail waits for the next turn). The envelope says how the sender stands
   to the recipient (:class:`~runtime.core.mailbox.envelope.AgentMessageBody.relation`), stored
-  with it, so a restart wakes by the same rule.
+  with it, so a restart wakes by the same rule. A spawned session's task starts it whatever its
+  ``wake_on`` (``AgentMessageBody.task``).
+
+**Once only.** A tool call that a restart cut short is run again from its stored arguments
+(docs/architecture/turn.md). Given that call's id (``call_id``), the mail it sends has an envelope
+id of its own (``mail:<sender>:call<id>``, a task ``task:<parent>:call<id>``), so the mailbox
+takes it once and a spawn run twice finds the session the first run made.
 
 A refusal is a :class:`Refused` whose text names its cause (unknown recipient, not permitted,
 mailbox full, too many hops); the tools hand it to the model as the call's error.
@@ -48,6 +57,7 @@ from agentgram.runtime.infra.storage.models import (
     MailKind,
     MailRow,
     SessionSource,
+    session_ended,
 )
 from agentgram.runtime.infra.storage.sessions import SessionStore
 
@@ -181,12 +191,20 @@ class Peers:
     def spec_of(self, session: ChatSession) -> AgentSpec:
         return self.agents.get(session.agent_id) or self.agents.main
 
-    async def spawn(self, caller_id: int, agent: str, task: str, name: str | None = None) -> ChatSession:
-        """A new session of ``agent``, the caller's child, working on ``task`` (its first mail)."""
+    async def spawn(
+        self, caller_id: int, agent: str, task: str, name: str | None = None, *, call_id: int | None = None
+    ) -> ChatSession:
+        """A new session of ``agent``, the caller's child, working on ``task`` (its first mail);
+        ``call_id``: the stored tool call spawning it (module docstring, "Once only")."""
         spec = self.agents.get(agent)
         if spec is None:
             raise Refused(f"there is no agent {agent!r} (agents: {', '.join(self.agents.names())})")
         caller = await self.session(caller_id)
+        envelope_id = _envelope_id("task", caller_id, call_id)
+        if call_id is not None and (spawned := await self._addressee(envelope_id)) is not None:
+            return await self.session(spawned)  # the call ran before a restart: its session
+        hops = await self.hops_of(caller_id) + 1
+        self._check_hops(hops)  # before the session exists: a refused spawn leaves none behind
         child = await self._sessions.create(
             ChatSession(
                 source=SessionSource.AGENT,
@@ -207,11 +225,20 @@ class Peers:
             f"You are session {child.id}, started by session {caller_id} (your parent: write to it "
             f'with send_message to "parent"; it reads your replies as mail). Your task:\n{task}'
         )
-        await self._post(caller, child, first, hops=await self.hops_of(caller_id) + 1)
+        await self._post(caller, child, first, envelope_id=envelope_id, hops=hops, task=True)
         return child
 
-    async def send(self, caller_id: int, to: str | int, text: str, *, interrupt: bool = False) -> Receipt:
-        """Mail ``text`` from the caller to session ``to`` (an id, or ``"parent"``)."""
+    async def send(
+        self,
+        caller_id: int,
+        to: str | int,
+        text: str,
+        *,
+        interrupt: bool = False,
+        call_id: int | None = None,
+    ) -> Receipt:
+        """Mail ``text`` from the caller to session ``to`` (an id, or ``"parent"``); ``call_id``:
+        the stored tool call sending it (module docstring, "Once only")."""
         caller = await self.session(caller_id)
         recipient = await self._recipient(caller, to)
         spec = self.spec_of(caller)
@@ -230,7 +257,11 @@ class Peers:
                 f"{spec.interrupt_scope!r}); send it without interrupt"
             )
         hops = await self.hops_of(caller_id) + 1
-        return await self._post(caller, recipient, text, hops=hops, interrupt=interrupt)
+        self._check_hops(hops)
+        envelope_id = _envelope_id("mail", caller_id, call_id)
+        return await self._post(
+            caller, recipient, text, envelope_id=envelope_id, hops=hops, interrupt=interrupt
+        )
 
     async def _recipient(self, caller: ChatSession, to: str | int) -> ChatSession:
         if isinstance(to, str) and to.strip().lower() == PARENT:
@@ -250,20 +281,30 @@ class Peers:
             raise Refused(f"unknown recipient: there is no session {session_id}")
         return found
 
-    async def _post(
-        self, sender: ChatSession, recipient: ChatSession, text: str, *, hops: int, interrupt: bool = False
-    ) -> Receipt:
+    def _check_hops(self, hops: int) -> None:
         if hops > self.max_hops:
             raise Refused(
                 f"too many hops: this would be reply {hops} in a chain of mail between sessions, "
                 f"over agent.max_mail_hops ({self.max_hops}); stop the exchange and answer the user"
             )
+
+    async def _post(
+        self,
+        sender: ChatSession,
+        recipient: ChatSession,
+        text: str,
+        *,
+        envelope_id: str,
+        hops: int,
+        interrupt: bool = False,
+        task: bool = False,
+    ) -> Receipt:
         assert recipient.id is not None
         envelope = Envelope(
-            id=f"mail:{sender.id}:{uuid.uuid4().hex}",
+            id=envelope_id,
             session_id=recipient.id,
             sender=Sender(kind=SenderKind.SESSION, ref=str(sender.id)),
-            body=AgentMessageBody(text=text, relation=relation(sender, recipient).value),
+            body=AgentMessageBody(text=text, relation=relation(sender, recipient).value, task=task),
             priority=Priority.INTERRUPT if interrupt else Priority.NORMAL,
             hops=hops,
         )
@@ -273,6 +314,15 @@ class Peers:
             raise Refused(
                 f"mailbox full: session {recipient.id} has too much unread mail; wait for it to catch up"
             ) from None
+
+    async def _addressee(self, envelope_id: str) -> int | None:
+        """The session the mail ``envelope_id`` went to, if it is stored."""
+
+        def read(tx: Session) -> int | None:
+            query = select(col(MailRow.session_id)).where(col(MailRow.envelope_id) == envelope_id)
+            return tx.exec(query).first()
+
+        return await self._db.read_sync(read)
 
     async def hops_of(self, session_id: int) -> int:
         """The hop count of the mail the session read last (what a reply now answers); 0 when
@@ -314,12 +364,16 @@ class Peers:
             where = talking
         return await self._infos(where)
 
-    async def of_root(self, root_session_id: int) -> list[PeerInfo]:
-        """The sessions spawned under a chat session (``/sessions``, ``/stop all``), oldest first."""
-        infos = await self._infos(col(ChatSession.root_session_id) == root_session_id)
+    async def of_root(self, root_session_id: int, *, live_only: bool = False) -> list[PeerInfo]:
+        """The sessions spawned under a chat session (``/sessions``), oldest first, at most
+        :data:`LISTED`; with ``live_only`` every one not closed, however many (``/stop all``)."""
+        where = col(ChatSession.root_session_id) == root_session_id
+        if live_only:
+            where = sa.and_(where, col(ChatSession.closed_at).is_(None))
+        infos = await self._infos(where, limit=None if live_only else LISTED)
         return sorted(infos, key=lambda info: info.id)
 
-    async def _infos(self, where: sa.ColumnElement[bool]) -> list[PeerInfo]:
+    async def _infos(self, where: sa.ColumnElement[bool], *, limit: int | None = LISTED) -> list[PeerInfo]:
         newest = (
             select(col(HistoryRow.created_at))
             .where(col(HistoryRow.session_id) == col(ChatSession.id))
@@ -328,7 +382,7 @@ class Peers:
             .correlate(ChatSession)
             .scalar_subquery()
         )
-        query = select(ChatSession, newest).where(where).order_by(col(ChatSession.id).desc()).limit(LISTED)
+        query = select(ChatSession, newest).where(where).order_by(col(ChatSession.id).desc()).limit(limit)
 
         def read(tx: Session) -> list[tuple[ChatSession, datetime | None]]:
             return [(session, last) for session, last in tx.exec(query).all()]
@@ -337,7 +391,7 @@ class Peers:
 
     def _info(self, session: ChatSession, last: datetime | None) -> PeerInfo:
         assert session.id is not None
-        if session.closed_at is not None or (session.source != SessionSource.AGENT and not session.active):
+        if session_ended(session.source, session.active, session.closed_at):
             status = PeerStatus.FINISHED
         else:
             status = self.status_of(session.id) or PeerStatus.IDLE
@@ -354,6 +408,12 @@ class Peers:
     async def close(self, session_id: int) -> None:
         """End a spawned session: it reads no more mail (``/sessions`` → close)."""
         await self._sessions.close_spawned(session_id)
+
+
+def _envelope_id(kind: str, sender_id: int, call_id: int | None) -> str:
+    """``mail:<sender>:call<id>`` for mail a stored tool call sends (the same when the call is run
+    again after a restart), else a fresh one."""
+    return f"{kind}:{sender_id}:" + (f"call{call_id}" if call_id is not None else uuid.uuid4().hex)
 
 
 def peer_line(info: PeerInfo) -> str:

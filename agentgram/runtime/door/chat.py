@@ -1,5 +1,6 @@
-"""The chat part of the door (``rt.chat``): a chat's session, its mail in, control of its turn,
-and what the chat reports back as shown.
+"""The chat part of the door (``rt.chat``): a chat's session, its mail in, control of its turn
+(and of the sessions spawned under it: ``/stop all``, ``/sessions``' buttons), and what the chat
+reports back as shown.
 
 :class:`Chat` takes the parts it needs (keyword arguments); :class:`~runtime.app.Runtime` builds
 it before the scheduler, which opens headless and home-chat sessions through
@@ -29,6 +30,7 @@ from agentgram.runtime.core.mailbox import (
     UserMessageBody,
 )
 from agentgram.runtime.core.mailbox.envelope import Attachment
+from agentgram.runtime.core.peers import Peers, PeerStatus
 from agentgram.runtime.core.sessions.control import ControlDesk
 from agentgram.runtime.core.sessions.hub import SessionHub
 from agentgram.runtime.core.turn.background import BackgroundCalls
@@ -86,6 +88,7 @@ class Chat:
         compactor: Compactor,
         context_for: Callable[[ChatSession], ContextSettings],
         search: HistorySearch,
+        peers: Peers,
         resume_on_message: bool,
     ) -> None:
         self.session_store = session_store
@@ -104,6 +107,7 @@ class Chat:
         self.compactor = compactor
         self.context_for = context_for
         self.search = search
+        self.peers = peers
         self.resume_on_message = resume_on_message
 
     async def chat_session(
@@ -261,10 +265,40 @@ class Chat:
         The worker, once the turn ends, finds the stop before any queued message (which it then
         drops instead of starting a turn).
         """
-        work = self.background.busy(session.id) or self.inbox.busy(session.id)
+        return await self._stop(session.id, envelope_id, quiet=quiet)
+
+    async def _stop(self, session_id: int, envelope_id: str, *, quiet: bool) -> StopResult:
+        work = self.background.busy(session_id) or self.inbox.busy(session_id)
         body = ControlBody(action=ControlAction.STOP, quiet=quiet, stops_work=work)
-        running = await self.desk.send(control_mail(session.id, body, envelope_id), bool)
+        running = await self.desk.send(control_mail(session_id, body, envelope_id), bool)
         return StopResult(was_running=running or work)
+
+    async def stop_spawned(self, root_session_id: int, envelope_id: str) -> int:
+        """``/stop all``: stop every session spawned under the chat session ``root_session_id``
+        that has not finished, quietly (the chat's answer counts them); how many were working.
+        Each stop mail's id is ``envelope_id`` and the session's, so a redelivered command stops
+        nothing twice."""
+        stopped = 0
+        for info in await self.peers.of_root(root_session_id, live_only=True):
+            if info.status is not PeerStatus.FINISHED:
+                result = await self._stop(info.id, f"{envelope_id}:{info.id}", quiet=True)
+                stopped += result.was_running
+        return stopped
+
+    async def close_spawned(self, session: SessionRef, envelope_id: str) -> None:
+        """End a spawned session (``/sessions``' ✖️): what it does is stopped, quietly, then it is
+        closed and reads no more mail."""
+        await self._stop(session.id, envelope_id, quiet=True)
+        await self.peers.close(session.id)
+
+    async def last_answer(self, session: SessionRef) -> str | None:
+        """The session's newest final answer (an answer that called no tool), ``None`` if none
+        among its last :data:`RECENT_ROWS_READ` rows: what ``/sessions``' 📖 shows again."""
+        for entry in reversed(await self.history.entries(session.id, RECENT_ROWS_READ)):
+            row = entry.row
+            if row.role == Role.ASSISTANT and not entry.calls and row.content.strip():
+                return row.content
+        return None
 
     async def pause(self, session: SessionRef, envelope_id: str) -> bool:
         running = self.hub.is_busy(session.id)

@@ -29,6 +29,7 @@ from agentgram.runtime.core.approvals.manager import DecidedBy
 from agentgram.runtime.core.approvals.rules import Rule
 from agentgram.runtime.core.mailbox import Checkpoint
 from agentgram.runtime.core.mailbox.envelope import Attachment
+from agentgram.runtime.core.peers import PeerInfo
 from agentgram.runtime.core.turn.background import RunningCall
 from agentgram.runtime.core.turn.compaction import CompactionReport, ContextUsage
 from agentgram.runtime.debug_view import DebugView
@@ -44,6 +45,7 @@ from agentgram.runtime.door.values import (
     Posted,
     PromptedApproval,
     SessionRef,
+    SpawnedSession,
     StopResult,
     TrustOverview,
 )
@@ -113,6 +115,9 @@ class ChatDoor(Protocol):
         media_group_id: str | None = None,
     ) -> Posted: ...
     async def stop(self, session: SessionRef, envelope_id: str, *, quiet: bool = False) -> StopResult: ...
+    async def stop_spawned(self, root_session_id: int, envelope_id: str) -> int: ...
+    async def close_spawned(self, session: SessionRef, envelope_id: str) -> None: ...
+    async def last_answer(self, session: SessionRef) -> str | None: ...
     async def pause(self, session: SessionRef, envelope_id: str) -> bool: ...
     async def resume(self, session: SessionRef, envelope_id: str) -> bool: ...
     async def todos(self, session: SessionRef) -> tuple[TodoItem, ...]: ...
@@ -188,7 +193,7 @@ class JobsDoor(Protocol):
 
 class SessionsDoor(Protocol):
     """What a session runs on and has used: model, cost, skills, MCP servers; and a chat's open
-    sessions, one per forum topic (``rt.sessions``)."""
+    sessions, one per forum topic, and those spawned under them (``rt.sessions``)."""
 
     @property
     def model_choices(self) -> tuple[ModelInfo, ...]: ...
@@ -200,6 +205,8 @@ class SessionsDoor(Protocol):
     async def chat_sessions(
         self, chat_id: int, source: SessionSource = SessionSource.CHAT
     ) -> list[PlaceSession]: ...
+    async def spawned(self, session_id: int, chat_id: int) -> SpawnedSession | None: ...
+    async def spawned_under(self, root_session_id: int) -> list[PeerInfo]: ...
 
 
 class ClusterDoor(Protocol):

@@ -1,7 +1,8 @@
 """The sessions part of the door (``rt.sessions``): what a session runs on and what it has
 used — its model (``/model``, a choice stored as control mail first), its cost (``/usage``), the
 skills loaded at start (``/skills``) and its MCP servers (``/mcp``) — and which sessions a chat
-has open (``/sessions``: one, or in a forum one per topic)."""
+has open (``/sessions``: one, or in a forum one per topic), with those spawned under them (issue
+29: a spawned session reports to its root session's chat)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import uuid
 from agentgram.runtime.capabilities.agents.skills import Skill, SkillCatalog
 from agentgram.runtime.capabilities.mcp.catalog import McpCatalog, McpServerStatus
 from agentgram.runtime.core.mailbox import ControlAction, ControlBody
+from agentgram.runtime.core.peers import PeerInfo, Peers
 from agentgram.runtime.core.sessions.control import ControlDesk
 from agentgram.runtime.door.control import control_mail
-from agentgram.runtime.door.values import PlaceSession, SessionRef
+from agentgram.runtime.door.values import PlaceSession, SessionRef, SpawnedSession
 from agentgram.runtime.infra.config import DEFAULT_MODEL_NAME
 from agentgram.runtime.infra.llm.models import ModelInfo, ModelRegistry, SessionCost, session_cost
 from agentgram.runtime.infra.storage.models import SessionSource
@@ -30,6 +32,7 @@ class Sessions:
         skill_catalog: SkillCatalog,
         mcp_catalog: McpCatalog,
         session_store: SessionStore,
+        peers: Peers,
     ) -> None:
         self.models = models
         self.usage = usage
@@ -37,6 +40,7 @@ class Sessions:
         self.skill_catalog = skill_catalog
         self.mcp_catalog = mcp_catalog
         self.session_store = session_store
+        self.peers = peers
 
     @property
     def model_choices(self) -> tuple[ModelInfo, ...]:
@@ -82,3 +86,26 @@ class Sessions:
             for session, last in rows
             if session.id is not None
         ]
+
+    async def spawned(self, session_id: int, chat_id: int) -> SpawnedSession | None:
+        """Session ``session_id`` if it was spawned under a session of the chat ``chat_id`` (a
+        finished one too); ``None`` for any other (another chat's, a chat's own, a terminal's
+        helper, none)."""
+        row = await self.session_store.get(session_id)
+        if row is None or row.source != SessionSource.AGENT or row.chat_id != chat_id:
+            return None
+        root = await self.session_store.get(row.root_session_id) if row.root_session_id else None
+        if root is None or root.source != SessionSource.CHAT:
+            return None
+        return SpawnedSession(
+            ref=SessionRef.of(row),
+            name=row.name or row.agent_id,
+            agent=row.agent_id,
+            root_id=row.root_session_id or 0,
+            finished=row.closed_at is not None,
+        )
+
+    async def spawned_under(self, root_session_id: int) -> list[PeerInfo]:
+        """The sessions spawned under the chat session ``root_session_id`` (at any depth), oldest
+        first, each with its status (``/sessions``)."""
+        return await self.peers.of_root(root_session_id)

@@ -166,3 +166,16 @@ class PlaceSession:
     thread_id: int
     title: str | None
     last_active: datetime | None
+
+
+@dataclass(slots=True, frozen=True)
+class SpawnedSession:
+    """A session another session spawned (issue 29), as the chat it reports to shows it: its ref
+    (the user's mail to it goes there), the name its messages carry (its own, else its agent's),
+    the chat session at the top of its tree, and whether it has finished (reads no more mail)."""
+
+    ref: SessionRef
+    name: str
+    agent: str
+    root_id: int
+    finished: bool

@@ -95,6 +95,6 @@ async def test_fetching_and_transcribing_show_their_chat_actions_until_idle(rig:
     await rig.tg.wait_for(lambda: "record_voice" in actions(rig))
     rig.feed(AttachmentActivity(to=rig.to, action=AttachmentAction.IDLE))
     await rig.delivered()
-    box = rig.delivery.outboxes[(CHAT, 0)]
+    box = rig.delivery.outboxes[(CHAT, 0, 0)]  # the chat, no topic, its own sessions' outbox
     assert box.actions.action is None
     assert [a for a in actions(rig) if a != "typing"] == ["upload_document", "record_voice"]

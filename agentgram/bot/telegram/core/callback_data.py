@@ -37,6 +37,9 @@ class ButtonAction(enum.StrEnum):
     QUESTION_ANSWER = "qa"  # arg: "<question id>_<option index>"
     OPEN_EXCHANGE = "sx"  # arg: a chat_history row id a /search hit shows
     CALL_CANCEL = "cc"  # arg: a tracked call's run id (its live status line, /jobs)
+    SPAWNED_OPEN = "spo"  # arg: a spawned session's id (its /sessions card): its last answer again
+    SPAWNED_STOP = "sps"  # arg: a spawned session's id: stop what it does
+    SPAWNED_CLOSE = "spc"  # arg: a spawned session's id: stop it and end it
 
 
 @dataclass(slots=True, frozen=True)

@@ -2,7 +2,8 @@
 
 ``/stop`` never waits behind a running turn: the handler only accepts a stop
 mail and cancels the turn directly; the session worker then settles what was
-queued and answers "⏹ Stopped." in order with the turn's other output.
+queued and answers "⏹ Stopped." in order with the turn's other output. ``/stop all`` also stops
+every session spawned under the chat's (issue 29), quietly, and says how many were working.
 Unknown commands get the help text and never reach the model.
 """
 
@@ -86,7 +87,11 @@ async def new(update: Update, context: HandlerContext) -> None:
 
 async def stop(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
-    await ctx.runtime.chat.stop(await ctx.session(update), envelope_id(update))
+    session = await ctx.session(update)
+    await ctx.runtime.chat.stop(session, envelope_id(update))
+    if [word.lower() for word in context.args] == ["all"]:
+        stopped = await ctx.runtime.chat.stop_spawned(session.id, envelope_id(update))
+        await _reply(update, context, "stopped-spawned", count=stopped)
 
 
 async def pause(update: Update, context: HandlerContext) -> None:

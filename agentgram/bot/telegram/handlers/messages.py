@@ -1,4 +1,6 @@
-"""Plain messages: text becomes user mail; a reply to an approval prompt rejects it.
+"""Plain messages: text becomes user mail; a reply to an approval prompt rejects it; a reply to a
+message a spawned session sent (issue 29, :mod:`..views.spawned_view`) is mail to that session —
+or answers its pending question — unless it has finished (then the user is told so).
 
 The user gets an honest acknowledgement: nothing extra when a turn starts
 (the typing action and the reply say enough), a 👀 reaction plus "noted — I'll
@@ -32,6 +34,7 @@ from agentgram.bot.telegram.core.port import TelegramError
 from agentgram.bot.telegram.core.router import HandlerContext, OnMessage, Router, is_command
 from agentgram.bot.telegram.core.sender import send_html
 from agentgram.bot.telegram.handlers import approvals, questions
+from agentgram.bot.telegram.views import spawned_view
 from agentgram.bot.telegram.views.render import escape
 from agentgram.runtime.app import (
     ApprovalStatus,
@@ -39,7 +42,9 @@ from agentgram.runtime.app import (
     AwaitedApproval,
     DecidedBy,
     PostResult,
+    SessionRef,
 )
+from agentgram.runtime.door.values import SpawnedSession
 
 _READ_AT_NEXT_STEP = frozenset({PostResult.QUEUED, PostResult.WAITING_APPROVAL})
 _PROMPT_ACTIONS = frozenset({ButtonAction.APPROVE, ButtonAction.REJECT})
@@ -70,6 +75,10 @@ async def on_text(update: Update, context: HandlerContext) -> None:
     assert message is not None and message.text is not None
     if message.reply_to_message is not None and await _reject_with_reason(update, ctx):
         return
+    spawned = await _replied_spawned(update, ctx)
+    if spawned is not None:
+        await _to_spawned(update, ctx, spawned, message.text)
+        return
     if await questions.answer_by_text(update, ctx, message.text):  # the agent asked: this answers it
         return
     await _post(update, ctx, message.text)
@@ -87,7 +96,47 @@ async def on_attachment(update: Update, context: HandlerContext) -> None:
     if attachment.skipped:
         await _say_too_large(update, ctx, attachment)
     caption = (message.caption or "").strip()
+    spawned = await _replied_spawned(update, ctx)
+    if spawned is not None:
+        await _to_spawned(update, ctx, spawned, caption, attachments=(attachment,))
+        return
     await _post(update, ctx, caption, attachments=(attachment,), media_group_id=message.media_group_id)
+
+
+async def _replied_spawned(update: Update, ctx: BotContext) -> SpawnedSession | None:
+    """The spawned session whose message (of this chat) the user's message replies to, if any."""
+    message = update.message
+    assert message is not None
+    replied = message.reply_to_message
+    bot_id = update.get_bot().id
+    if replied is None or replied.from_user is None or replied.from_user.id != bot_id:
+        return None
+    session_id = await spawned_view.sender_of(ctx.runtime.values, message.chat_id, replied.message_id)
+    if session_id is None:
+        return None
+    return await ctx.runtime.sessions.spawned(session_id, message.chat_id)
+
+
+async def _to_spawned(
+    update: Update,
+    ctx: BotContext,
+    spawned: SpawnedSession,
+    text: str,
+    *,
+    attachments: Sequence[Attachment] = (),
+) -> None:
+    """The user's reply to a spawned session's message: its answer to the question that session
+    waits on, else mail to it; a finished session reads no more, which the user is told."""
+    message = update.message
+    assert message is not None
+    if spawned.finished:
+        finished = ctx.text(update, "spawned-finished", id=str(spawned.ref.id))
+        await send_html(update.get_bot(), message.chat_id, finished, reply_to=message.message_id)
+        return
+    answers = ctx.runtime.approvals.answer_pending_question
+    if not attachments and await answers(spawned.ref, text, envelope_id=envelope_id(update)):
+        return
+    await _post(update, ctx, text, attachments=attachments, session=spawned.ref)
 
 
 async def _say_too_large(update: Update, ctx: BotContext, attachment: Attachment) -> None:
@@ -106,11 +155,13 @@ async def _post(
     *,
     attachments: Sequence[Attachment] = (),
     media_group_id: str | None = None,
+    session: SessionRef | None = None,
 ) -> None:
-    """``text`` (and files) as the user's mail, acknowledged as the mailbox took it."""
+    """``text`` (and files) as the user's mail to ``session`` (default: the place's own),
+    acknowledged as the mailbox took it."""
     message = update.message
     assert message is not None
-    session = await ctx.session(update)
+    session = session or await ctx.session(update)
     if message.chat.is_group:  # the session is the group's: the model is told who speaks
         text = with_sender(text, update.effective_user)
         ctx.delivery.speakers.note(message.chat_id, message.message_id, update.effective_user, message.topic)

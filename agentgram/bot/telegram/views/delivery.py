@@ -2,10 +2,12 @@
 
 The runtime's event bus calls :meth:`Delivery.__call__` synchronously; the event is put on its
 place's outbox (a chat, or a forum topic of one: each topic is its own session, streaming and
-working beside the others) and a single task per place turns events into sends and edits, so
-the runtime's output to one place leaves in order while places do not wait for each other. A
-topic's outbox sends through a bot bound to the topic (:mod:`..core.topics`), so every message
-for it carries its ``message_thread_id``; a topic closed or deleted meanwhile stops its outbox
+working beside the others; or a session another spawned there, issue 29, which works beside the
+chat's own and shows only what :mod:`.spawned_view` says) and a single task per place turns
+events into sends and edits, so the runtime's output to one place leaves in order while places
+do not wait for each other. A topic's outbox sends through a bot bound to the topic
+(:mod:`..core.topics`), so every message for it carries its ``message_thread_id``; a topic
+closed or deleted meanwhile stops its outbox
 (:meth:`Delivery._gone`): what it held is dropped (durable output counted as refused for good,
 so nothing retries in a loop) until the topic's next turn starts. Every call it makes
 takes the chat's turn in the chat queue (:mod:`..core.chat_queue`), the one path to a chat that
@@ -68,7 +70,7 @@ from agentgram.bot.telegram.core.sender import (
     send_html,
 )
 from agentgram.bot.telegram.core.topics import in_topic
-from agentgram.bot.telegram.views import agents_view, jobs_view, questions_view, todos_view
+from agentgram.bot.telegram.views import agents_view, jobs_view, questions_view, spawned_view, todos_view
 from agentgram.bot.telegram.views.chat_actions import RECORD_VOICE, UPLOAD_DOCUMENT, ChatActions
 from agentgram.bot.telegram.views.drafts import DraftChats
 from agentgram.bot.telegram.views.prompts import approval_prompt, decided_prompt, decision_line
@@ -78,6 +80,7 @@ from agentgram.bot.telegram.views.status_line import StatusView, close_left_line
 from agentgram.bot.telegram.views.stream import EditPace, StreamView
 from agentgram.runtime.app import ApprovalStatus, SessionSource
 from agentgram.runtime.door.protocols import Door
+from agentgram.runtime.door.values import SpawnedSession
 from agentgram.runtime.infra.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -112,8 +115,9 @@ TYPING_EVERY = 4.0
 """Seconds between chat actions (Telegram shows one for ~5 s)."""
 TYPING_AFTER = 0.4
 """Seconds a turn works before "typing…" shows."""
-Place = tuple[int, int]
-"""An outbox's place: the chat id and the forum topic (``message_thread_id``; 0: none)."""
+Place = tuple[int, int, int]
+"""An outbox's place: the chat id, the forum topic (``message_thread_id``; 0: none) and the
+spawned session it shows (0: the place's own sessions)."""
 IDLE_EVICT = 60.0
 """Seconds a chat's outbox waits with nothing to do before its task ends and it is dropped
 (the next event makes a new one); keeps memory flat however many chats and headless runs come."""
@@ -141,10 +145,14 @@ class ChatOutbox:
     """The session whose turn is in progress in this chat."""
     gone: bool = False
     """The topic was closed or deleted: nothing more is sent until its next turn starts."""
+    session: int = 0
+    """The spawned session this outbox shows (0: it shows the place's own)."""
+    spawned: SpawnedSession | None = None
+    """That session, as the chat names it (looked up with its first event)."""
 
     @property
     def place(self) -> Place:
-        return self.chat_id, self.thread_id
+        return self.chat_id, self.thread_id, self.session
 
     def idle(self) -> bool:
         working = self.stream.busy() or self.status.line is not None or self.actions.busy()
@@ -193,16 +201,17 @@ class Delivery:
             return  # a terminal session's output is the terminal's (bot.terminal), not this chat's
         if not reaches_chat(event):
             return  # tic and cron turns reach the chat only as reports and approval prompts
-        place = (chat_id, event.to.thread_id)
+        spawned = event.to.session_id if event.to.source == SessionSource.AGENT else 0
+        place = (chat_id, event.to.thread_id, spawned)  # a spawned session's output: apart
         box = self.outboxes.get(place)
         if box is None:
             box = self.outboxes[place] = self._outbox(*place)
-            self._tasks.spawn(self._run(box), name=f"outbox-{chat_id}-{event.to.thread_id}")
+            self._tasks.spawn(self._run(box), name=f"outbox-{chat_id}-{event.to.thread_id}-{spawned}")
         if event.to.language:
             box.language = event.to.language
         box.queue.put_nowait(event)
 
-    def _outbox(self, chat_id: int, thread_id: int) -> ChatOutbox:
+    def _outbox(self, chat_id: int, thread_id: int, spawned: int) -> ChatOutbox:
         bot = in_topic(self.bot, chat_id, thread_id)
         pace = EditPace(self.edit_interval)
         stream = StreamView(bot, chat_id, self.drafts, pace, self.first_delay)
@@ -216,7 +225,7 @@ class Delivery:
             return session is not None and self.runtime.approvals.waits_for_decision(session)
 
         actions = ChatActions(bot, chat_id, self._tasks, waits_for_user, TYPING_AFTER, TYPING_EVERY)
-        box = ChatOutbox(chat_id, thread_id, bot, stream, status, actions, pace)
+        box = ChatOutbox(chat_id, thread_id, bot, stream, status, actions, pace, session=spawned)
         return box
 
     async def close(self) -> None:
@@ -254,6 +263,8 @@ class Delivery:
             try:
                 if box.gone and not isinstance(event, TurnStarted):
                     await self._drop(box, event)
+                elif box.session:
+                    await self._handle_spawned(box, event)
                 else:
                     await self._handle(box, event)
             except TopicGone:
@@ -323,7 +334,7 @@ class Delivery:
                 await self._flush(box, force=True)
                 if isinstance(event, QuestionAsked):
                     await self._note_asker(box, event)
-                await questions_view.show(box.bot, self.runtime, self.t, box.language, event)
+                await self._question(box, event)
             case SubAgentStarted() | SubAgentFinished():  # "🤖 main → researcher", "✅ researcher finished"
                 await self._flush(box, force=True)
                 await agents_view.show(box.bot, box.chat_id, self.t, box.language, event)
@@ -351,6 +362,27 @@ class Delivery:
                     box.actions.stop()
                 else:
                     box.actions.show(shown)
+
+    async def _handle_spawned(self, box: ChatOutbox, event: RuntimeEvent) -> None:
+        """A spawned session's event (what :func:`~bot.shown.reaches_chat` lets through): its final
+        answer is one message under its name, the rest is shown as a chat's own (:meth:`_say`,
+        the prompts and questions name it, by ``box.spawned``)."""
+        if box.spawned is None:
+            box.spawned = await self.runtime.sessions.spawned(box.session, box.chat_id)
+        if box.spawned is None:  # not a session of this chat's (a terminal's helper): not shown here
+            await self._drop(box, event)
+        elif isinstance(event, RoundEnded):
+            if event.text.strip():
+                values, lang = self.runtime.values, box.language
+                sent = await spawned_view.send_answer(
+                    box.bot, values, self.t, lang, box.spawned, box.chat_id, event.text
+                )
+                if sent is None:
+                    return  # not shown: a restart sends it again
+            if event.row_id is not None:
+                await self.runtime.chat.answer_shown(event.row_id)
+        else:
+            await self._handle(box, event)
 
     async def _gone(self, box: ChatOutbox, event: RuntimeEvent) -> None:
         """The topic was closed or deleted while ``event`` was shown: the outbox stops (told
@@ -387,8 +419,11 @@ class Delivery:
     async def _say(
         self, box: ChatOutbox, html: str, silent: bool, outbox_id: int | None, *, reply_to: int | None = None
     ) -> None:
-        """A notice or report: sent until delivered (or refused for good), then reported shown."""
+        """A notice or report: sent until delivered (or refused for good), then reported shown; a
+        spawned session's under its name."""
         await self._flush(box, force=True)
+        if box.spawned is not None:
+            html = spawned_view.signed(self.t, box.language, box.spawned, html)
         await send_html(box.bot, box.chat_id, html, silent=silent, reply_to=reply_to, retry=PERSISTENT)
         if outbox_id is not None:
             await self.runtime.chat.output_shown(outbox_id)
@@ -431,7 +466,9 @@ class Delivery:
         if event.to.session_id == box.turn_session:
             box.actions.stop_typing()  # the turn waits for the user now
         prompt = approval_prompt(self.t, box.language, event.request_id, event.details)
-        spoke = self.speakers.last(*box.place)  # a group's: the prompt answers who asked
+        if box.spawned is not None:  # which session asks
+            prompt = spawned_view.asked_by(prompt, spawned_view.asks_line(self.t, box.language, box.spawned))
+        spoke = self.speakers.last(box.chat_id, box.thread_id)  # a group's: the prompt answers who asked
         sent = await send_html(
             box.bot,
             box.chat_id,
@@ -459,10 +496,19 @@ class Delivery:
             except TelegramError as error:
                 log.warning("could not attach the full diff: %s", error)
 
+    async def _question(self, box: ChatOutbox, event: QuestionAsked | QuestionResolved) -> None:
+        """The agent's question, its buttons, its end; a spawned session's names it, and a reply to
+        it is that session's (a typed answer answers it: :mod:`..handlers.messages`)."""
+        asker = box.spawned
+        header = spawned_view.asks_line(self.t, box.language, asker) if asker is not None else None
+        sent = await questions_view.show(box.bot, self.runtime, self.t, box.language, event, header=header)
+        if sent is not None and asker is not None:
+            await spawned_view.remember(self.runtime.values, box.chat_id, sent, asker.ref.id)
+
     async def _note_asker(self, box: ChatOutbox, event: QuestionAsked) -> None:
         """A group's question is the asker's to answer under ``approver: requester``: remembered
         by question (its buttons) and by session (a text answer)."""
-        spoke = self.speakers.last(*box.place)
+        spoke = self.speakers.last(box.chat_id, box.thread_id)
         if spoke is None:
             return
         for key in (question_key(event.question_id), session_question_key(event.to.session_id)):

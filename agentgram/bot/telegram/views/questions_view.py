@@ -59,22 +59,33 @@ def parse_button(arg: str) -> tuple[str, int] | None:
 
 
 async def show(
-    bot: BotApi, runtime: Door, t: Translator, lang: str | None, event: QuestionAsked | QuestionResolved
-) -> None:
+    bot: BotApi,
+    runtime: Door,
+    t: Translator,
+    lang: str | None,
+    event: QuestionAsked | QuestionResolved,
+    *,
+    header: str | None = None,
+) -> int | None:
+    """Send the question (its message id, ``None`` if not sent) or edit it to its end; ``header``
+    goes above it (a spawned session's: who asks)."""
     chat_id = event.to.chat_id
     assert chat_id is not None
+    body = question_body(t, lang, event.question)
+    if header is not None:
+        body = f"{header}\n{body}"
     if isinstance(event, QuestionAsked):
         hint = t.t(lang, "question-reply-hint" if event.options else "question-type-hint")
-        html = f"{question_body(t, lang, event.question)}\n<i>{hint}</i>"
+        html = f"{body}\n<i>{hint}</i>"
         keyboard = question_keyboard(event.question_id, event.options)
         sent = await send_html(bot, chat_id, html, reply_markup=keyboard, retry=PERSISTENT)
-        if sent is not None:
-            await runtime.approvals.question_shown(event.question_id, chat_id, sent.message_id)
-        return
-    if event.message_id is None:  # never shown: nothing to edit
-        return
-    html = f"{question_body(t, lang, event.question)}\n\n<b>{ending_line(t, lang, event)}</b>"
-    await edit_html(bot, chat_id, event.message_id, html)
+        if sent is None:
+            return None
+        await runtime.approvals.question_shown(event.question_id, chat_id, sent.message_id)
+        return sent.message_id
+    if event.message_id is not None:  # else never shown: nothing to edit
+        await edit_html(bot, chat_id, event.message_id, f"{body}\n\n<b>{ending_line(t, lang, event)}</b>")
+    return None
 
 
 def _label(option: str) -> str:

@@ -36,7 +36,7 @@ Waker = Literal["user", "tool", "parent", "child", "peer"]
 """Who a piece of mail is from, as a session sees it: what ``wake_on`` names."""
 MailScope = Literal["family", "tree", "all"]
 """Which sessions an agent may write to beyond its parent and children, which it always may:
-``family`` none, ``tree`` those under the same root chat session, ``all`` any."""
+``family`` its siblings, ``tree`` those under the same root chat session, ``all`` any."""
 InterruptScope = Literal["children", "family", "tree", "all"]
 """Which sessions an agent may interrupt (mail that reaches a working turn at once)."""
 WAKE_ON: tuple[Waker, ...] = ("user", "tool", "parent", "child")

@@ -67,6 +67,9 @@ class AgentMessageBody(_Body):
     relation: Literal["parent", "child", "peer"] = "peer"
     """How the sender stands to the recipient (its parent, its child, another): what the
     recipient's ``wake_on`` is read against."""
+    task: bool = False
+    """A spawned session's task (its first mail, from its parent): it starts a turn whatever the
+    recipient's ``wake_on`` says."""
 
 
 class ToolCallFinishedBody(_Body):

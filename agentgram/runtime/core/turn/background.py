@@ -13,7 +13,11 @@ result can be neither lost nor seen by ``get_tool_call_status`` before it is
 mail. A running turn folds that mail in at its next round boundary; an idle
 session is woken by it like by a message, and the agent tells the user.
 
-Who may detach: the root agent of an interactive session. A sub-agent's call
+**Interrupting mail** (``send_message`` with ``interrupt``, :mod:`runtime.core.peers`) detaches
+an attached call at once: the turn goes on to read the mail at its next step instead of waiting
+out ``attach_seconds``.
+
+Who may detach: the root agent of an interactive or spawned session. A sub-agent's call
 and a tic or cron run's stay attached until they end (nobody would read a
 result mailed to a session no one talks to): they are tracked all the same,
 so ``/jobs`` lists them and a button stops them.
@@ -46,7 +50,7 @@ from functools import partial
 from typing import Any
 
 from agentgram.runtime.capabilities.tools.base import CallControl
-from agentgram.runtime.core.mailbox import Envelope, MailKind, Sender, SenderKind, SqlMailbox
+from agentgram.runtime.core.mailbox import Envelope, MailKind, Priority, Sender, SenderKind, SqlMailbox
 from agentgram.runtime.core.mailbox.envelope import ToolCallFinishedBody
 from agentgram.runtime.core.turn import texts
 from agentgram.runtime.infra.config import ToolsSettings
@@ -67,6 +71,8 @@ Work = Callable[["LiveCall"], Awaitable[Performed]]
 PROGRESS_CHARS = 2000
 """How much of a running call's newest output ``get_tool_call_status`` shows."""
 
+_INTERRUPTING = frozenset({MailKind.AGENT_MESSAGE, MailKind.USER_MESSAGE})
+"""Mail whose interrupt priority detaches the call a turn is attached to (a stop cancels it instead)."""
 WAKING_MAIL = frozenset({MailKind.USER_MESSAGE, MailKind.AGENT_MESSAGE, MailKind.SCHEDULED_TURN})
 """Mail that ends a ``wait`` on calls: somebody wrote (a tool's result wakes only a wait for it)."""
 
@@ -162,8 +168,10 @@ class BackgroundCalls:
         self._live: dict[int, LiveCall] = {}
         self._tasks = TaskSet("tracked tool calls")
         self._pulses: dict[int, asyncio.Event] = {}
+        self._interrupts: dict[int, asyncio.Event] = {}
+        """Set by interrupting mail for a session whose turn is attached to a call."""
         self._closing = False
-        mailbox.subscribe(lambda envelope: self._pulse(envelope.session_id))
+        mailbox.subscribe(self._heard)
 
     @property
     def max_wait(self) -> float:
@@ -194,11 +202,22 @@ class BackgroundCalls:
         live.task = self._tasks.spawn(self._execute(live, work), name=f"call-{run_id}", report=False)
         self._live[run_id] = live
         attach = self.settings.attach_for(call.name) if detachable else None
+        interrupt = self._interrupts[address.session_id] = asyncio.Event()
+        interrupted = asyncio.ensure_future(interrupt.wait()) if detachable else None
         try:
-            await asyncio.wait({live.task}, timeout=attach)
+            await asyncio.wait(
+                {live.task} | ({interrupted} if interrupted else set()),
+                timeout=attach,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
         except asyncio.CancelledError:  # the turn stopped (or the process shuts down): the call with it
             await self._abandon(live)
             raise
+        finally:
+            if interrupted is not None:
+                interrupted.cancel()
+            if self._interrupts.get(address.session_id) is interrupt:
+                del self._interrupts[address.session_id]
         if live.task.done():  # ended while attached: an ordinary result (a ⏹ on it: cancelled)
             self._live.pop(run_id, None)
             performed = (
@@ -482,6 +501,13 @@ class BackgroundCalls:
         unread = await self._mailbox.unread(session_id)
         shown = [e for e in unread if e.kind is not MailKind.CONTROL and (kinds is None or e.kind in kinds)]
         return [_mail_brief(e) for e in shown]
+
+    def _heard(self, envelope: Envelope) -> None:
+        self._pulse(envelope.session_id)
+        if envelope.priority is Priority.INTERRUPT and envelope.kind in _INTERRUPTING:
+            interrupt = self._interrupts.get(envelope.session_id)
+            if interrupt is not None:
+                interrupt.set()
 
     def _pulse(self, session_id: int) -> None:
         pulse = self._pulses.pop(session_id, None)

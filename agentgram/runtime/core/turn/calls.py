@@ -26,7 +26,12 @@ from agentgram.runtime.infra.errors import ToolError
 from agentgram.runtime.infra.events import ToolActivity, ToolPhase
 from agentgram.runtime.infra.log import get_logger
 from agentgram.runtime.infra.storage.db import durable
-from agentgram.runtime.infra.storage.models import INTERACTIVE_SOURCES, ToolCallRow, ToolCallStatus
+from agentgram.runtime.infra.storage.models import (
+    INTERACTIVE_SOURCES,
+    SessionSource,
+    ToolCallRow,
+    ToolCallStatus,
+)
 
 if TYPE_CHECKING:
     from agentgram.runtime.core.turn.loop import TurnRunner
@@ -41,6 +46,10 @@ _PHASES = {
     ToolCallStatus.DETACHED: ToolPhase.DETACHED,
     ToolCallStatus.REJECTED: ToolPhase.REJECTED,
 }
+
+DETACHING_SOURCES = INTERACTIVE_SOURCES | {SessionSource.AGENT}
+"""Whose calls may detach (``runtime.turn.background``): sessions someone talks to — a chat, the
+terminal, a spawned session (its parent's mail, and the call's result, reach it)."""
 
 
 async def run_calls(turn: TurnRunner, calls: list[ToolCallRow]) -> None:
@@ -115,7 +124,7 @@ async def _run_tool(turn: TurnRunner, call: ToolCallRow, summary: str, tool: Too
     activity(turn, call, summary, ToolPhase.RUNNING)
     if not tool.tracked:
         return await _execute(turn, call, tool, chain)
-    detachable = turn.frame.owns_turn and turn.session.source in INTERACTIVE_SOURCES
+    detachable = turn.frame.owns_turn and turn.session.source in DETACHING_SOURCES
     tracked = TrackedCall(turn.address, call, summary, tool.runs_commands, detachable)
     return await s.calls.run(tracked, lambda live: _execute(turn, call, tool, chain, progress=live))
 

@@ -74,13 +74,15 @@ ALL_WAKE: frozenset[str] = frozenset({"user", "tool", "parent", "child", "peer"}
 def wakes(envelope: Envelope, wake_on: frozenset[str] = ALL_WAKE) -> bool:
     """Whether this mail starts a turn in an idle session (mail that does not waits for one that
     does). ``wake_on``: the session agent's list of whose mail wakes it (``runtime.core.peers``):
-    a user's message or a scheduled run's (``user``), a detached call's end (``tool``), a
-    session's mail by how its sender stands to this one (``parent``, ``child``, ``peer``)."""
+    a user's message (``user``), a detached call's end (``tool``), a session's mail by how its
+    sender stands to this one (``parent``, ``child``, ``peer``). A scheduled run (its own headless
+    session) and a spawned session's task always wake: a session that never starts could never
+    read mail."""
     body = envelope.body
     if isinstance(body, ToolCallFinishedBody):
         return body.wakes and "tool" in wake_on
     if isinstance(body, AgentMessageBody):
-        return body.relation in wake_on
+        return body.task or body.relation in wake_on
     if isinstance(body, UserMessageBody):
         return "user" in wake_on or body.is_synthetic
     return mail_text(envelope) is not None

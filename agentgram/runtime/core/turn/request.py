@@ -99,8 +99,7 @@ async def load_images(context: ContextSettings, entries: list[HistoryEntry]) -> 
 def main_level(deps: TurnDeps, session: ChatSession) -> Level:
     """The root agent's level: the agent the session's ``agent_id`` names (``main`` if the catalog
     has none such) with its prompt, tools and model; no tool that waits for the user when headless."""
-    assert session.id is not None
-    spec = deps.agents.root_spec(session.id, session.agent_id)
+    spec = deps.agents.root_spec(session.id or 0, session.agent_id)  # 0: a session not stored
     level = root_level_as(spec, deps.tools, deps.agents)
     return replace(level, tools=level.tools.for_headless()) if is_headless(session.source) else level
 

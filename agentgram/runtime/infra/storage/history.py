@@ -34,6 +34,7 @@ from agentgram.runtime.infra.storage.models import (
     HistoryRow,
     Role,
     RowStatus,
+    SessionSource,
     ToolCallRow,
     ToolCallStatus,
     Turn,
@@ -334,7 +335,8 @@ class HistoryStore:
         return tail
 
     async def undelivered_answers(self, since: datetime, chat_id: int | None = None) -> list[HistoryRow]:
-        """Final answers of active chat sessions stored since ``since`` that no chat showed.
+        """Final answers of active chat sessions (and of open spawned ones, which report to their
+        root's chat) stored since ``since`` that no chat showed.
 
         A process killed between storing a turn's answer and the chat showing
         it leaves one; the runtime sends it on start. Old ones are left alone.
@@ -352,8 +354,14 @@ class HistoryStore:
                     col(HistoryRow.stack_id).is_(None),  # a sub-agent answers its parent, not the chat
                     col(HistoryRow.delivered_at).is_(None),
                     HistoryRow.created_at >= since,
-                    col(ChatSession.active).is_(True),
-                    col(ChatSession.is_interactive).is_(True),
+                    sa.or_(
+                        sa.and_(col(ChatSession.active).is_(True), col(ChatSession.is_interactive).is_(True)),
+                        # a spawned session's answers reach its root's chat until it is closed
+                        sa.and_(
+                            col(ChatSession.source) == SessionSource.AGENT,
+                            col(ChatSession.closed_at).is_(None),
+                        ),
+                    ),
                     Turn.status == TurnStatus.FINAL,
                     ~has_calls,
                 )

@@ -53,6 +53,12 @@ def is_headless(source: str) -> bool:
     return source in HEADLESS_SOURCES
 
 
+def session_ended(source: str, active: bool, closed_at: datetime | None) -> bool:
+    """Whether a session is over: a spawned one once closed (``closed_at``), a chat's (or the
+    terminal's) once no longer active (``/new`` closed it). Headless runs are never active."""
+    return closed_at is not None or (source != SessionSource.AGENT and not active)
+
+
 INTERACTIVE_SOURCES = frozenset({SessionSource.CHAT, SessionSource.TERMINAL})
 """The sources of interactive chats: each chat id has one active session per source, detaches
 long calls, asks approvals and is searched as what was said to the user."""

@@ -77,7 +77,7 @@ async def test_a_topic_session_runs_as_its_agent_with_its_prompt_tools_model_and
         system = _system(first)
         assert system.startswith("You are the researcher. Answer with the fact only.")
         assert BUILTIN_PROMPT.splitlines()[0] not in system, "the researcher's prompt, not main's"
-        assert "Reply in Telegram HTML." not in system, "an agent's prompt, as a sub-agent gets it"
+        assert "Reply in Telegram HTML." in system, "it answers the chat: the chat's format rules too"
         group_at = system.index(GROUP_LINE)
         assert system.index(f"{INSTRUCTIONS_HEADER}\nCite the file you read.") > group_at
         assert _system(second) == system, "byte-identical from round to round"

@@ -1,0 +1,60 @@
+"""``send_message`` with ``interrupt`` (issue 29): a helper session whose turn is attached to a
+long command is not made to wait out ``tools.attach_seconds``: the interrupting mail detaches the
+command at once, and the helper's next step reads the mail. Mail without ``interrupt`` waits."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import ALLOWED_USER
+from tests.e2e.harness import Rig, running_bot
+from tests.fakes.openai_server import Text, ToolCalls
+
+HELPER = """\
+---
+description: runs long commands
+model: helper
+---
+You are the helper.
+"""
+LLM = {"models": [{"name": "helper", "model": "helper-model"}]}
+TOOLS = {"attach_seconds": 60}
+
+
+def _call(tool: str, **arguments: Any) -> ToolCalls:
+    call: tuple[str, dict[str, Any] | str] = (tool, arguments)
+    return ToolCalls([call])
+
+
+def _helper_requests(rig: Rig) -> list[dict[str, Any]]:
+    return [r for r in rig.llm.requests if r["model"] == "helper-model"]
+
+
+async def test_interrupting_mail_detaches_the_helpers_long_command_at_once(tmp_path: Path) -> None:
+    folder = tmp_path / "workspace" / "agents" / "helper"
+    folder.mkdir(parents=True)
+    (folder / "AGENT.md").write_text(HELPER)
+    async with running_bot(tmp_path, llm=LLM, tools=TOOLS) as rig:
+        rig.llm.script(
+            _call("spawn_session", agent="helper", task="run the long job"),
+            Text("A helper runs it."),
+            _call("send_message", session="2", text="stop and report now", interrupt=True),
+            Text("Told it."),
+        )
+        rig.llm.on_model(
+            "helper-model", _call("execute_cmd", command="sleep 30"), Text("Reporting: interrupted.")
+        )
+        rig.say("run the long job with a helper")
+        prompt = await rig.wait_text("Approval needed", timeout=10)
+        rig.tg.press_button(ALLOWED_USER, prompt.message_id, prompt.button_data("Approve"))
+        await rig.llm.wait_for_requests(3, timeout=10)  # the chat's two and the helper's first
+        started = time.monotonic()
+        rig.say("tell it to stop and report")
+        await rig.tg.wait_for(lambda: len(_helper_requests(rig)) == 2, timeout=20)
+        assert time.monotonic() - started < 20, "the interrupt did not wait out attach_seconds (60 s)"
+        second = _helper_requests(rig)[1]
+        said = "\n".join(str(m["content"]) for m in second["messages"])
+        assert "stop and report now" in said
+        assert "still running" in said or "detached" in said, "the command was detached, not finished"
