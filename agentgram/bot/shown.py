@@ -18,12 +18,14 @@ from agentgram.runtime.infra.events import (
     ApprovalResolved,
     FileOutput,
     Notice,
+    OutcomeKind,
     QuestionAsked,
     QuestionResolved,
     Report,
     RoundEnded,
     RuntimeEvent,
     ToolPhase,
+    TurnFinished,
 )
 from agentgram.runtime.scheduler.values import Job
 
@@ -40,6 +42,8 @@ PHASE_MARK = {
 
 _HEADLESS_SPEAKS = (ApprovalRequested, ApprovalResolved, Report, FileOutput)
 _SPAWNED_SPEAKS = (*_HEADLESS_SPEAKS, QuestionAsked, QuestionResolved, Notice)
+_UNWELL = frozenset({OutcomeKind.FAILED, OutcomeKind.EXHAUSTED})
+"""The ends of a spawned session's turn the chat is told of (it would otherwise just go quiet)."""
 
 
 def reaches_chat(event: RuntimeEvent) -> bool:
@@ -47,14 +51,15 @@ def reaches_chat(event: RuntimeEvent) -> bool:
     the files it sends, never its streamed text or tool lines (which runs are headless is the
     runtime's one rule, :func:`~runtime.app.is_headless`); a session another spawned (issue 29),
     working beside the chat's own, shows only each turn's final answer (a round that calls no
-    tool), its approvals and questions, its notices and files: never its streamed text, tool
-    lines or typing."""
+    tool), a turn that failed or ran out of rounds, its approvals and questions, its notices and
+    files: never its streamed text, tool lines or typing."""
     to = getattr(event, "to", None)
     if to is None:
         return True
     if to.source == SessionSource.AGENT:
         final = isinstance(event, RoundEnded) and not event.has_tool_calls
-        return final or isinstance(event, _SPAWNED_SPEAKS)
+        failed = isinstance(event, TurnFinished) and event.outcome in _UNWELL
+        return final or failed or isinstance(event, _SPAWNED_SPEAKS)
     return not is_headless(to.source) or isinstance(event, _HEADLESS_SPEAKS)
 
 

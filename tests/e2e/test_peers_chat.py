@@ -14,7 +14,7 @@ from typing import Any
 from agentgram.bot.telegram.views.spawned_view import sender_of
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, fakes, running_bot
-from tests.fakes.openai_server import Hang, Text, ToolCalls
+from tests.fakes.openai_server import Error, Hang, Text, ToolCalls
 from tests.fakes.telegram_server import SentMessage
 
 HELPER = """\
@@ -273,3 +273,18 @@ async def test_a_helpers_answer_the_chat_never_showed_is_sent_after_a_restart(tm
             await rig.wait_text(f"{NAMED}: Found: 42.", timeout=10)
             await rig.bot.delivery.idle()
             assert len(_said(rig, "Found: 42.")) == 1
+
+
+async def test_a_helper_whose_turn_fails_says_so_under_its_name(tmp_path: Path) -> None:
+    _helper(tmp_path)
+    async with running_bot(tmp_path, llm=LLM) as rig:
+        rig.llm.script(SPAWN, Text("I asked a helper."))
+        rig.llm.on_model("helper-model", Error(400, "the request was refused"))
+        rig.say("find the answer with a helper")
+        failed = await rig.wait_text(NAMED, timeout=10)
+        await rig.wait_turns(2, timeout=10)
+        assert failed.visible_text.startswith(f"{NAMED}: ⚠️"), failed.visible_text
+        assert "the request was refused" not in failed.visible_text, (
+            "a locale text, never the provider's words"
+        )
+        assert len(_said(rig, NAMED)) == 1

@@ -53,13 +53,12 @@ from agentgram.runtime.infra.errors import MailboxFull
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.models import (
     ChatSession,
-    HistoryRow,
     MailKind,
     MailRow,
     SessionSource,
     session_ended,
 )
-from agentgram.runtime.infra.storage.sessions import SessionStore
+from agentgram.runtime.infra.storage.sessions import SessionStore, newest_message_at
 
 PARENT = "parent"
 """The address ``send_message`` reads as the caller's parent session."""
@@ -374,14 +373,7 @@ class Peers:
         return sorted(infos, key=lambda info: info.id)
 
     async def _infos(self, where: sa.ColumnElement[bool], *, limit: int | None = LISTED) -> list[PeerInfo]:
-        newest = (
-            select(col(HistoryRow.created_at))
-            .where(col(HistoryRow.session_id) == col(ChatSession.id))
-            .order_by(col(HistoryRow.id).desc())
-            .limit(1)
-            .correlate(ChatSession)
-            .scalar_subquery()
-        )
+        newest = newest_message_at()
         query = select(ChatSession, newest).where(where).order_by(col(ChatSession.id).desc()).limit(limit)
 
         def read(tx: Session) -> list[tuple[ChatSession, datetime | None]]:

@@ -449,16 +449,23 @@ class Delivery:
         await box.status.finish()
         box.stream.end()
         box.turn_session = None
+        text = self._turn_ending(box, event)
+        if text is not None:
+            if box.spawned is not None:  # a spawned session's failure: under its name
+                text = spawned_view.signed(self.t, box.language, box.spawned, text)
+            await send_html(box.bot, box.chat_id, text, retry=PERSISTENT)
+
+    def _turn_ending(self, box: ChatOutbox, event: TurnFinished) -> str | None:
+        """What the chat is told of a turn that did not end well (``None``: it did)."""
         if event.outcome == OutcomeKind.FAILED:  # one locale text per failure kind, never exception text
             failure = event.failure
             key = failure.locale_key if failure is not None else "turn-failed"
             raw = failure.params if failure is not None else {}
             params = {k: escape(v) if isinstance(v, str) else v for k, v in raw.items()}
-            await send_html(box.bot, box.chat_id, self.t.t(box.language, key, **params), retry=PERSISTENT)
-        elif event.outcome == OutcomeKind.EXHAUSTED:
-            rounds = self.runtime.max_tool_rounds
-            text = self.t.t(box.language, "turn-exhausted", rounds=rounds)
-            await send_html(box.bot, box.chat_id, text, retry=PERSISTENT)
+            return self.t.t(box.language, key, **params)
+        if event.outcome == OutcomeKind.EXHAUSTED:
+            return self.t.t(box.language, "turn-exhausted", rounds=self.runtime.max_tool_rounds)
+        return None
 
     # --- approvals -------------------------------------------------------------
 

@@ -352,16 +352,7 @@ class SessionStore:
         per topic that has been spoken in, the General topic (0) first, then by thread; each
         with when its newest message was written (``None``: none yet), read through the
         history's ``(session_id, id)`` index."""
-        from agentgram.runtime.infra.storage.models import HistoryRow
-
-        newest = (
-            select(col(HistoryRow.created_at))
-            .where(col(HistoryRow.session_id) == col(ChatSession.id))
-            .order_by(col(HistoryRow.id).desc())
-            .limit(1)
-            .correlate(ChatSession)
-            .scalar_subquery()
-        )
+        newest = newest_message_at()
         query = (
             select(ChatSession, newest)
             .where(
@@ -376,6 +367,21 @@ class SessionStore:
             return [(session, last) for session, last in tx.exec(query).all()]
 
         return await self._db.read_sync(read)
+
+
+def newest_message_at() -> sa.ScalarSelect[datetime]:
+    """When the session of the enclosing query on ``sessions`` last had a message written (its
+    newest history row), read through the history's ``(session_id, id)`` index."""
+    from agentgram.runtime.infra.storage.models import HistoryRow
+
+    return (
+        select(col(HistoryRow.created_at))
+        .where(col(HistoryRow.session_id) == col(ChatSession.id))
+        .order_by(col(HistoryRow.id).desc())
+        .limit(1)
+        .correlate(ChatSession)
+        .scalar_subquery()
+    )
 
 
 def upsert_value(tx: Connection, key: str, value: str) -> None:
