@@ -6,6 +6,10 @@ facade's calls, and the runtime's events output. Events addressed to another
 source are not its business (the Telegram adapter ignores the terminal's in
 turn); running alone, it also shows what tic and cron runs address to its
 user's chat (reports and their approval prompts), which nobody else would.
+The helpers its agent spawns (issue 29) are its business too: of each it shows
+what a Telegram chat shows of its own (:func:`~bot.shown.reaches_chat`), each
+answer or failure under the helper's name, each prompt or question under a line
+naming who asks, and answered here as the terminal's own are.
 
 Design choices where the issue is silent:
 
@@ -25,6 +29,11 @@ Design choices where the issue is silent:
 * ``prompt_async`` runs with ``handle_sigint=False``: prompt_toolkit would otherwise remove
   the process's SIGINT handler (the bot's, or :func:`bot.terminal.app.run_alone`'s) after the
   first prompt; Ctrl-C typed at the prompt still arrives, as a key.
+* Which helpers are the terminal's is the door's rule (:meth:`SessionsDoor.spawned` with
+  ``source=TERMINAL``: spawned under a terminal session of this user, an earlier one's after
+  ``/new`` too, so their prompts do not hang); beside the bot, a private chat's helpers, which
+  carry the same chat id, are the bot's. The answer is kept per session id, the last
+  :data:`HELPERS_KEPT`.
 * An approval restored from the history (the start-up's pending list) does not offer
   ``always``: whether a rule can express the call is known only from the request's event.
 """
@@ -42,7 +51,7 @@ from dataclasses import dataclass, field
 from prompt_toolkit import PromptSession
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.patch_stdout import patch_stdout
-from rich.console import Console, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from agentgram.bot.shown import ack_key, decision_key, reaches_chat
@@ -59,6 +68,7 @@ from agentgram.bot.terminal.answers import (
 )
 from agentgram.runtime.app import SessionRef, SessionSource, is_headless
 from agentgram.runtime.door.protocols import Door
+from agentgram.runtime.door.values import SpawnedSession
 from agentgram.runtime.infra.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -95,6 +105,8 @@ EXIT_WINDOW = 2.0
 """Seconds within which a second Ctrl-C exits instead of stopping again."""
 LIVE_LINES = 3
 """Lines of a streaming reply shown live above the input line."""
+HELPERS_KEPT = 64
+"""Spawned sessions whose membership (the terminal's helper or not) the chat remembers."""
 
 
 def follow_stderr() -> None:
@@ -148,6 +160,7 @@ class TerminalChat:
         self._session: SessionRef | None = None
         self._last_interrupt = 0.0
         self._unsubscribe: Callable[[], None] | None = None
+        self._helpers: dict[int, SpawnedSession | None] = {}
 
     # --- intake (synchronous: the runtime's bus must never wait) ---------------------
 
@@ -157,8 +170,10 @@ class TerminalChat:
     def __call__(self, event: RuntimeEvent) -> None:
         if event.to.chat_id != self.user_id:
             return
-        headless = is_headless(event.to.source) and self.alone and reaches_chat(event)
-        if event.to.source == SessionSource.TERMINAL or headless:
+        source = event.to.source
+        headless = is_headless(source) and self.alone and reaches_chat(event)
+        helper = source == SessionSource.AGENT and reaches_chat(event)  # whose: asked on output
+        if source == SessionSource.TERMINAL or headless or helper:
             self.events.put_nowait(event)
 
     # --- the chat ---------------------------------------------------------------
@@ -268,10 +283,11 @@ class TerminalChat:
         if command is not None:
             await self._command(command)
             return command.name
+        asked = self.screen.question
         if self.screen.approvals:
             await self._decide(line)
-        elif self.screen.question is not None and self.screen.question.options:
-            await self._answer(line, self.screen.question)
+        elif asked is not None and (asked.options or asked.to.source == SessionSource.AGENT):
+            await self._answer(line, asked)
         else:
             await self._post(line)
         return None
@@ -288,12 +304,14 @@ class TerminalChat:
             self.print(view.worded(self.t, key))
 
     async def _answer(self, line: str, asked: QuestionAsked) -> None:
+        """An option's number, or the user's own words: a helper's question takes them as its
+        answer; the terminal's own agent's takes them through :meth:`_post`, as any line."""
         option = option_chosen(line, len(asked.options))
-        if option is None:
+        if option is None and asked.to.source != SessionSource.AGENT:
             await self._post(line)
             return
         result = await self.runtime.approvals.answer_question(
-            asked.question_id, option=option, envelope_id=envelope_id()
+            asked.question_id, option=option, text=line, envelope_id=envelope_id()
         )
         if not result.applied:
             self.print(view.worded(self.t, "question-toast-stale"))
@@ -401,7 +419,10 @@ class TerminalChat:
         while True:
             event = await self.events.get()
             try:
-                await self._show(event)
+                if event.to.source == SessionSource.AGENT:
+                    await self._show_helper(event)
+                else:
+                    await self._show(event)
             except Exception:  # one event that cannot be shown must not stop the output
                 log.exception("showing %s in the terminal failed", event.kind)
             self._refresh()
@@ -466,6 +487,45 @@ class TerminalChat:
             case _:  # thinking, a sub-agent's end, attachment activity: nothing to show
                 pass
 
+    async def _helper(self, session_id: int) -> SpawnedSession | None:
+        """The spawned session ``session_id`` if it is the terminal's helper (``None``: not
+        ours), asked of the door once per session."""
+        if session_id not in self._helpers:
+            found = await self.runtime.sessions.spawned(
+                session_id, self.user_id, source=SessionSource.TERMINAL
+            )
+            if len(self._helpers) >= HELPERS_KEPT:
+                del self._helpers[next(iter(self._helpers))]  # the oldest asked
+            self._helpers[session_id] = found
+        return self._helpers[session_id]
+
+    async def _show_helper(self, event: RuntimeEvent) -> None:
+        """A helper's event (what :func:`~bot.shown.reaches_chat` let through): its answer and a
+        turn that ended badly under its name, its prompts and questions under who asks, the rest
+        as the terminal's own; never the terminal's stream or tool lines."""
+        helper = await self._helper(event.to.session_id)
+        if helper is None:
+            return  # a Telegram chat's helper beside the bot: the bot shows it
+        label = view.helper_label(self.t, helper.name, helper.ref.id)
+        match event:
+            case RoundEnded():
+                if event.text.strip():
+                    self.print(Group(label, view.answer(event.text)))
+                if event.row_id is not None:
+                    await self.runtime.chat.answer_shown(event.row_id)
+            case TurnFinished():
+                ending = self._ending(event)
+                if ending is not None:
+                    self.print(label.append(" ").append_text(ending))
+            case ApprovalRequested() | QuestionAsked():
+                self.print(view.helper_asks(self.t, helper.name, helper.ref.id))
+                await self._show(event)
+            case Notice() | Report() | FileOutput():
+                self.print(label)
+                await self._show(event)
+            case _:
+                await self._show(event)
+
     async def _round_ended(self, event: RoundEnded) -> None:
         self.screen.stream = ""
         repeated = event.row_id is not None and event.row_id in self.screen.shown_answers
@@ -488,12 +548,19 @@ class TerminalChat:
         for line in screen.tools.values():
             self.print(line)
         screen.tools.clear()
+        ending = self._ending(event)
+        if ending is not None:
+            self.print(ending)
+
+    def _ending(self, event: TurnFinished) -> Text | None:
+        """What the user is told of a turn that did not end well (``None``: it did)."""
         if event.outcome == OutcomeKind.FAILED:
             failure = event.failure
             key = failure.locale_key if failure is not None else "turn-failed"
-            self.print(view.worded(self.t, key, **(failure.params if failure is not None else {})))
-        elif event.outcome == OutcomeKind.EXHAUSTED:
-            self.print(view.worded(self.t, "turn-exhausted", rounds=self.runtime.max_tool_rounds))
+            return view.worded(self.t, key, **(failure.params if failure is not None else {}))
+        if event.outcome == OutcomeKind.EXHAUSTED:
+            return view.worded(self.t, "turn-exhausted", rounds=self.runtime.max_tool_rounds)
+        return None
 
     def _await_decision(self, request_id: str, tool: str, *, can_always: bool) -> None:
         if all(p.request_id != request_id for p in self.screen.approvals):

@@ -105,6 +105,17 @@ def answer(markdown: str) -> Markdown:
     return _LinesKept(clean(markdown))
 
 
+def helper_label(t: Translator, name: str, session_id: int) -> Text:
+    """``🤖 researcher (session 7):``, the line a helper's answer, failure or notice shows under
+    (a session the terminal's spawned, issue 29; ``name``: its own, else its agent's)."""
+    return worded(t, "spawned-label", name=name, id=str(session_id)).append(":")
+
+
+def helper_asks(t: Translator, name: str, session_id: int) -> Text:
+    """``🤖 researcher (session 7) asks:``, above a helper's approval prompt or question."""
+    return worded(t, "spawned-asks", name=name, id=str(session_id))
+
+
 def tool_line(name: str, summary: str, phase: ToolPhase, runs_command: bool) -> Text:
     line = Text("⚙ " if runs_command else "🔧 ", style="dim")
     line.append(clean(name), style="bold")

@@ -87,15 +87,18 @@ class Sessions:
             if session.id is not None
         ]
 
-    async def spawned(self, session_id: int, chat_id: int) -> SpawnedSession | None:
-        """Session ``session_id`` if it was spawned under a session of the chat ``chat_id`` (a
-        finished one too); ``None`` for any other (another chat's, a chat's own, a terminal's
-        helper, none)."""
+    async def spawned(
+        self, session_id: int, chat_id: int, *, source: SessionSource = SessionSource.CHAT
+    ) -> SpawnedSession | None:
+        """Session ``session_id`` if it was spawned under a session of ``source`` of the chat
+        ``chat_id`` (a finished one too): a Telegram chat's by default, a terminal's with
+        ``source=TERMINAL``; ``None`` for any other (another chat's or source's, a chat's own,
+        none)."""
         row = await self.session_store.get(session_id)
         if row is None or row.source != SessionSource.AGENT or row.chat_id != chat_id:
             return None
         root = await self.session_store.get(row.root_session_id) if row.root_session_id else None
-        if root is None or root.source != SessionSource.CHAT:
+        if root is None or root.source != source:
             return None
         return SpawnedSession(
             ref=SessionRef.of(row),

@@ -148,6 +148,8 @@ class ChatOutbox:
     session: int = 0
     """The spawned session this outbox shows (0: it shows the place's own)."""
     spawned: SpawnedSession | None = None
+    terminals: bool = False
+    """The spawned session is a terminal chat's helper (``bot.terminal`` shows it, not this chat)."""
     """That session, as the chat names it (looked up with its first event)."""
 
     @property
@@ -367,10 +369,16 @@ class Delivery:
         """A spawned session's event (what :func:`~bot.shown.reaches_chat` lets through): its final
         answer is one message under its name, the rest is shown as a chat's own (:meth:`_say`,
         the prompts and questions name it, by ``box.spawned``)."""
-        if box.spawned is None:
+        if box.spawned is None and not box.terminals:
             box.spawned = await self.runtime.sessions.spawned(box.session, box.chat_id)
-        if box.spawned is None:  # not a session of this chat's (a terminal's helper): not shown here
-            await self._drop(box, event)
+            if box.spawned is None:  # a terminal's helper: the terminal shows it, settles its prompts
+                found = await self.runtime.sessions.spawned(
+                    box.session, box.chat_id, source=SessionSource.TERMINAL
+                )
+                box.terminals = found is not None
+        if box.spawned is None:  # not a session of this chat's: not shown here
+            if not box.terminals:  # nobody's: its prompts expire rather than hang
+                await self._drop(box, event)
         elif isinstance(event, RoundEnded):
             if event.text.strip():
                 values, lang = self.runtime.values, box.language
