@@ -14,33 +14,15 @@ from typing import Any
 from agentgram.bot.telegram.views.spawned_view import sender_of
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, fakes, running_bot
-from tests.fakes.openai_server import Error, Hang, Text, ToolCalls
+from tests.fakes.openai_server import Error, Hang, Text
 from tests.fakes.telegram_server import SentMessage
+from tests.peers_rig import LLM, call, helper_agent
 
-HELPER = """\
----
-description: helps
-model: helper
----
-You are the helper.
-"""
-LLM = {"models": [{"name": "helper", "model": "helper-model"}]}
 NAMED = "🤖 researcher (session 2)"
 """How the helper's messages start (its name is the spawn's ``name``; the chat's session is 1)."""
 
 
-def _call(tool: str, **arguments: Any) -> ToolCalls:
-    call: tuple[str, dict[str, Any] | str] = (tool, arguments)
-    return ToolCalls([call])
-
-
-SPAWN = _call("spawn_session", agent="helper", task="find the answer", name="researcher")
-
-
-def _helper(tmp_path: Path) -> None:
-    folder = tmp_path / "workspace" / "agents" / "helper"
-    folder.mkdir(parents=True)
-    (folder / "AGENT.md").write_text(HELPER)
+SPAWN = call("spawn_session", agent="helper", task="find the answer", name="researcher")
 
 
 def _helper_requests(rig: Rig) -> list[dict[str, Any]]:
@@ -82,11 +64,11 @@ async def _helper_answered(rig: Rig, text: str) -> SentMessage:
 async def test_a_helpers_answer_arrives_once_under_its_name_and_its_tools_stay_out_of_the_chat(
     tmp_path: Path,
 ) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     async with running_bot(tmp_path, llm=LLM) as rig:
         # the chat's turn keeps its status line open while the helper works with its own tools
         rig.llm.script(SPAWN, Text("I asked a helper to look into it.", chunk_size=3, delay=0.1))
-        rig.llm.on_model("helper-model", _call("list_sessions"), Text("Found: **42**."))
+        rig.llm.on_model("helper-model", call("list_sessions"), Text("Found: **42**."))
         rig.say("find the answer with a helper")
         answer = await _helper_answered(rig, "Found: 42.")
         await rig.wait_text("I asked a helper to look into it.")
@@ -106,7 +88,7 @@ async def test_a_helpers_answer_arrives_once_under_its_name_and_its_tools_stay_o
 
 
 async def test_a_reply_to_the_helpers_answer_is_mail_to_the_helper(tmp_path: Path) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     async with running_bot(tmp_path, llm=LLM) as rig:
         rig.llm.script(SPAWN, Text("Asked."))
         rig.llm.on_model("helper-model", Text("Found: 42."), Text("43 works too."))
@@ -123,7 +105,7 @@ async def test_a_reply_to_the_helpers_answer_is_mail_to_the_helper(tmp_path: Pat
 
 
 async def test_stop_all_stops_a_hanging_helper_and_the_chats_own_turn(tmp_path: Path) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     async with running_bot(tmp_path, llm=LLM) as rig:
         rig.llm.script(SPAWN, Hang(first_text="Still thinking", seconds=30))
         rig.llm.on_model("helper-model", Hang(first_text="Digging", seconds=30))
@@ -147,7 +129,7 @@ async def test_stop_all_stops_a_hanging_helper_and_the_chats_own_turn(tmp_path: 
 
 
 async def test_stop_without_all_leaves_the_helper_working(tmp_path: Path) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     async with running_bot(tmp_path, llm=LLM) as rig:
         rig.llm.script(SPAWN, Hang(first_text="Still thinking", seconds=30))
         rig.llm.on_model("helper-model", Hang(first_text="Digging", seconds=30))
@@ -162,7 +144,7 @@ async def test_stop_without_all_leaves_the_helper_working(tmp_path: Path) -> Non
 
 
 async def test_sessions_lists_the_helper_with_buttons_and_close_ends_it(tmp_path: Path) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     async with running_bot(tmp_path, llm=LLM) as rig:
         rig.llm.script(SPAWN, Text("Asked."))
         rig.llm.on_model("helper-model", Text("Found: 42."))
@@ -201,12 +183,12 @@ async def test_sessions_lists_the_helper_with_buttons_and_close_ends_it(tmp_path
 
 
 async def test_a_helpers_approval_prompt_names_it_and_approve_runs_the_command(tmp_path: Path) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     async with running_bot(tmp_path, llm=LLM) as rig:
         rig.llm.script(SPAWN, Text("Asked."))
         rig.llm.on_model(
             "helper-model",
-            _call("execute_cmd", command="echo from-the-helper"),
+            call("execute_cmd", command="echo from-the-helper"),
             Text("Ran it."),
         )
         rig.say("find the answer with a helper")
@@ -223,12 +205,12 @@ async def test_a_helpers_approval_prompt_names_it_and_approve_runs_the_command(t
 
 
 async def test_a_helpers_question_names_it_and_a_reply_to_it_is_its_answer(tmp_path: Path) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     async with running_bot(tmp_path, llm=LLM) as rig:
         rig.llm.script(SPAWN, Text("Asked."))
         rig.llm.on_model(
             "helper-model",
-            _call("ask_user_clarification", question="Which database?", options=["prod", "staging"]),
+            call("ask_user_clarification", question="Which database?", options=["prod", "staging"]),
             Text("Using the replica."),
         )
         rig.say("find the answer with a helper")
@@ -256,7 +238,7 @@ async def test_a_helpers_question_names_it_and_a_reply_to_it_is_its_answer(tmp_p
 
 
 async def test_a_helpers_answer_the_chat_never_showed_is_sent_after_a_restart(tmp_path: Path) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     async with fakes() as chat:
         tg, _ = chat
         refused = "Bad Request: chat not found"
@@ -276,7 +258,7 @@ async def test_a_helpers_answer_the_chat_never_showed_is_sent_after_a_restart(tm
 
 
 async def test_a_helper_whose_turn_fails_says_so_under_its_name(tmp_path: Path) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     async with running_bot(tmp_path, llm=LLM) as rig:
         rig.llm.script(SPAWN, Text("I asked a helper."))
         rig.llm.on_model("helper-model", Error(400, "the request was refused"))

@@ -10,7 +10,8 @@ from typing import Any
 
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, running_bot
-from tests.fakes.openai_server import Text, ToolCalls
+from tests.fakes.openai_server import Text
+from tests.peers_rig import LLM, call, helper_agent
 
 HELPER = """\
 ---
@@ -19,13 +20,7 @@ model: helper
 ---
 You are the helper.
 """
-LLM = {"models": [{"name": "helper", "model": "helper-model"}]}
 TOOLS = {"attach_seconds": 60}
-
-
-def _call(tool: str, **arguments: Any) -> ToolCalls:
-    call: tuple[str, dict[str, Any] | str] = (tool, arguments)
-    return ToolCalls([call])
 
 
 def _helper_requests(rig: Rig) -> list[dict[str, Any]]:
@@ -33,18 +28,16 @@ def _helper_requests(rig: Rig) -> list[dict[str, Any]]:
 
 
 async def test_interrupting_mail_detaches_the_helpers_long_command_at_once(tmp_path: Path) -> None:
-    folder = tmp_path / "workspace" / "agents" / "helper"
-    folder.mkdir(parents=True)
-    (folder / "AGENT.md").write_text(HELPER)
+    helper_agent(tmp_path, HELPER)
     async with running_bot(tmp_path, llm=LLM, tools=TOOLS) as rig:
         rig.llm.script(
-            _call("spawn_session", agent="helper", task="run the long job"),
+            call("spawn_session", agent="helper", task="run the long job"),
             Text("A helper runs it."),
-            _call("send_message", session="2", text="stop and report now", interrupt=True),
+            call("send_message", session="2", text="stop and report now", interrupt=True),
             Text("Told it."),
         )
         rig.llm.on_model(
-            "helper-model", _call("execute_cmd", command="sleep 30"), Text("Reporting: interrupted.")
+            "helper-model", call("execute_cmd", command="sleep 30"), Text("Reporting: interrupted.")
         )
         rig.say("run the long job with a helper")
         prompt = await rig.wait_text("Approval needed", timeout=10)

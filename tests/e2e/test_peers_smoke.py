@@ -8,25 +8,11 @@ from pathlib import Path
 
 from tests.e2e.harness import running_bot
 from tests.fakes.openai_server import Text, ToolCalls
-
-HELPER = """\
----
-description: helps
-model: helper
----
-You are the helper.
-"""
-LLM = {"models": [{"name": "helper", "model": "helper-model"}]}
-
-
-def _helper(tmp_path: Path) -> None:
-    folder = tmp_path / "workspace" / "agents" / "helper"
-    folder.mkdir(parents=True)
-    (folder / "AGENT.md").write_text(HELPER)
+from tests.peers_rig import LLM, helper_agent
 
 
 async def test_a_spawned_session_writes_back_and_its_parent_wakes(tmp_path: Path) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     async with running_bot(tmp_path, llm=LLM) as rig:
         rig.llm.script(
             ToolCalls([("spawn_session", {"agent": "helper", "task": "find the answer"})]),

@@ -10,15 +10,8 @@ from pathlib import Path
 from tests.e2e.harness import running_bot
 from tests.e2e.test_approvals import tap, wait_prompt
 from tests.fakes.openai_server import Call, Text, ToolCalls
+from tests.peers_rig import LLM, helper_agent
 
-HELPER = """\
----
-description: helps
-model: helper
----
-You are the helper.
-"""
-LLM = {"models": [{"name": "helper", "model": "helper-model"}]}
 WATCH: dict[str, object] = {
     "session": "2",
     "events": ["tool.completed"],
@@ -27,14 +20,8 @@ WATCH: dict[str, object] = {
 }
 
 
-def _helper(tmp_path: Path) -> None:
-    folder = tmp_path / "workspace" / "agents" / "helper"
-    folder.mkdir(parents=True)
-    (folder / "AGENT.md").write_text(HELPER)
-
-
 async def test_a_watch_wakes_the_parent_when_a_childs_command_completes(tmp_path: Path) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     async with running_bot(tmp_path, llm=LLM) as rig:
         rig.llm.script(
             ToolCalls([Call("spawn_session", {"agent": "helper", "task": "say the word"})]),

@@ -9,34 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import ALLOWED_USER
-from tests.fakes.openai_server import Error, Text, ToolCalls
+from tests.fakes.openai_server import Error, Text
 from tests.fakes.telegram_server import FakeTelegram
+from tests.peers_rig import LLM, call, helper_agent
 from tests.terminal.harness import TerminalRig, terminal_rig
 
-HELPER = """\
----
-description: helps
-model: helper
----
-You are the helper.
-"""
-LLM = {"models": [{"name": "helper", "model": "helper-model"}]}
 NAMED = "🤖 researcher (session 2)"
 """How the helper's lines start (its name is the spawn's ``name``; the terminal's session is 1)."""
 
 
-def _call(tool: str, **arguments: Any) -> ToolCalls:
-    call: tuple[str, dict[str, Any] | str] = (tool, arguments)
-    return ToolCalls([call])
-
-
-SPAWN = _call("spawn_session", agent="helper", task="find the answer", name="researcher")
-
-
-def _helper(tmp_path: Path) -> None:
-    folder = tmp_path / "workspace" / "agents" / "helper"
-    folder.mkdir(parents=True)
-    (folder / "AGENT.md").write_text(HELPER)
+SPAWN = call("spawn_session", agent="helper", task="find the answer", name="researcher")
 
 
 def _requests(rig: TerminalRig, *, helper: bool) -> list[dict[str, Any]]:
@@ -50,10 +32,10 @@ async def _started(rig: TerminalRig, line: str) -> None:
 
 
 async def test_a_helpers_answer_shows_once_under_its_name_and_its_tool_lines_never(tmp_path: Path) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     async with terminal_rig(tmp_path, llm=LLM) as rig:
         rig.llm.script(SPAWN, Text("I asked a helper."), Text("Noted."))
-        rig.llm.on_model("helper-model", _call("list_sessions"), Text("Found: **42**."))
+        rig.llm.on_model("helper-model", call("list_sessions"), Text("Found: **42**."))
         await _started(rig, "find the answer with a helper")
         await rig.wait_for(f"{NAMED}:")
         await rig.wait_for("Found: 42.")  # rendered as Markdown, as the terminal's own answers
@@ -72,12 +54,10 @@ async def test_a_helpers_answer_shows_once_under_its_name_and_its_tool_lines_nev
 
 
 async def test_a_helpers_approval_names_it_and_a_typed_yes_runs_the_command(tmp_path: Path) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     async with terminal_rig(tmp_path, llm=LLM) as rig:
         rig.llm.script(SPAWN, Text("Asked."))
-        rig.llm.on_model(
-            "helper-model", _call("execute_cmd", command="echo from-the-helper"), Text("Ran it.")
-        )
+        rig.llm.on_model("helper-model", call("execute_cmd", command="echo from-the-helper"), Text("Ran it."))
         await _started(rig, "find the answer with a helper")
         await rig.wait_for(f"{NAMED} asks:")
         await rig.wait_for("approve?")
@@ -91,11 +71,11 @@ async def test_a_helpers_approval_names_it_and_a_typed_yes_runs_the_command(tmp_
 
 
 async def test_a_helpers_question_takes_the_typed_line_as_its_answer(tmp_path: Path) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     async with terminal_rig(tmp_path, llm=LLM) as rig:
         rig.llm.script(SPAWN, Text("Asked."))
         rig.llm.on_model(
-            "helper-model", _call("ask_user_clarification", question="Which database?"), Text("Using it.")
+            "helper-model", call("ask_user_clarification", question="Which database?"), Text("Using it.")
         )
         await _started(rig, "find the answer with a helper")
         await rig.wait_for(f"{NAMED} asks:")
@@ -111,7 +91,7 @@ async def test_a_helpers_question_takes_the_typed_line_as_its_answer(tmp_path: P
 
 
 async def test_a_helpers_failed_turn_is_told_under_its_name(tmp_path: Path) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     async with terminal_rig(tmp_path, llm=LLM) as rig:
         rig.llm.script(SPAWN, Text("Asked."))
         rig.llm.on_model("helper-model", Error(400, "the request was refused"))
@@ -124,14 +104,14 @@ async def test_a_helpers_failed_turn_is_told_under_its_name(tmp_path: Path) -> N
 
 
 async def test_beside_the_bot_a_helpers_approval_is_the_terminals_alone(tmp_path: Path) -> None:
-    _helper(tmp_path)
+    helper_agent(tmp_path)
     tg = FakeTelegram()
     await tg.start()
     try:
         async with terminal_rig(tmp_path, tg_root=tg.root, llm=LLM) as rig:
             rig.llm.script(SPAWN, Text("Asked."))
             rig.llm.on_model(
-                "helper-model", _call("execute_cmd", command="echo from-the-helper"), Text("Ran it.")
+                "helper-model", call("execute_cmd", command="echo from-the-helper"), Text("Ran it.")
             )
             await _started(rig, "find the answer with a helper")
             await rig.wait_for("approve?")
