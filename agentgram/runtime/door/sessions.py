@@ -91,7 +91,7 @@ class Sessions:
         self, session_id: int, chat_id: int, *, source: SessionSource = SessionSource.CHAT
     ) -> SpawnedSession | None:
         """Session ``session_id`` if it was spawned under a session of ``source`` of the chat
-        ``chat_id`` (a finished one too): a Telegram chat's by default, a terminal's with
+        ``chat_id`` (a finished one too): a chat adapter's by default, a terminal's with
         ``source=TERMINAL``; ``None`` for any other (another chat's or source's, a chat's own,
         none)."""
         row = await self.session_store.get(session_id)
