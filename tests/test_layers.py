@@ -28,7 +28,15 @@ from typing import Any, Protocol
 
 from sqlmodel import SQLModel
 
-from agentgram.runtime.door.protocols import ApprovalsDoor, CallsDoor, ChatDoor, Door, JobsDoor, SessionsDoor
+from agentgram.runtime.door.protocols import (
+    ApprovalsDoor,
+    CallsDoor,
+    ChatDoor,
+    Door,
+    JobsDoor,
+    RollbackDoor,
+    SessionsDoor,
+)
 from agentgram.runtime.infra.storage.models import ApprovalRequestRow, ChatSession
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +48,7 @@ PARTS: dict[str, type[Any]] = {
     "calls": CallsDoor,
     "jobs": JobsDoor,
     "sessions": SessionsDoor,
+    "rollback": RollbackDoor,
 }
 """The door's parts, by the attribute an adapter reads them from."""
 

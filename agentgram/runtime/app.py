@@ -2,9 +2,9 @@
 
 :class:`Runtime` asks :func:`~runtime.compose.compose` for its parts (storage,
 mailbox, LLM client, tools, approvals, the session hub, the scheduler and the
-door's five parts, :mod:`runtime.door`) and keeps them as ``rt.parts``. It
+door's six parts, :mod:`runtime.door`) and keeps them as ``rt.parts``. It
 exposes the door: ``rt.chat``, ``rt.approvals``, ``rt.calls``, ``rt.jobs``,
-``rt.sessions``, the key-value store, the lifecycle (start, recover, close),
+``rt.sessions``, ``rt.rollback``, the key-value store, the lifecycle (start, recover, close),
 the event subscription, the restart and close hooks, the file source and the
 dead letters. Every input is accepted as mail *before* anything acts on it.
 
@@ -55,6 +55,7 @@ from agentgram.runtime.door.protocols import (
     JobsDoor,
     KeyValueStore,
     RestartHook,
+    RollbackDoor,
     SessionsDoor,
 )
 from agentgram.runtime.door.values import (
@@ -125,7 +126,7 @@ async def migrate_database(url: str) -> int:
 
 
 class Runtime:
-    """A runtime: its :class:`~runtime.compose.Parts` (``rt.parts``), the door's five parts, the
+    """A runtime: its :class:`~runtime.compose.Parts` (``rt.parts``), the door's six parts, the
     lifecycle and the door's ports (see the module docstring)."""
 
     def __init__(
@@ -161,6 +162,7 @@ class Runtime:
         self.calls: CallsDoor = self.parts.calls
         self.jobs: JobsDoor = self.parts.jobs
         self.sessions: SessionsDoor = self.parts.sessions
+        self.rollback: RollbackDoor = self.parts.rollback
         self.values: KeyValueStore = self.parts.session_store
         """The key-value store an adapter may use (see :class:`KeyValueStore`)."""
         self._llm_check: asyncio.Task[None] | None = None
@@ -218,6 +220,7 @@ class Runtime:
             await lead.take()
             self.parts.db.fence = lead.fence  # from now on every write checks the lead
         await self.parts.approval_manager.load_rules()
+        await self.parts.checkpoints.recover()  # a rollback a crash cut short ends before any turn runs
         # before any interrupted command is re-run or MCP server starts
         await self.parts.processes.reap_orphans(live=await self._live_instances())
         await (
@@ -483,6 +486,7 @@ __all__ = [
     "PromptedApproval",
     "QuestionStatus",
     "RestartHook",
+    "RollbackDoor",
     "Rule",
     "RunningCall",
     "Runtime",

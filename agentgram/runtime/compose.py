@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -31,13 +32,14 @@ from agentgram.runtime.capabilities.agents.skills import SkillCatalog, load_skil
 from agentgram.runtime.capabilities.attachments.images import NO_IMAGES, ImageCache
 from agentgram.runtime.capabilities.attachments.inbox import Inbox
 from agentgram.runtime.capabilities.attachments.transcribe import OpenAITranscriber
+from agentgram.runtime.capabilities.checkpoints import Checkpoints, Store, store_root
 from agentgram.runtime.capabilities.mcp.activate import ActivateTools
 from agentgram.runtime.capabilities.mcp.catalog import McpCatalog
 from agentgram.runtime.capabilities.mcp.servers import McpServers
 from agentgram.runtime.capabilities.mcp.tools import PREFIX as MCP_PREFIX
 from agentgram.runtime.capabilities.mcp.tools import server_rules
 from agentgram.runtime.capabilities.questions import AskUserClarification, QuestionManager
-from agentgram.runtime.capabilities.tools.base import Tool, ToolRegistry
+from agentgram.runtime.capabilities.tools.base import ProtectedPaths, Tool, ToolRegistry
 from agentgram.runtime.capabilities.tools.builtin import default_registry
 from agentgram.runtime.capabilities.tools.calls import call_tools
 from agentgram.runtime.capabilities.tools.files import secret_paths
@@ -63,6 +65,7 @@ from agentgram.runtime.core.prompt import MemoryPrompt, build_static_prompt
 from agentgram.runtime.core.sessions.control import ControlDesk
 from agentgram.runtime.core.sessions.control_handlers import SessionControl
 from agentgram.runtime.core.sessions.hub import HubOptions, SessionHub
+from agentgram.runtime.core.task_sessions import TaskSessions
 from agentgram.runtime.core.turn.background import BackgroundCalls
 from agentgram.runtime.core.turn.compaction import CompactionReport, Compactor
 from agentgram.runtime.core.turn.context import ContextSettings
@@ -74,6 +77,7 @@ from agentgram.runtime.door.approvals import Approvals
 from agentgram.runtime.door.calls import Calls
 from agentgram.runtime.door.chat import Chat
 from agentgram.runtime.door.jobs import Jobs
+from agentgram.runtime.door.rollback import Rollback
 from agentgram.runtime.door.sessions import Sessions
 from agentgram.runtime.infra.config import Settings
 from agentgram.runtime.infra.errors import ConfigError
@@ -207,6 +211,8 @@ class Parts:
     background_store: BackgroundStore
     background: BackgroundCalls
     inbox: Inbox
+    checkpoints: Checkpoints
+    """The workdir's file checkpoints per turn (``/rollback``)."""
     compactor: Compactor
     deps: TurnDeps
     hub: SessionHub
@@ -219,6 +225,7 @@ class Parts:
     calls: Calls
     jobs: Jobs
     sessions: Sessions
+    rollback: Rollback
     lead: Lead | None
     """This instance's part in a cluster's lead (``cluster.enabled``; :mod:`runtime.infra.lead`)."""
     owners: Ownership | None
@@ -235,6 +242,27 @@ class Parts:
     async def compact_session(self, session_id: int) -> CompactionReport:
         """/compact: the session's history summarised by its own model."""
         return await self.compactor.compact(session_id, await self.deps.models.client_for(session_id))
+
+
+def file_checkpoints(
+    settings: Settings, db: Database, workdir: Path, history: HistoryStore, *, busy: Callable[[int], bool]
+) -> Checkpoints:
+    """The workdir's checkpoints (``tools.checkpoint_*``); a rollback is told to the session as a
+    note in its history, which its next turn reads."""
+    tools = settings.tools
+    root = store_root(tools.checkpoint_dir, db.file, workdir)
+
+    async def tell(session_id: int, text: str) -> None:
+        await history.append_assistant(session_id=session_id, content=text, is_synthetic=True)
+
+    return Checkpoints(
+        Store(root, workdir, int(tools.checkpoint_max_mb * 1024 * 1024)),
+        commands=tools.checkpoint_commands,
+        keep=timedelta(days=tools.checkpoint_keep_days),
+        busy=busy,
+        tell=tell,
+        now=utcnow,
+    )
 
 
 def compose(
@@ -294,7 +322,14 @@ def compose(
         return skill_catalog.listing() if offered else ""
 
     background_store = BackgroundStore(db)
-    background = BackgroundCalls(background_store, history, mailbox, bus, settings.tools)
+    background = BackgroundCalls(
+        background_store,
+        history,
+        mailbox,
+        bus,
+        settings.tools,
+        adopt=lambda row: tasks.adopt(row),  # the sub-agents' tasks, made below
+    )
     inbox = Inbox(
         workdir=workdir,
         store=PreparedStore(db),
@@ -306,6 +341,16 @@ def compose(
         else None,
     )
     compactor = Compactor(settings.llm.compaction, history, summaries)
+    checkpoints = file_checkpoints(settings, db, workdir, history, busy=lambda sid: hub.is_busy(sid))
+    peers = Peers(
+        db,
+        session_store,
+        mailbox,
+        agents,
+        max_hops=settings.agent.max_mail_hops,
+        status_of=lambda session_id: live_status(hub.state(session_id)),  # the hub, made below
+    )
+    tasks = TaskSessions(db, peers, mailbox, bus)
     deps = TurnDeps(
         db=db,
         sessions=session_store,
@@ -346,7 +391,10 @@ def compose(
             ),
         ),
         max_parallel_subagents=settings.llm.max_parallel_subagents,
-        protected=secret_paths(settings.config_file, db.file),
+        protected=ProtectedPaths(
+            secret_paths(settings.config_file, db.file).entries
+            | ProtectedPaths.of({checkpoints.store.root: "it holds agentgram's file checkpoints"}).entries
+        ),
         wrappers=Wrappers(settings.tools.wrappers, registry.get),
         processes=processes,
         notes=notes,
@@ -359,16 +407,10 @@ def compose(
         files=inbox,
         mcp=mcp_catalog,
         owners=owners if owners is not None else ALONE,
+        checkpoints=checkpoints,
+        tasks=tasks,
     )
     hub = SessionHub(deps, HubOptions(resume_on_message=settings.mailbox.resume_on_message))
-    peers = Peers(
-        db,
-        session_store,
-        mailbox,
-        agents,
-        max_hops=settings.agent.max_mail_hops,
-        status_of=lambda session_id: live_status(hub.state(session_id)),
-    )
     watches = Watches(
         WatchStore(db),
         session_store,
@@ -450,6 +492,7 @@ def compose(
         background_store=background_store,
         background=background,
         inbox=inbox,
+        checkpoints=checkpoints,
         compactor=compactor,
         deps=deps,
         hub=hub,
@@ -485,6 +528,7 @@ def compose(
             session_store=session_store,
             peers=peers,
         ),
+        rollback=Rollback(checkpoints=checkpoints),
         lead=lead,
         owners=owners,
         send_budget=SendBudget(db) if settings.cluster.enabled else None,

@@ -18,9 +18,12 @@ Design choices (docs/architecture/debug-view.md):
   row that asked for tool calls is ``thinking``, the one that answered is
   ``assistant``, each followed by its ``tool`` entries.
 * Tool arguments are the parsed JSON when they parse, else the raw text.
-* The ``subagent`` source filter lists the sessions a sub-agent worked in (a
-  frame deeper than the root): sub-agents are frames inside a session, not
-  sessions of their own.
+* The ``subagent`` source filter lists the sessions a sub-agent worked in: a
+  frame deeper than the root, or a session of its own that answered a root
+  agent's ``execute_task`` call (:mod:`runtime.core.task_sessions`). Such a
+  session's rows also follow that call in its caller's detail tree, between
+  ``agent`` and ``agent_end`` entries that name it (``session_id``), at most
+  :data:`MAX_TASK_DEPTH` sessions deep.
 * A session another spawned (``agent``, :mod:`runtime.core.peers`) sits in a
   spawn tree: the detail carries that tree (its root chat session and every
   session under it, parents before children) and the mail between sessions
@@ -98,6 +101,8 @@ MAX_PER_PAGE = 100
 MAX_TREE = 200
 """At most this many sessions of a spawn tree in one detail (the oldest: a root comes first)."""
 MAX_MAIL = 200
+MAX_TASK_DEPTH = 5
+"""How many task sessions deep a detail tree follows sub-agents that ran as sessions."""
 """At most this many pieces of mail between sessions in one detail (the newest)."""
 LLM_PROBE_EVERY = 30.0
 """Seconds a health answer about the LLM endpoint is reused."""
@@ -196,6 +201,9 @@ class AgentEntry(_Value):
     kind: Literal["agent", "agent_end"]
     agent_id: str
     depth: int
+    session_id: int | None = None
+    """The session the sub-agent worked in when it was one of its own (a root agent's task,
+    :mod:`runtime.core.task_sessions`); ``None``: a frame of this session."""
 
 
 Entry = Annotated[UserEntry | AssistantEntry | ToolEntry | AgentEntry, Field(discriminator="kind")]
@@ -520,8 +528,14 @@ class _Tree:
     """One session's rows, calls and frames, read once and walked frame by frame."""
 
     def __init__(
-        self, rows: Sequence[HistoryRow], calls: Sequence[ToolCallRow], frames: Sequence[StackFrame]
+        self,
+        rows: Sequence[HistoryRow],
+        calls: Sequence[ToolCallRow],
+        frames: Sequence[StackFrame],
+        tasks: dict[int, list[Entry]] | None = None,
     ):
+        self.tasks = tasks or {}
+        """Per ``execute_task`` call: the entries of the session that ran its task."""
         self.rows: dict[int | None, list[HistoryRow]] = {}
         for row in rows:
             self.rows.setdefault(row.stack_id, []).append(row)
@@ -544,7 +558,7 @@ class _Tree:
         return out
 
     def _frames_of(self, call_id: int) -> list[Entry]:
-        out: list[Entry] = []
+        out: list[Entry] = list(self.tasks.get(call_id, ()))
         for frame in self.children.get(call_id, []):
             out.append(AgentEntry(kind="agent", agent_id=frame.agent_id, depth=frame.depth))
             out.extend(self.entries(frame.id))
@@ -556,7 +570,11 @@ def _from_source(source: SessionSource) -> sa.ColumnElement[bool]:
     if source != SessionSource.SUBAGENT:
         return col(ChatSession.source) == source
     deeper = select(col(StackFrame.session_id)).where(col(StackFrame.depth) > 0)
-    return sa.or_(col(ChatSession.source) == source, col(ChatSession.id).in_(deeper))
+    return sa.or_(
+        col(ChatSession.source) == source,
+        col(ChatSession.id).in_(deeper),
+        col(ChatSession.parent_call_id).is_not(None),
+    )
 
 
 def _read_page(tx: Session, source: SessionSource | None, page: int, per_page: int) -> SessionPage:
@@ -663,20 +681,37 @@ def _read_mail(tx: Session, session_id: int) -> tuple[list[MailEntry], bool]:
     return [_mail_entry(row) for row in reversed(found[:MAX_MAIL])], len(found) > MAX_MAIL
 
 
-def _read_detail(tx: Session, session_id: int) -> SessionDetail | None:
-    session = tx.get(ChatSession, session_id)
-    if session is None:
-        return None
+def _session_entries(tx: Session, session_id: int, depth: int) -> list[Entry]:
+    """A session's rows as the detail tree shows them; a task another session's call ran here
+    (a sub-agent's session, :mod:`runtime.core.task_sessions`) follows that call, its depth one
+    below the caller's."""
     rows = tx.exec(select(HistoryRow).where(HistoryRow.session_id == session_id).order_by(col(HistoryRow.id)))
-    calls = tx.exec(
-        select(ToolCallRow)
-        .where(ToolCallRow.session_id == session_id)
-        .order_by(col(ToolCallRow.history_id), col(ToolCallRow.position))
+    calls = list(
+        tx.exec(
+            select(ToolCallRow)
+            .where(ToolCallRow.session_id == session_id)
+            .order_by(col(ToolCallRow.history_id), col(ToolCallRow.position))
+        ).all()
     )
     frames = tx.exec(
         select(StackFrame).where(StackFrame.session_id == session_id).order_by(col(StackFrame.id))
     )
-    entries = _Tree(list(rows.all()), list(calls.all()), list(frames.all())).entries()
+    tasks: dict[int, list[Entry]] = {}
+    if depth < MAX_TASK_DEPTH:
+        called = [call.id for call in calls if call.name == "execute_task" and call.id is not None]
+        for child in tx.exec(select(ChatSession).where(col(ChatSession.parent_call_id).in_(called))).all():
+            assert child.id is not None and child.parent_call_id is not None
+            start = AgentEntry(kind="agent", agent_id=child.agent_id, depth=depth + 1, session_id=child.id)
+            end = start.model_copy(update={"kind": "agent_end"})
+            tasks[child.parent_call_id] = [start, *_session_entries(tx, child.id, depth + 1), end]
+    return _Tree(list(rows.all()), calls, list(frames.all()), tasks).entries()
+
+
+def _read_detail(tx: Session, session_id: int) -> SessionDetail | None:
+    session = tx.get(ChatSession, session_id)
+    if session is None:
+        return None
+    entries = _session_entries(tx, session_id, 0)
     tree, tree_truncated = _read_tree(tx, session)
     mail, mail_truncated = _read_mail(tx, session_id)
     return SessionDetail(

@@ -1,5 +1,7 @@
 """A sub-agent whose process is SIGKILLed mid-task is resumed on the next start, and its answer
-reaches its parent, which then answers the chat once (issue 13, requirement 4)."""
+reaches its parent, which then answers the chat once (issue 13, requirement 4). The chat's root
+agent runs its sub-agent as a session of its own (issue 29, requirement 3): the child session's
+turn and the parent's call both survive the kill, and the task is stored once."""
 
 from __future__ import annotations
 
@@ -45,19 +47,66 @@ async def test_a_child_killed_mid_task_is_resumed_and_its_answer_reaches_the_par
         rig.say("find it")
         await rig.wait(lambda: rig.kills == 1, "the kill inside the child")
         await rig.reap_killed()
-        frames = rig.query("SELECT depth, active FROM stack_frames WHERE depth > 0")
-        assert [(f["depth"], f["active"]) for f in frames] == [(1, 1)]  # the child frame was left active
+        [child] = rig.query("SELECT id, parent_call_id, closed_at FROM sessions WHERE source = 'agent'")
+        assert child["parent_call_id"] is not None and child["closed_at"] is None
+        turns = rig.query(
+            "SELECT status FROM turns WHERE session_id = ? AND status != 'running'", child["id"]
+        )
+        assert turns == []  # the child's turn was cut short: it has not answered
 
         await rig.start()
         await rig.wait_text("Parent says: The fact is 7.")
         await rig.wait_settled()
         rig.assert_consistent("find it")
         assert rig.count("Parent says: The fact is 7.") == 1
-        frames = rig.query("SELECT active FROM stack_frames WHERE depth > 0")
-        assert [f["active"] for f in frames] == [0]
         [call] = [c for c in rig.tool_calls() if c["name"] == "execute_task"]
         assert (call["status"], call["result"]) == ("done", "The fact is 7.")
-        child_rows = rig.query(
-            "SELECT content FROM chat_history WHERE stack_id IS NOT NULL AND role = 'user'"
-        )
-        assert [r["content"] for r in child_rows] == ["find the fact"]  # the task stored once
+        assert call["id"] == child["parent_call_id"]
+        tasks = rig.query("SELECT envelope_id FROM session_mail WHERE session_id = ?", child["id"])
+        assert len([t for t in tasks if t["envelope_id"].startswith("task:")]) == 1  # stored once
+        [closed] = rig.query("SELECT closed_at FROM sessions WHERE id = ?", child["id"])
+        assert closed["closed_at"] is not None  # call-and-return: the child ends with its answer
+
+
+async def test_a_detached_sub_agent_outlives_a_kill_and_its_answer_arrives_as_mail_once(
+    tmp_path: Path,
+) -> None:
+    """Issue 29, requirement 3: the task detached, then the process died while the child worked;
+    the next start adopts the call (it is not orphaned: its child goes on) and the child's answer
+    reaches the parent as mail, which tells the chat once."""
+    tools = {"attach_overrides": {"execute_task": 0.5}}
+    async with crash_rig(tmp_path, tools=tools) as rig:
+        folder = rig.workdir / "agents" / "researcher"
+        folder.mkdir(parents=True)
+        (folder / "AGENT.md").write_text(f"---\ndescription: looks things up\n---\n{RESEARCHER}\n")
+
+        def answer(body: dict[str, Any]) -> Reply:
+            said = "\n".join(str(m["content"]) for m in body["messages"])
+            if is_child(body):
+                return Hang(seconds=60) if rig.starts == 1 else Text("The fact is 7.")
+            if "The fact is 7." in said:
+                return Text("Parent says: The fact is 7.")
+            if tool_results(body):
+                return Text("It works in the background.")
+            return ToolCalls([TASK])
+
+        rig.llm.handler = answer
+        await rig.start()
+        rig.say("find it")
+        await rig.wait_text("It works in the background.")
+        rig.kill_now()
+        await rig.reap_killed()
+        [run] = rig.query("SELECT status, detached FROM background_calls")
+        assert (run["status"], run["detached"]) == ("running", 1)
+
+        await rig.start()
+        await rig.wait_text("Parent says: The fact is 7.")
+        await rig.wait_settled()
+        rig.assert_consistent("find it")
+        assert rig.count("Parent says: The fact is 7.") == 1
+        [run] = rig.query("SELECT status, result FROM background_calls")
+        assert (run["status"], run["result"]) == ("completed", "The fact is 7.")
+        [child] = rig.query("SELECT closed_at FROM sessions WHERE source = 'agent'")
+        assert child["closed_at"] is not None
+        finished = rig.query("SELECT envelope_id FROM session_mail WHERE kind = 'tool_call_finished'")
+        assert len(finished) == 1  # one result, mailed once

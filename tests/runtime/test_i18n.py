@@ -65,6 +65,7 @@ SAMPLE_PARAMS: dict[str, str | int] = {
     "summary": "$ ls -la",
     "caption": "the weekly report",
     "place": "Team › Ideas", "item": "• Team › Ideas · session 7",
+    "files": 3, "added": 12, "removed": 4, "ids": "7, 8",
 }  # fmt: skip
 
 

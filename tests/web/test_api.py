@@ -250,6 +250,13 @@ You are the researcher. Answer with the fact only.
 """
 
 
+TASK_MAIL = (
+    "[mail task:1:call1 from session 1]\nYou are session 2, working on a task for session 1 (your "
+    "parent): your final answer is its result. It may write to you while you work. Your task:\n"
+    "What is the answer?"
+)
+
+
 async def test_a_sub_agents_frame_sits_between_agent_and_agent_end_after_its_call(tmp_path: Path) -> None:
     folder = tmp_path / "workspace" / "agents" / "researcher"
     folder.mkdir(parents=True)
@@ -258,7 +265,7 @@ async def test_a_sub_agents_frame_sits_between_agent_and_agent_end_after_its_cal
         task = {"agent": "researcher", "task": "What is the answer?"}
         rig.llm.script(ToolCalls([("execute_task", task)]), Text("It is 42."), Text("The answer is 42."))
         rig.say("ask the researcher")
-        await rig.wait_turns()
+        await rig.wait_turns(2)  # the researcher's, in a session of its own (issue 29), and main's
         detail = (await web.client.get("/api/sessions/1")).json()
         shape = [
             (m["kind"], m.get("agent_id") or m.get("name") or m.get("content")) for m in detail["messages"]
@@ -268,12 +275,14 @@ async def test_a_sub_agents_frame_sits_between_agent_and_agent_end_after_its_cal
             ("thinking", ""),
             ("tool", "execute_task"),
             ("agent", "researcher"),
-            ("user", "What is the answer?"),
+            ("user", TASK_MAIL),
             ("assistant", "It is 42."),
             ("agent_end", "researcher"),
             ("assistant", "The answer is 42."),
         ]
         assert [m["depth"] for m in detail["messages"] if m["kind"].startswith("agent")] == [1, 1]
+        agents = [m for m in detail["messages"] if m["kind"].startswith("agent")]
+        assert [m["session_id"] for m in agents] == [2, 2]  # the session the researcher worked in
 
 
 async def test_metrics_over_http_count_the_turn_just_answered(tmp_path: Path) -> None:
@@ -303,7 +312,7 @@ async def test_a_sub_agents_session_is_listed_under_subagent_and_telegram_is_cha
         task = {"agent": "researcher", "task": "What is the answer?"}
         rig.llm.script(ToolCalls([("execute_task", task)]), Text("It is 42."), Text("The answer is 42."))
         rig.say("ask the researcher")
-        await rig.wait_turns()
+        await rig.wait_turns(2)  # the researcher's, in a session of its own (issue 29), and main's
         rig.say("/new")
         await rig.wait_text("Fresh conversation")
 
@@ -312,11 +321,12 @@ async def test_a_sub_agents_session_is_listed_under_subagent_and_telegram_is_cha
             assert found.status_code == 200, source
             return [item["id"] for item in found.json()["items"]]
 
-        assert await listed("subagent") == [1]
-        assert await listed("telegram") == await listed("chat") == [2, 1]
+        # the chat's root agent ran its sub-agent as a session of its own (issue 29): session 2
+        assert await listed("subagent") == [2]
+        assert await listed("telegram") == await listed("chat") == [3, 1]
         page = await web.client.get("/", params={"source": "subagent"})
-        assert page.status_code == 200 and 'href="/sessions/1"' in page.text
-        assert 'href="/sessions/2"' not in page.text
+        assert page.status_code == 200 and 'href="/sessions/2"' in page.text
+        assert 'href="/sessions/3"' not in page.text  # (1 is there: the researcher's parent)
 
 
 MCP_TOKEN = "ghp-mcp-env-secret-0123"

@@ -68,6 +68,7 @@ class CommandName(enum.StrEnum):
     RESUME = "resume"
     APPROVALS = "approvals"
     CRON = "cron"
+    ROLLBACK = "rollback"
     HELP = "help"
     EXIT = "exit"
 

@@ -34,6 +34,8 @@ Design choices where the issue is silent:
   ``/new`` too, so their prompts do not hang); beside the bot, a private chat's helpers, which
   carry the same chat id, are the bot's. The answer is kept per session id, the last
   :data:`HELPERS_KEPT`.
+* ``/rollback`` is a dialog of its own (:mod:`bot.terminal.rollback`): while it asks, the next
+  line answers it (after a pending approval, which a running turn would ask first).
 * An approval restored from the history (the start-up's pending list) does not offer
   ``always``: whether a rule can express the call is known only from the request's event.
 """
@@ -66,6 +68,7 @@ from agentgram.bot.terminal.answers import (
     parse_approval,
     parse_command,
 )
+from agentgram.bot.terminal.rollback import RollbackDialog
 from agentgram.runtime.app import SessionRef, SessionSource, is_headless
 from agentgram.runtime.door.protocols import Door
 from agentgram.runtime.door.values import SpawnedSession
@@ -161,6 +164,7 @@ class TerminalChat:
         self._last_interrupt = 0.0
         self._unsubscribe: Callable[[], None] | None = None
         self._helpers: dict[int, SpawnedSession | None] = {}
+        self.rollback = RollbackDialog(runtime, translator, self.print)
 
     # --- intake (synchronous: the runtime's bus must never wait) ---------------------
 
@@ -252,6 +256,8 @@ class TerminalChat:
         live = [("ansibrightblack", line + "\n") for line in self._live_lines()]
         if self.screen.approvals:
             marker = ("bold ansiyellow", self.t.t(None, "terminal-approval-prompt") + " ")
+        elif self.rollback.asked is not None:
+            marker = ("bold ansiyellow", self.t.t(None, "terminal-rollback-prompt") + " ")
         elif self.screen.question is not None:
             marker = ("bold ansicyan", self.t.t(None, "terminal-question-prompt") + " ")
         else:
@@ -286,6 +292,8 @@ class TerminalChat:
         asked = self.screen.question
         if self.screen.approvals:
             await self._decide(line)
+        elif self.rollback.asked is not None:
+            await self.rollback.answer(await self.session(), line)
         elif asked is not None and (asked.options or asked.to.source == SessionSource.AGENT):
             await self._answer(line, asked)
         else:
@@ -370,6 +378,8 @@ class TerminalChat:
                 await self._list_approvals(session)
             case CommandName.CRON:
                 await self._cron(command.args)
+            case CommandName.ROLLBACK:
+                await self.rollback.command(session, command.args)
             case CommandName.HELP:
                 self.print(view.worded(self.t, "terminal-help"))
             case CommandName.EXIT:
@@ -509,12 +519,12 @@ class TerminalChat:
         label = view.helper_label(self.t, helper.name, helper.ref.id)
         match event:
             case RoundEnded():
-                if event.text.strip():
+                if event.text.strip() and not helper.answers_call:  # a task's answer is its call's
                     self.print(Group(label, view.answer(event.text)))
                 if event.row_id is not None:
                     await self.runtime.chat.answer_shown(event.row_id)
             case TurnFinished():
-                ending = self._ending(event)
+                ending = None if helper.answers_call else self._ending(event)
                 if ending is not None:
                     self.print(label.append(" ").append_text(ending))
             case ApprovalRequested() | QuestionAsked():

@@ -26,6 +26,7 @@ help-text =
     /cron — scheduled tasks
     /model — choose the model
     /sessions — the sessions open in this chat, and those I started
+    /rollback — undo the file changes of a recent turn
     /cost — tokens and cost of this conversation
     /todos — my todo list for this conversation
     /jobs — commands running in the background

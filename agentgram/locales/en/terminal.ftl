@@ -6,6 +6,7 @@ terminal-help =
     /stop — stop what I'm doing (or press Ctrl-C)
     /pause — pause at my next step; /resume — go on
     /approvals — what waits for your approval
+    /rollback — undo the file changes of a recent turn; /rollback &lt;turn&gt; — that one
     /cron — your scheduled tasks; /cron kill &lt;id&gt; — stop a running one
     /exit — leave (or Ctrl-D, or Ctrl-C twice)
 terminal-unknown-command = I don't know that command.
@@ -34,3 +35,8 @@ terminal-cron-result = ⏰ <b>{ $title }</b>
 terminal-file = 📎 <code>{ $path }</code> { $caption }
 terminal-call-detached = ⏳ <code>{ $tool }</code> { $summary } runs on in the background.
 terminal-call-finished = <code>{ $tool }</code> { $summary }: { $status }
+terminal-rollback-choose = Type <b>/rollback &lt;turn&gt;</b> to see what undoing a turn would undo.
+terminal-rollback-usage = Type <b>/rollback</b> for the turns that changed files, <b>/rollback &lt;turn&gt;</b> for one of them.
+terminal-rollback-answer = Answer <b>y</b> to undo, <b>n</b> to keep the files as they are.
+terminal-rollback-prompt = undo? ›
+terminal-rollback-diff-cut = … { $count } more lines of the diff not shown.

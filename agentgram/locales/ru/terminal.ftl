@@ -6,6 +6,7 @@ terminal-help =
     /stop — остановить то, что я делаю (или Ctrl-C)
     /pause — пауза на следующем шаге; /resume — продолжить
     /approvals — что ждёт вашего одобрения
+    /rollback — отменить изменения файлов недавнего хода; /rollback &lt;ход&gt; — этого
     /cron — ваши задачи по расписанию; /cron kill &lt;id&gt; — остановить запущенную
     /exit — выйти (или Ctrl-D, или дважды Ctrl-C)
 terminal-unknown-command = Я не знаю такой команды.
@@ -34,3 +35,8 @@ terminal-cron-result = ⏰ <b>{ $title }</b>
 terminal-file = 📎 <code>{ $path }</code> { $caption }
 terminal-call-detached = ⏳ <code>{ $tool }</code> { $summary } продолжает работать в фоне.
 terminal-call-finished = <code>{ $tool }</code> { $summary }: { $status }
+terminal-rollback-choose = Введите <b>/rollback &lt;ход&gt;</b>, чтобы увидеть, что отменит откат хода.
+terminal-rollback-usage = Введите <b>/rollback</b> — ходы, менявшие файлы; <b>/rollback &lt;ход&gt;</b> — один из них.
+terminal-rollback-answer = Ответьте <b>y</b>, чтобы отменить, <b>n</b>, чтобы оставить файлы как есть.
+terminal-rollback-prompt = отменить? ›
+terminal-rollback-diff-cut = … ещё { $count } строк диффа не показаны.

@@ -191,10 +191,19 @@ class Peers:
         return self.agents.get(session.agent_id) or self.agents.main
 
     async def spawn(
-        self, caller_id: int, agent: str, task: str, name: str | None = None, *, call_id: int | None = None
+        self,
+        caller_id: int,
+        agent: str,
+        task: str,
+        name: str | None = None,
+        *,
+        call_id: int | None = None,
+        answers_call: bool = False,
     ) -> ChatSession:
         """A new session of ``agent``, the caller's child, working on ``task`` (its first mail);
-        ``call_id``: the stored tool call spawning it (module docstring, "Once only")."""
+        ``call_id``: the stored tool call spawning it (module docstring, "Once only");
+        ``answers_call``: its answer is that call's result (``execute_task``,
+        :mod:`runtime.core.task_sessions`), not a message to the chat."""
         spec = self.agents.get(agent)
         if spec is None:
             raise Refused(f"there is no agent {agent!r} (agents: {', '.join(self.agents.names())})")
@@ -217,12 +226,22 @@ class Peers:
                 parent_session_id=caller.id,
                 root_session_id=root_of(caller),
                 name=name.strip() if name and name.strip() else None,
+                parent_call_id=call_id if answers_call else None,
             )
         )
         assert child.id is not None
         first = (
-            f"You are session {child.id}, started by session {caller_id} (your parent: write to it "
-            f'with send_message to "parent"; it reads your replies as mail). Your task:\n{task}'
+            (
+                f"You are session {child.id}, working on a task for session {caller_id} (your "
+                "parent): your final answer is its result. It may write to you while you work. "
+                f"Your task:\n{task}"
+            )
+            if answers_call
+            else (
+                f"You are session {child.id}, started by session {caller_id} (your parent: write "
+                f'to it with send_message to "parent"; it reads your replies as mail). Your '
+                f"task:\n{task}"
+            )
         )
         await self._post(caller, child, first, envelope_id=envelope_id, hops=hops, task=True)
         return child

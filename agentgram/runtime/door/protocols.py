@@ -2,8 +2,8 @@
 
 Decisions (issue 24, "one door, in parts"):
 
-* :class:`Door` is the whole of it: five typed parts (``chat``, ``approvals``, ``calls``,
-  ``jobs``, ``sessions``, each a small Protocol here) plus the lifecycle and the few ports that
+* :class:`Door` is the whole of it: six typed parts (``chat``, ``approvals``, ``calls``,
+  ``jobs``, ``sessions``, ``rollback``, each a small Protocol here) plus the lifecycle and the few ports that
   stay on :class:`~runtime.app.Runtime` itself (start, close, subscribe, restart and close hooks,
   the file source, the key-value store and the dead letters (an input source's two ports), the zone, the web view's debug reads, the tool-round limit).
 * Adapters annotate with these Protocols, never with ``Runtime``; ``Runtime`` satisfies
@@ -24,6 +24,7 @@ from typing import Literal, Protocol
 
 from agentgram.runtime.capabilities.agents.skills import Skill
 from agentgram.runtime.capabilities.attachments.inbox import FileSource
+from agentgram.runtime.capabilities.checkpoints import ChangedTurn, RollbackOutcome, RollbackPreview
 from agentgram.runtime.capabilities.mcp.catalog import McpServerStatus
 from agentgram.runtime.core.approvals.manager import DecidedBy
 from agentgram.runtime.core.approvals.rules import Rule
@@ -211,6 +212,14 @@ class SessionsDoor(Protocol):
     async def spawned_under(self, root_session_id: int) -> list[PeerInfo]: ...
 
 
+class RollbackDoor(Protocol):
+    """A session's turns that changed files, and undoing them (``rt.rollback``, ``/rollback``)."""
+
+    async def changed_turns(self, session: SessionRef) -> list[ChangedTurn]: ...
+    async def rollback_preview(self, session: SessionRef, turn_id: int) -> RollbackPreview | None: ...
+    async def roll_back(self, session: SessionRef, turn_id: int, *, confirm: str = "") -> RollbackOutcome: ...
+
+
 class ClusterDoor(Protocol):
     """This instance's part in a cluster (``cluster.enabled``): what a webhook adapter needs to
     share the chats with the other instances (:mod:`runtime.infra.ownership`)."""
@@ -241,7 +250,7 @@ class ClusterDoor(Protocol):
 
 
 class Door(Protocol):
-    """The whole of what an adapter may use of the runtime: its five parts, its lifecycle and
+    """The whole of what an adapter may use of the runtime: its six parts, its lifecycle and
     its ports (see the module docstring)."""
 
     @property
@@ -254,6 +263,8 @@ class Door(Protocol):
     def jobs(self) -> JobsDoor: ...
     @property
     def sessions(self) -> SessionsDoor: ...
+    @property
+    def rollback(self) -> RollbackDoor: ...
 
     @property
     def values(self) -> KeyValueStore:

@@ -106,6 +106,7 @@ class Sessions:
             agent=row.agent_id,
             root_id=row.root_session_id or 0,
             finished=row.closed_at is not None,
+            answers_call=row.parent_call_id is not None,
         )
 
     async def spawned_under(self, root_session_id: int) -> list[PeerInfo]:

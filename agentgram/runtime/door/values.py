@@ -179,3 +179,6 @@ class SpawnedSession:
     agent: str
     root_id: int
     finished: bool
+    answers_call: bool = False
+    """It works on a sub-agent's task (``execute_task``): its answer is that call's result, shown
+    as the sub-agent's end, not as a message of its own."""

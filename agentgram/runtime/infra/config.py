@@ -565,6 +565,16 @@ class ToolsSettings(Section):
     """The cap on ``wait`` and ``get_tool_call_status``'s timeouts."""
     wrappers: list[WrapperSettings] = Field(default_factory=list)
     """Decorators around tool execution; every matching entry applies, in file order, first outermost."""
+    checkpoint_commands: bool = False
+    """``true``: a command's effect on the workdir is checkpointed too (``/rollback``), not only
+    ``write_file`` and ``edit_file``; costs a scan of the workdir before and after each command."""
+    checkpoint_max_mb: float = Field(default=10.0, gt=0)
+    """Files larger than this are not checkpointed (listed as skipped instead)."""
+    checkpoint_keep_days: float = Field(default=7.0, gt=0)
+    """Checkpoints of turns older than this are pruned (they can no longer be rolled back)."""
+    checkpoint_dir: UserPath | None = None
+    """Where checkpoints are kept (outside the workdir); ``None``: ``checkpoints/`` beside the
+    SQLite database, or ``.<workdir name>.checkpoints`` beside the workdir for another database."""
 
     def attach_for(self, tool: str) -> float:
         return self.attach_overrides.get(tool, self.attach_seconds)

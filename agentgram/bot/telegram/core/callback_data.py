@@ -11,6 +11,8 @@ import enum
 import re
 from dataclasses import dataclass
 
+from agentgram.bot.telegram.core.port import KeyButton
+
 MAX_BYTES = 64
 _PREFIX = "ag1"
 _ARG = re.compile(r"[A-Za-z0-9_\-]{1,40}")
@@ -40,6 +42,9 @@ class ButtonAction(enum.StrEnum):
     SPAWNED_OPEN = "spo"  # arg: a spawned session's id (its /sessions card): its last answer again
     SPAWNED_STOP = "sps"  # arg: a spawned session's id: stop what it does
     SPAWNED_CLOSE = "spc"  # arg: a spawned session's id: stop it and end it
+    ROLLBACK_PICK = "rbp"  # arg: a turn id /rollback lists: what undoing it would undo
+    ROLLBACK_UNDO = "rbu"  # arg: "<turn id>" or "<turn id>_<token>" (files changed since, confirmed)
+    ROLLBACK_CANCEL = "rbx"  # arg: the turn id
 
 
 @dataclass(slots=True, frozen=True)
@@ -55,6 +60,11 @@ def encode(button: Button) -> str:
     if len(data.encode()) > MAX_BYTES:
         raise ValueError("button data over 64 bytes")
     return data
+
+
+def key_button(label: str, action: ButtonAction, arg: str) -> KeyButton:
+    """An inline button labelled ``label`` whose press is ``action`` on ``arg``."""
+    return KeyButton(label, callback_data=encode(Button(action, arg)))
 
 
 def decode(data: object) -> Button | None:

@@ -221,6 +221,14 @@ class Update:
         return self.other_chat
 
     @property
+    def chat_id(self) -> int:
+        """The id of :attr:`effective_chat`, for a handler that only runs where there is one (a
+        command, a button press)."""
+        chat = self.effective_chat
+        assert chat is not None
+        return chat.id
+
+    @property
     def effective_user(self) -> User | None:
         if self.callback_query is not None:
             return self.callback_query.from_user

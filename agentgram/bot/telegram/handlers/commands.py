@@ -18,7 +18,7 @@ from agentgram.runtime.infra.i18n import Translator
 
 MENU = (
     *("new", "stop", "pause", "resume", "approvals", "trust", "tic", "cron", "todos", "jobs", "model"),
-    *("sessions", "cost", "search", "context", "compact", "skills", "mcp", "help"),
+    *("sessions", "rollback", "cost", "search", "context", "compact", "skills", "mcp", "help"),
 )
 """The commands in the menu, in order; each one's description is ``menu-<name>`` in the locales."""
 

@@ -29,14 +29,8 @@ SEARCH_HITS = 8
 BUTTONS_PER_ROW = 4
 
 
-def _chat_id(update: Update) -> int:
-    chat = update.effective_chat
-    assert chat is not None
-    return chat.id
-
-
 async def _say(update: Update, ctx: BotContext, html: str, markup: Keyboard | None = None) -> None:
-    await send_html(update.get_bot(), _chat_id(update), html, reply_markup=markup)
+    await send_html(update.get_bot(), update.chat_id, html, reply_markup=markup)
 
 
 def _when(update: Update, ctx: BotContext, moment: datetime) -> str:
@@ -101,7 +95,7 @@ async def search(update: Update, context: HandlerContext) -> None:
     if not words:
         await _say(update, ctx, ctx.text(update, "search-usage"))
         return
-    hits = await ctx.runtime.chat.search_history(_chat_id(update), words, SEARCH_HITS)
+    hits = await ctx.runtime.chat.search_history(update.chat_id, words, SEARCH_HITS)
     if not hits:
         await _say(update, ctx, ctx.text(update, "search-none", words=escape(words)))
         return
@@ -130,7 +124,7 @@ def _open_buttons(hits: list[SearchHit]) -> Keyboard:
 
 async def open_exchange(update: Update, ctx: BotContext, button: Button) -> None:
     exchange = (
-        await ctx.runtime.chat.exchange(_chat_id(update), int(button.arg)) if button.arg.isdigit() else None
+        await ctx.runtime.chat.exchange(update.chat_id, int(button.arg)) if button.arg.isdigit() else None
     )
     if exchange is None:
         await buttons.answer(update, ctx.text(update, "search-gone"))

@@ -22,12 +22,6 @@ from agentgram.runtime.app import SessionRef
 from agentgram.runtime.infra.llm.models import ModelCost, ModelInfo, Price, SessionCost
 
 
-def _chat_id(update: Update) -> int:
-    chat = update.effective_chat
-    assert chat is not None
-    return chat.id
-
-
 def _money(value: float) -> str:
     """Cents for whole amounts; below one, enough digits that a few requests do not read as zero."""
     if value >= 1:
@@ -87,7 +81,7 @@ async def model(update: Update, context: HandlerContext) -> None:
         await _switch_by_name(update, ctx, session, args[0])
         return
     html, keyboard = _model_list(update, ctx, await ctx.runtime.sessions.session_model(session))
-    await send_html(update.get_bot(), _chat_id(update), html, reply_markup=keyboard)
+    await send_html(update.get_bot(), update.chat_id, html, reply_markup=keyboard)
 
 
 async def _switch_by_name(update: Update, ctx: BotContext, session: SessionRef, name: str) -> None:
@@ -96,7 +90,7 @@ async def _switch_by_name(update: Update, ctx: BotContext, session: SessionRef, 
         html = ctx.text(update, "models-unknown", name=escape(name))
     else:
         html = ctx.text(update, "models-switched", name=escape(chosen.name), model=escape(chosen.model))
-    await send_html(update.get_bot(), _chat_id(update), html)
+    await send_html(update.get_bot(), update.chat_id, html)
 
 
 async def _picked(update: Update, ctx: BotContext, button: Button) -> None:
@@ -111,7 +105,7 @@ async def _picked(update: Update, ctx: BotContext, button: Button) -> None:
     query = buttons.callback_query(update)
     if query.message is not None:
         await edit_html(
-            update.get_bot(), _chat_id(update), query.message.message_id, html, reply_markup=keyboard
+            update.get_bot(), update.chat_id, query.message.message_id, html, reply_markup=keyboard
         )
 
 
@@ -152,7 +146,7 @@ def _cost_text(update: Update, ctx: BotContext, cost: SessionCost) -> str:
 async def cost(update: Update, context: HandlerContext) -> None:
     ctx = bot_context(context)
     usage = await ctx.runtime.sessions.session_cost(await ctx.session(update))
-    await send_html(update.get_bot(), _chat_id(update), _cost_text(update, ctx, usage))
+    await send_html(update.get_bot(), update.chat_id, _cost_text(update, ctx, usage))
 
 
 router = Router(

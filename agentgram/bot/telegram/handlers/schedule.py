@@ -25,10 +25,10 @@ import re
 from datetime import datetime, tzinfo
 
 from agentgram.bot.shown import JobState, job_state
-from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, encode
+from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, key_button
 from agentgram.bot.telegram.core.context import BotContext, bot_context, topic_of
 from agentgram.bot.telegram.core.incoming import Update
-from agentgram.bot.telegram.core.port import Keyboard, KeyButton
+from agentgram.bot.telegram.core.port import Keyboard
 from agentgram.bot.telegram.core.router import Command, HandlerContext, Router
 from agentgram.bot.telegram.core.sender import edit_html, send_html
 from agentgram.bot.telegram.handlers import buttons
@@ -46,14 +46,8 @@ TOAST_TITLE = 60
 """Characters of a job's title a toast quotes (a toast holds 200)."""
 
 
-def _chat_id(update: Update) -> int:
-    chat = update.effective_chat
-    assert chat is not None
-    return chat.id
-
-
 async def _say(update: Update, ctx: BotContext, key: str, **params: str | int) -> None:
-    await send_html(update.get_bot(), _chat_id(update), ctx.text(update, key, **params))
+    await send_html(update.get_bot(), update.chat_id, ctx.text(update, key, **params))
 
 
 def _when(update: Update, ctx: BotContext, moment: datetime | None, tz: tzinfo) -> str:
@@ -159,7 +153,7 @@ async def _add(update: Update, ctx: BotContext, text: str) -> None:
     try:
         schedule, prompt = split_schedule(text, ctx.runtime.timezone, service.now())
         spec = JobSpec(
-            title="", schedule=schedule, prompt=prompt, chat_id=_chat_id(update), thread_id=topic_of(update)
+            title="", schedule=schedule, prompt=prompt, chat_id=update.chat_id, thread_id=topic_of(update)
         )
         job = await service.add_job(spec)
     except ScheduleError as exc:
@@ -181,8 +175,8 @@ async def _add(update: Update, ctx: BotContext, text: str) -> None:
 async def _kill(update: Update, ctx: BotContext, job_id: int) -> None:
     service = ctx.runtime.jobs
     try:
-        job = await service.job(job_id, chat_id=_chat_id(update))
-        killed = await service.kill_job(job_id, chat_id=_chat_id(update))
+        job = await service.job(job_id, chat_id=update.chat_id)
+        killed = await service.kill_job(job_id, chat_id=update.chat_id)
     except JobNotFound:
         await _say(update, ctx, "cron-not-found")
         return
@@ -191,14 +185,14 @@ async def _kill(update: Update, ctx: BotContext, job_id: int) -> None:
 
 
 async def _list(update: Update, ctx: BotContext) -> None:
-    jobs = await ctx.runtime.jobs.list_jobs(_chat_id(update))
+    jobs = await ctx.runtime.jobs.list_jobs(update.chat_id)
     if not jobs:
         await _say(update, ctx, "cron-none")
         return
     await _say(update, ctx, "cron-list-header")
     for job in jobs:
         html, keyboard = _card(update, ctx, job)
-        await send_html(update.get_bot(), _chat_id(update), html, reply_markup=keyboard)
+        await send_html(update.get_bot(), update.chat_id, html, reply_markup=keyboard)
 
 
 # --- a job's card ----------------------------------------------------------------------
@@ -223,17 +217,13 @@ def _card(update: Update, ctx: BotContext, job: Job) -> tuple[str, Keyboard]:
         when=when,
     )
     arg = str(job.id)
-    row = [_button(ctx.text(update, "btn-run-now"), ButtonAction.CRON_RUN, arg)]
+    row = [key_button(ctx.text(update, "btn-run-now"), ButtonAction.CRON_RUN, arg)]
     if state is not JobState.DONE:
         pause = job.enabled
         action = ButtonAction.CRON_PAUSE if pause else ButtonAction.CRON_RESUME
-        row.append(_button(ctx.text(update, "btn-pause" if pause else "btn-resume"), action, arg))
-    row.append(_button(ctx.text(update, "btn-delete"), ButtonAction.CRON_DELETE, arg))
+        row.append(key_button(ctx.text(update, "btn-pause" if pause else "btn-resume"), action, arg))
+    row.append(key_button(ctx.text(update, "btn-delete"), ButtonAction.CRON_DELETE, arg))
     return html, Keyboard([row])
-
-
-def _button(label: str, action: ButtonAction, arg: str) -> KeyButton:
-    return KeyButton(label, callback_data=encode(Button(action, arg)))
 
 
 # --- the buttons -----------------------------------------------------------------------
@@ -250,7 +240,7 @@ async def _pressed_job(update: Update, ctx: BotContext, button: Button) -> Job |
     try:
         if not button.arg.isdigit():
             raise JobNotFound(-1)  # not a job id the codec would make: answered like a deleted job
-        return await ctx.runtime.jobs.job(int(button.arg), chat_id=_chat_id(update))
+        return await ctx.runtime.jobs.job(int(button.arg), chat_id=update.chat_id)
     except JobNotFound:
         await _gone(update, ctx)
         return None
@@ -267,7 +257,7 @@ async def _edit_card(update: Update, html: str, keyboard: Keyboard | None) -> No
     query = buttons.callback_query(update)
     if query.message is not None:
         await edit_html(
-            update.get_bot(), _chat_id(update), query.message.message_id, html, reply_markup=keyboard
+            update.get_bot(), update.chat_id, query.message.message_id, html, reply_markup=keyboard
         )
 
 
@@ -281,7 +271,7 @@ async def _run_now(update: Update, ctx: BotContext, button: Button) -> None:
     if job is None:
         return
     try:
-        started = await ctx.runtime.jobs.run_now(job.id, chat_id=_chat_id(update))
+        started = await ctx.runtime.jobs.run_now(job.id, chat_id=update.chat_id)
     except JobNotFound:  # deleted in between
         await _gone(update, ctx)
         return
@@ -296,7 +286,7 @@ async def _toggle(update: Update, ctx: BotContext, button: Button) -> None:
     enable = button.action == ButtonAction.CRON_RESUME
     key = "cron-resumed" if enable else "cron-paused"
     try:
-        job = await ctx.runtime.jobs.set_enabled(job.id, enable, chat_id=_chat_id(update))
+        job = await ctx.runtime.jobs.set_enabled(job.id, enable, chat_id=update.chat_id)
     except JobNotFound:  # deleted in between
         await _gone(update, ctx)
         return
@@ -315,8 +305,8 @@ async def _delete(update: Update, ctx: BotContext, button: Button) -> None:
     keyboard = Keyboard(
         [
             [
-                _button(ctx.text(update, "btn-confirm"), ButtonAction.CRON_DELETE_CONFIRM, button.arg),
-                _button(ctx.text(update, "btn-cancel"), ButtonAction.CRON_DELETE_CANCEL, button.arg),
+                key_button(ctx.text(update, "btn-confirm"), ButtonAction.CRON_DELETE_CONFIRM, button.arg),
+                key_button(ctx.text(update, "btn-cancel"), ButtonAction.CRON_DELETE_CANCEL, button.arg),
             ]
         ]
     )
@@ -329,7 +319,7 @@ async def _delete_confirm(update: Update, ctx: BotContext, button: Button) -> No
     if job is None:
         return
     try:
-        await ctx.runtime.jobs.delete_job(job.id, chat_id=_chat_id(update))
+        await ctx.runtime.jobs.delete_job(job.id, chat_id=update.chat_id)
     except JobNotFound:  # deleted in between: the card goes all the same
         pass
     await buttons.answer(update, ctx.text(update, "cron-deleted", title=_toast_title(job)))

@@ -20,10 +20,10 @@ press at all.
 
 from __future__ import annotations
 
-from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, encode
+from agentgram.bot.telegram.core.callback_data import Button, ButtonAction, key_button
 from agentgram.bot.telegram.core.context import BotContext, bot_context, envelope_id, topic_of
 from agentgram.bot.telegram.core.incoming import Update
-from agentgram.bot.telegram.core.port import Keyboard, KeyButton
+from agentgram.bot.telegram.core.port import Keyboard
 from agentgram.bot.telegram.core.router import Command, HandlerContext, Router
 from agentgram.bot.telegram.core.sender import edit_html, send_html
 from agentgram.bot.telegram.handlers import buttons
@@ -78,7 +78,7 @@ async def _spawned_cards(update: Update, ctx: BotContext, root_id: int) -> None:
     spawned = (await ctx.runtime.sessions.spawned_under(root_id))[-CARDS:]
     if not spawned:
         return
-    bot, chat_id = update.get_bot(), _chat_id(update)
+    bot, chat_id = update.get_bot(), update.chat_id
     await send_html(bot, chat_id, ctx.text(update, "spawned-title"))
     for info in spawned:
         html, keyboard = _card(update, ctx, info)
@@ -95,27 +95,17 @@ def _card(update: Update, ctx: BotContext, info: PeerInfo) -> tuple[str, Keyboar
         when = local_time(ctx.translator, ctx.lang(update), info.last_active, ctx.runtime.timezone)
         html = ctx.text(update, "spawned-card-last", status=status, when=when, **named)
     arg = str(info.id)
-    row = [_button(ctx.text(update, "btn-spawned-open"), ButtonAction.SPAWNED_OPEN, arg)]
+    row = [key_button(ctx.text(update, "btn-spawned-open"), ButtonAction.SPAWNED_OPEN, arg)]
     if info.status is not PeerStatus.FINISHED:
-        row.append(_button(ctx.text(update, "btn-spawned-stop"), ButtonAction.SPAWNED_STOP, arg))
-        row.append(_button(ctx.text(update, "btn-spawned-close"), ButtonAction.SPAWNED_CLOSE, arg))
+        row.append(key_button(ctx.text(update, "btn-spawned-stop"), ButtonAction.SPAWNED_STOP, arg))
+        row.append(key_button(ctx.text(update, "btn-spawned-close"), ButtonAction.SPAWNED_CLOSE, arg))
     return html, Keyboard([row])
-
-
-def _button(label: str, action: ButtonAction, arg: str) -> KeyButton:
-    return KeyButton(label, callback_data=encode(Button(action, arg)))
-
-
-def _chat_id(update: Update) -> int:
-    chat = update.effective_chat
-    assert chat is not None
-    return chat.id
 
 
 async def _pressed(update: Update, ctx: BotContext, button: Button) -> SpawnedSession | None:
     """The card's session, if it was spawned in this chat; else the press is answered so."""
     session_id = int(button.arg) if button.arg.isdigit() else None
-    found = None if session_id is None else await ctx.runtime.sessions.spawned(session_id, _chat_id(update))
+    found = None if session_id is None else await ctx.runtime.sessions.spawned(session_id, update.chat_id)
     if found is None:
         await buttons.answer(update, ctx.text(update, "spawned-gone"))
     return found
@@ -129,7 +119,7 @@ async def _open(update: Update, ctx: BotContext, button: Button) -> None:
     await buttons.answer(update)
     answer = await ctx.runtime.chat.last_answer(found.ref)
     values, t, lang = ctx.runtime.values, ctx.translator, ctx.lang(update)
-    await spawned_view.send_answer(update.get_bot(), values, t, lang, found, _chat_id(update), answer)
+    await spawned_view.send_answer(update.get_bot(), values, t, lang, found, update.chat_id, answer)
 
 
 async def _stop(update: Update, ctx: BotContext, button: Button) -> None:
@@ -159,7 +149,7 @@ async def _close(update: Update, ctx: BotContext, button: Button) -> None:
     if info is not None and query.message is not None:
         html, keyboard = _card(update, ctx, info)
         await edit_html(
-            update.get_bot(), _chat_id(update), query.message.message_id, html, reply_markup=keyboard
+            update.get_bot(), update.chat_id, query.message.message_id, html, reply_markup=keyboard
         )
 
 

@@ -380,7 +380,7 @@ class Delivery:
             if not box.terminals:  # nobody's: its prompts expire rather than hang
                 await self._drop(box, event)
         elif isinstance(event, RoundEnded):
-            if event.text.strip():
+            if event.text.strip() and not box.spawned.answers_call:  # a task's answer is its call's
                 values, lang = self.runtime.values, box.language
                 sent = await spawned_view.send_answer(
                     box.bot, values, self.t, lang, box.spawned, box.chat_id, event.text
@@ -458,6 +458,8 @@ class Delivery:
         box.stream.end()
         box.turn_session = None
         text = self._turn_ending(box, event)
+        if box.spawned is not None and box.spawned.answers_call:
+            text = None  # a sub-agent's task: its parent's call tells how it ended
         if text is not None:
             if box.spawned is not None:  # a spawned session's failure: under its name
                 text = spawned_view.signed(self.t, box.language, box.spawned, text)

@@ -9,7 +9,7 @@ failed result too (the turn never crashes on a tool). Cancellation arrives as
 What a tool may use beyond its arguments is its :class:`ToolContext`; each service
 there is a Protocol defined here, and a service that is off (outside a turn, or
 not configured) is its null object next to it (:data:`NO_SUB_AGENTS`,
-:data:`NO_PROCESSES`, :data:`NO_CALL_CONTROL`), never ``None``: a tool has no
+:data:`NO_PROCESSES`, :data:`NO_CALL_CONTROL`, :data:`NO_CHECKPOINTS`), never ``None``: a tool has no
 "is it on?" branch.
 """
 
@@ -20,6 +20,7 @@ import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -146,10 +147,37 @@ NO_CALL_CONTROL: CallControl = _NoCallControl()
 """Outside a turn, or calls not tracked (``runtime.turn.deps.UNTRACKED``): the call tools fail clearly."""
 
 
+class FileCheckpoints(Protocol):
+    """Where a turn's changes to the workdir are checkpointed (``runtime.capabilities.checkpoints``):
+    a tool that writes a file wraps the write in :meth:`change`, one that runs a command wraps it
+    in :meth:`command`."""
+
+    def change(self, path: Path) -> AbstractAsyncContextManager[None]: ...
+
+    def command(self, command: str) -> AbstractAsyncContextManager[None]: ...
+
+
+class _NoCheckpoints:
+    def change(self, path: Path) -> AbstractAsyncContextManager[None]:
+        return nullcontext()
+
+    def command(self, command: str) -> AbstractAsyncContextManager[None]:
+        return nullcontext()
+
+
+NO_CHECKPOINTS: FileCheckpoints = _NoCheckpoints()
+"""Outside a turn: nothing is checkpointed."""
+
+
 class Progress(Protocol):
     """Where a tracked call tells how far it got: ``watch`` hands over a reader of its output so far."""
 
     def watch(self, output: Callable[[], str]) -> None: ...
+
+    def names_session(self, session_id: int) -> None:
+        """The session doing this call's work (a sub-agent's task, ``runtime.core.task_sessions``):
+        the detached placeholder and the call's status name it."""
+        ...
 
 
 @dataclass(slots=True, frozen=True)
@@ -213,6 +241,7 @@ class ToolContext:
     tool_call_id: int | None = None  # the stored call being run (a question is bound to it)
     calls: CallControl = NO_CALL_CONTROL  # the session's tracked calls (wait, get_tool_call_status, …)
     progress: Progress | None = None  # set while a tracked call runs: where its output can be read
+    checkpoints: FileCheckpoints = NO_CHECKPOINTS  # the turn's file checkpoints (/rollback)
 
     def resolve(self, path: str) -> Path:
         """Resolve ``path`` against the workdir (absolute paths stay as given)."""

@@ -12,6 +12,9 @@ slow disk never stalls the event loop.
 
 :func:`apply_edit` is the one place the edit rule lives: ``edit_file`` and the
 approval preview (:mod:`runtime.tools.preview`) both call it.
+
+``write_file`` and ``edit_file`` write inside ``ctx.checkpoints.change``: the turn's checkpoint
+keeps the file's prior state first (``/rollback``, :mod:`runtime.capabilities.checkpoints`).
 """
 
 from __future__ import annotations
@@ -362,7 +365,9 @@ class WriteFile(_PathTool[WriteFileArgs]):
     Args = WriteFileArgs
 
     async def execute(self, args: WriteFileArgs, ctx: ToolContext) -> str:
-        return await asyncio.to_thread(_write, self.path(args, ctx), args.content)
+        path = self.path(args, ctx)
+        async with ctx.checkpoints.change(path):
+            return await asyncio.to_thread(_write, path, args.content)
 
 
 # --- edit_file -----------------------------------------------------------------
@@ -394,4 +399,6 @@ class EditFile(_PathTool[EditFileArgs]):
     Args = EditFileArgs
 
     async def execute(self, args: EditFileArgs, ctx: ToolContext) -> str:
-        return await asyncio.to_thread(_edit, self.path(args, ctx), args)
+        path = self.path(args, ctx)
+        async with ctx.checkpoints.change(path):
+            return await asyncio.to_thread(_edit, path, args)

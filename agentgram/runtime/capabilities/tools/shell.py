@@ -14,6 +14,10 @@ How a command runs:
   with ``[... N bytes cut ...]`` between), so a runaway command cannot
   exhaust memory.
 
+The command runs inside ``ctx.checkpoints.command``: while it runs a ``/rollback`` is refused, and
+with ``tools.checkpoint_commands`` its effect on the workdir is checkpointed when it ends
+(:mod:`runtime.capabilities.checkpoints`).
+
 The result is the output plus an ``exit code: N`` line; a non-zero exit is a
 normal result the model reads, not a :class:`ToolError`.
 
@@ -345,9 +349,10 @@ class ExecuteCmd(Tool[ExecuteCmdArgs]):
         if not await asyncio.to_thread(cwd.is_dir):
             raise ToolError(f"workdir {cwd} does not exist or is not a directory")
         try:
-            code, output, lingering = await run_command(
-                args.command, cwd, args.timeout_seconds, ctx.processes, ctx.progress
-            )
+            async with ctx.checkpoints.command(args.command):
+                code, output, lingering = await run_command(
+                    args.command, cwd, args.timeout_seconds, ctx.processes, ctx.progress
+                )
         except TimeoutError as exc:
             output = exc.args[0] if exc.args else ""
             raise ToolError(

@@ -32,6 +32,9 @@ Restarts: calls die with the process. On start, :meth:`BackgroundCalls.orphan_al
 marks every run still ``running`` ``orphaned``; a detached one also gets its
 ``tool_call_finished`` mail saying so, so the agent is told (never a silent
 gap). An attached one is re-run by the resumed turn like any interrupted call.
+A detached call whose work outlives the process — a sub-agent's task in a session of its
+own (:mod:`runtime.core.task_sessions`) — is *adopted* instead (``adopt``): this process waits
+for that work's end and mails its result as if it had started it.
 
 ``wait`` and the status tools (:mod:`runtime.tools.calls`) read this registry
 through :class:`~runtime.tools.base.CallControl`; every accept on the mailbox
@@ -57,7 +60,7 @@ from agentgram.runtime.infra.config import ToolsSettings
 from agentgram.runtime.infra.errors import ToolError
 from agentgram.runtime.infra.events import Address, CallDetached, CallFinished, EventBus
 from agentgram.runtime.infra.log import get_logger
-from agentgram.runtime.infra.storage.background_rows import BackgroundStore, RunStatus
+from agentgram.runtime.infra.storage.background_rows import BackgroundCallRow, BackgroundStore, RunStatus
 from agentgram.runtime.infra.storage.db import durable
 from agentgram.runtime.infra.storage.history import HistoryStore
 from agentgram.runtime.infra.storage.models import ToolCallRow, ToolCallStatus, utcnow
@@ -67,6 +70,14 @@ log = get_logger("background")
 
 Performed = tuple[ToolCallStatus, str]
 Work = Callable[["LiveCall"], Awaitable[Performed]]
+Adopt = Callable[[BackgroundCallRow], Awaitable[tuple[Address, Work] | None]]
+"""For a detached run a restart left ``running``: where it reports and the work that waits for its
+end, when its work goes on without the process (else ``None``: it is orphaned)."""
+
+
+async def _adopts_nothing(row: BackgroundCallRow) -> tuple[Address, Work] | None:
+    return None
+
 
 PROGRESS_CHARS = 2000
 """How much of a running call's newest output ``get_tool_call_status`` shows."""
@@ -112,10 +123,14 @@ class LiveCall:
     cancel_reason: str | None = None
     quiet: bool = False  # stopped by /stop: its mail does not wake the session
     output: Callable[[], str] | None = None  # the call's output so far (execute_cmd registers it)
+    worker_session: int | None = None  # the session doing the work (execute_task's child)
 
     def watch(self, output: Callable[[], str]) -> None:
         """:class:`~runtime.tools.base.Progress`: where this call's output so far can be read."""
         self.output = output
+
+    def names_session(self, session_id: int) -> None:
+        self.worker_session = session_id
 
     def progress(self) -> str:
         return self.output()[-PROGRESS_CHARS:] if self.output is not None else ""
@@ -159,7 +174,10 @@ class BackgroundCalls:
         mailbox: SqlMailbox,
         bus: EventBus,
         settings: ToolsSettings,
+        *,
+        adopt: Adopt = _adopts_nothing,
     ) -> None:
+        self._adopt = adopt
         self._store = store
         self._history = history
         self._mailbox = mailbox
@@ -228,7 +246,7 @@ class BackgroundCalls:
             await durable(self._store.finish(run_id, _RUN_STATUS[performed[0]], performed[1]))
             return performed
         live.detached = True  # decided before any await: its end now goes to the mail
-        placeholder = texts.detached_placeholder(call.call_id, attach or 0)
+        placeholder = texts.detached_placeholder(call.call_id, attach or 0, session=live.worker_session)
         await durable(self._store_detached(live, call.id, placeholder))
         self._bus.emit(
             CallDetached(
@@ -341,8 +359,13 @@ class BackgroundCalls:
         """On start: what the previous process left running died with it (see the module docstring).
         In a cluster, when this instance claims a chat: what its previous owner left (``chat_id``)."""
         orphans = await self._store.running(chat_id=chat_id)
+        adopted = 0
         for row in orphans:
             assert row.id is not None
+            if row.detached and (found := await self._adopt(row)) is not None:
+                self._adopted(row, *found)
+                adopted += 1
+                continue
             orphaned = partial(self._store.orphan_in, run_id=row.id, result=texts.ORPHANED)
             if row.detached:
                 envelope = finished_envelope(
@@ -357,9 +380,22 @@ class BackgroundCalls:
                 await self._mailbox.accept_with(envelope, orphaned)
             else:
                 await self._store.write(orphaned)
-        if orphans:
-            log.warning("%d tracked call(s) were cut short by the previous process: orphaned", len(orphans))
-        return len(orphans)
+        if len(orphans) > adopted:
+            log.warning(
+                "%d tracked call(s) were cut short by the previous process: orphaned",
+                len(orphans) - adopted,
+            )
+        return len(orphans) - adopted
+
+    def _adopted(self, row: BackgroundCallRow, address: Address, work: Work) -> None:
+        """A detached run whose work goes on: waited for here, its end mailed as usual."""
+        assert row.id is not None
+        live = LiveCall(row.id, row.session_id, row.call_id, row.name, row.summary, False, address)
+        live.detached = True
+        live.detach_written.set()
+        live.task = self._tasks.spawn(self._execute(live, work), name=f"call-{row.id}", report=False)
+        self._live[row.id] = live
+        log.info("call %s (%s) of session %s adopted after a restart", row.call_id, row.name, row.session_id)
 
     async def close(self) -> None:
         """Shutdown: the calls die with the process (their rows stay ``running`` until the next start)."""
@@ -413,6 +449,8 @@ class BackgroundCalls:
         if row.status is RunStatus.RUNNING:
             report["running_for_seconds"] = round(live.elapsed()) if live is not None else None
             report["detached"] = row.detached
+            if live is not None and live.worker_session is not None:
+                report["session_id"] = live.worker_session
             if live is not None and (progress := live.progress()):
                 report["recent_output"] = progress
             return report

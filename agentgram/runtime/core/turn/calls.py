@@ -85,7 +85,9 @@ def _announce(turn: TurnRunner, call: ToolCallRow) -> str:
     return summary
 
 
-async def _perform(turn: TurnRunner, call: ToolCallRow, summary: str) -> Performed | Rejected | GateCancelled:
+async def _perform(
+    turn: TurnRunner, call: ToolCallRow, summary: str, *, in_batch: bool = False
+) -> Performed | Rejected | GateCancelled:
     """Parse → gate → execute: what the call came to, not recorded yet (a refusal is)."""
     tool = turn.tools.get(call.name)
     if tool is None:
@@ -110,21 +112,26 @@ async def _perform(turn: TurnRunner, call: ToolCallRow, summary: str) -> Perform
         return gate
     if isinstance(gate, GateCancelled):
         return gate
-    return await _run_tool(turn, call, summary, tool)
+    return await _run_tool(turn, call, summary, tool, in_batch=in_batch)
 
 
-async def _run_tool(turn: TurnRunner, call: ToolCallRow, summary: str, tool: Tool[Any]) -> Performed:
+async def _run_tool(
+    turn: TurnRunner, call: ToolCallRow, summary: str, tool: Tool[Any], *, in_batch: bool = False
+) -> Performed:
     """Run an approved call under its wrappers (``tools.wrappers``, recorded with the call) —
-    as a tracked call that may detach when the tool drives a process."""
+    as a tracked call that may detach when the tool drives a process, or when it is a root
+    agent's ``execute_task`` (not in a parallel batch) whose child is a session of its own
+    (:mod:`runtime.core.task_sessions`)."""
     s = turn.deps
     assert call.id is not None
     chain = s.wrappers.chain(tool)
     labels = json.dumps(list(chain.labels)) if chain.labels else None
     await durable(s.history.set_call_status(call.id, ToolCallStatus.RUNNING, wrappers=labels))
     activity(turn, call, summary, ToolPhase.RUNNING)
-    if not tool.tracked:
-        return await _execute(turn, call, tool, chain)
     detachable = turn.frame.owns_turn and turn.session.source in DETACHING_SOURCES
+    as_session = call.name == EXECUTE_TASK and detachable and not in_batch and s.tasks is not None
+    if not (tool.tracked or as_session):
+        return await _execute(turn, call, tool, chain)
     tracked = TrackedCall(turn.address, call, summary, tool.runs_commands, detachable)
     return await s.calls.run(tracked, lambda live: _execute(turn, call, tool, chain, progress=live))
 
@@ -133,7 +140,7 @@ async def _execute(
     turn: TurnRunner, call: ToolCallRow, tool: Tool[Any], chain: Chain, progress: Progress | None = None
 ) -> Performed:
     """The wrapped execution; a tool's own failure becomes a failed result the model reads."""
-    ctx = replace(turn.call_context(call), progress=progress)
+    ctx = replace(turn.call_context(call, progress), progress=progress)
     site = CallSite(tool=tool, arguments=sent_arguments(call), ctx=ctx, agent=turn.frame.level.agent)
     try:
         result = await chain.wrap(execute_tool)(site)
@@ -185,7 +192,8 @@ async def _run_batch(turn: TurnRunner, calls: list[ToolCallRow]) -> None:
     waiting, turn.waiting = turn.waiting, shared_wait(turn.waiting)
     try:
         jobs = [
-            partial(_perform, turn, call, summary) for call, summary in zip(calls, summaries, strict=True)
+            partial(_perform, turn, call, summary, in_batch=True)
+            for call, summary in zip(calls, summaries, strict=True)
         ]
         outcomes = await run_bounded(jobs, turn.deps.max_parallel_subagents)
     finally:

@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agentgram.runtime.capabilities.tools.base import Progress
 from agentgram.runtime.core.turn import texts
 from agentgram.runtime.core.turn.background import Performed
 from agentgram.runtime.core.turn.calls import call_summary, record
+from agentgram.runtime.core.turn.deps import TaskCall
 from agentgram.runtime.core.turn.outcome import Exhausted, Failed, Final, TurnOutcome
 from agentgram.runtime.core.turn.subagents import (
     MAX_DEPTH,
@@ -38,9 +40,17 @@ class ChildSpawner:
 
     turn: TurnRunner
     call: ToolCallRow
+    progress: Progress | None = None
+    """Set when the call is tracked (``runtime.core.turn.calls``): the child is then a session of
+    its own (``TurnDeps.tasks``) and the call may detach; else it runs inline, in a frame."""
 
     async def run(self, agent: str, task: str) -> str:
-        return await spawn_child(self.turn, self.call, agent, task)
+        tasks = self.turn.deps.tasks
+        if self.progress is None or tasks is None:
+            return await spawn_child(self.turn, self.call, agent, task)
+        assert self.call.id is not None
+        here = TaskCall(self.turn.address, self.turn.turn_id, self.call.id, self.turn.frame.level.agent)
+        return await tasks.run(here, agent, task, self.progress)
 
 
 async def spawn_child(turn: TurnRunner, call: ToolCallRow, agent: str, task: str) -> str:

@@ -21,8 +21,10 @@ from typing import Protocol
 
 from agentgram.runtime.capabilities.tools.base import (
     NO_CALL_CONTROL,
+    NO_CHECKPOINTS,
     NO_PROCESSES,
     CallControl,
+    FileCheckpoints,
     ProcessLedger,
     Progress,
     ProtectedPaths,
@@ -143,6 +145,26 @@ class TrackedCalls(Protocol):
     async def run(self, tracked: TrackedCall, work: AnyWork) -> Performed: ...
 
 
+@dataclass(slots=True, frozen=True)
+class TaskCall:
+    """One ``execute_task`` call to be answered by a session of its own: where the parent's output
+    goes, its turn, the stored call (``tool_calls.id``) and the agent that made it."""
+
+    parent: Address
+    turn_id: int
+    call_id: int
+    parent_agent: str
+
+
+class SessionTasks(Protocol):
+    """``execute_task`` run as a spawned session whose call may detach
+    (``runtime.core.task_sessions``)."""
+
+    async def run(self, call: TaskCall, agent: str, task: str, progress: Progress | None) -> str:
+        """The child's final answer, or a ``ToolError`` saying why there is none."""
+        ...
+
+
 class Files(Protocol):
     async def prepare(self, envelopes: list[Envelope], address: Address) -> Prepared:
         """The files of these messages, fetched; raises ``PreparationStopped`` on a /stop."""
@@ -207,6 +229,17 @@ class _NoFiles:
         return {}
 
 
+class TurnFiles(Protocol):
+    """The workdir's file checkpoints, bound to one turn (``runtime.capabilities.checkpoints``)."""
+
+    def for_turn(self, session_id: int, turn_id: int) -> FileCheckpoints: ...
+
+
+class _NoTurnFiles:
+    def for_turn(self, session_id: int, turn_id: int) -> FileCheckpoints:
+        return NO_CHECKPOINTS
+
+
 class _NoMcp:
     async def extend(
         self, base: ToolRegistry, session_id: int, frame: int, allow: frozenset[str] | None = None
@@ -222,6 +255,8 @@ UNTRACKED: TrackedCalls = _Untracked()
 """Every call runs attached, in the turn."""
 NO_FILES: Files = _NoFiles()
 NO_MCP: McpTools = _NoMcp()
+NO_TURN_FILES: TurnFiles = _NoTurnFiles()
+"""Nothing is checkpointed (``/rollback`` has nothing to offer)."""
 ALONE: Owners = _RunsEverything()
 """One process runs every session."""
 
@@ -265,6 +300,10 @@ class TurnDeps:
     files: Files = NO_FILES
     mcp: McpTools = NO_MCP
     owners: Owners = ALONE
+    checkpoints: TurnFiles = NO_TURN_FILES
+    tasks: SessionTasks | None = None
+    """Where a root agent's ``execute_task`` runs as a session of its own (its call may detach);
+    ``None``: every sub-agent runs inline, in a frame."""
     requests: TaskSet = field(default_factory=lambda: TaskSet("prefetched requests"))
     """Owns the requests sent before their turn opened (:mod:`runtime.turn.steps`); closed by the
     runtime after the hub, so none outlives the LLM client."""
@@ -303,6 +342,8 @@ __all__ = [
     "Notes",
     "OneModel",
     "Questions",
+    "SessionTasks",
+    "TaskCall",
     "TrackedCalls",
     "TurnDeps",
 ]

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from agentgram.runtime.capabilities.questions import question_resolved
-from agentgram.runtime.capabilities.tools.base import ToolContext, ToolRegistry
+from agentgram.runtime.capabilities.tools.base import Progress, ToolContext, ToolRegistry
 from agentgram.runtime.core.mailbox import Envelope
 from agentgram.runtime.core.turn import texts
 from agentgram.runtime.core.turn.calls import activity, call_summary
@@ -193,11 +193,14 @@ class TurnRunner:
             depth=self.frame.level.depth,
             stack_id=self.frame.stack_id,
             calls=s.calls.control,
+            checkpoints=s.checkpoints.for_turn(self.session_id, self.turn_id),
         )
 
-    def call_context(self, call: ToolCallRow) -> ToolContext:
-        """The context of one call being run: bound to it (its questions, its sub-agent)."""
-        return replace(self.tool_context(), tool_call_id=call.id, sub_agents=ChildSpawner(self, call))
+    def call_context(self, call: ToolCallRow, progress: Progress | None = None) -> ToolContext:
+        """The context of one call being run: bound to it (its questions, its sub-agent — a
+        session of its own when the call is tracked, ``progress`` set)."""
+        spawner = ChildSpawner(self, call, progress)
+        return replace(self.tool_context(), tool_call_id=call.id, sub_agents=spawner)
 
     async def _keep_partial(self) -> None:
         """What streamed before a stop, kept as a cancelled row of this frame."""

@@ -17,7 +17,7 @@ from agentgram.runtime.capabilities.tools.base import ToolRegistry
 from agentgram.runtime.core.mailbox import Envelope
 from agentgram.runtime.core.turn.context import Compacted, ContextSettings, build_messages, images_needed
 from agentgram.runtime.core.turn.prefetch import provisional_messages
-from agentgram.runtime.core.turn.subagents import Level, root_level_as
+from agentgram.runtime.core.turn.subagents import Level, root_level_as, task_level
 from agentgram.runtime.infra.llm.types import ChatMessage, LLMClient
 from agentgram.runtime.infra.storage.grant_rows import ROOT_FRAME
 from agentgram.runtime.infra.storage.history_tail import HistoryEntry
@@ -100,6 +100,8 @@ def main_level(deps: TurnDeps, session: ChatSession) -> Level:
     """The root agent's level: the agent the session's ``agent_id`` names (``main`` if the catalog
     has none such) with its prompt, tools and model; no tool that waits for the user when headless."""
     spec = deps.agents.root_spec(session.id or 0, session.agent_id)  # 0: a session not stored
+    if session.parent_call_id is not None:  # a sub-agent's task in a session of its own
+        return task_level(spec, deps.tools, deps.agents)
     level = root_level_as(spec, deps.tools, deps.agents)
     return replace(level, tools=level.tools.for_headless()) if is_headless(session.source) else level
 

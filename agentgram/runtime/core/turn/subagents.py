@@ -219,6 +219,20 @@ def root_level_as(spec: AgentSpec, registered: ToolRegistry, book: AgentBook) ->
     )
 
 
+def task_level(spec: AgentSpec, registered: ToolRegistry, book: AgentBook) -> Level:
+    """The root level of a session that answers an ``execute_task`` call
+    (:mod:`runtime.core.task_sessions`): a sub-agent in all but where it runs — its agent's own
+    prompt without the chat's format rules, a sub-agent's tools (built once per agent) and its
+    model, at depth 0 of its own session."""
+    chain = (EXECUTE_TASK, spec.name)
+    tools = book._tools.get(chain)
+    if tools is None:
+        tools = book._tools[chain] = sub_agent_tools(registered, spec, 1)
+    return Level(
+        agent=spec.name, tools=tools, system=book.static_prompt(spec), chain=(spec.name,), model=spec.model
+    )
+
+
 def child_level(parent: Level, spec: AgentSpec, stack_id: int, book: AgentBook) -> Level:
     """The level of a sub-agent of ``parent``: its tools (see the module docstring) and context."""
     depth = parent.depth + 1
@@ -382,4 +396,5 @@ __all__ = [
     "shared_wait",
     "stored_answer",
     "sub_agent_tools",
+    "task_level",
 ]

@@ -79,16 +79,27 @@ def too_deep(limit: int) -> str:
 DETACHED_MESSAGE = "Its result will arrive as mail. Use wait, get_tool_call_status or cancel_tool_call."
 
 
-def detached_placeholder(call_id: str, seconds: float) -> str:
-    """The one result a detached call's model reads in its place (docs/architecture/tools.md)."""
-    return json.dumps(
-        {
-            "status": "running",
-            "tool_call_id": call_id,
-            "detached": f"still running after {seconds:g}s",
-            "message": DETACHED_MESSAGE,
-        }
+DETACHED_TASK_MESSAGE = (
+    "A sub-agent works on it in session {session}: write to it with send_message (session "
+    "{session}) while it works. Its answer will arrive as mail. Use wait, get_tool_call_status or "
+    "cancel_tool_call."
+)
+
+
+def detached_placeholder(call_id: str, seconds: float, *, session: int | None = None) -> str:
+    """The one result a detached call's model reads in its place (docs/architecture/tools.md);
+    ``session``: the session doing its work (a sub-agent's task), which it names."""
+    placeholder: dict[str, object] = {
+        "status": "running",
+        "tool_call_id": call_id,
+        "detached": f"still running after {seconds:g}s",
+    }
+    if session is not None:
+        placeholder["session_id"] = session
+    placeholder["message"] = (
+        DETACHED_TASK_MESSAGE.format(session=session) if session is not None else DETACHED_MESSAGE
     )
+    return json.dumps(placeholder)
 
 
 def call_cancelled(reason: str | None) -> str:

@@ -175,6 +175,9 @@ class ChatSession(SQLModel, table=True):
     """The chat session at the top of this one's spawn tree (revision 0015); ``None`` for a root."""
     name: str | None = None
     """What a spawned session is called in the chat (its agent's name when ``None``)."""
+    parent_call_id: int | None = None
+    """The ``execute_task`` call (``tool_calls.id``) a spawned session answers (revision 0016):
+    its prompt is a sub-agent's and its answer is that call's result, not a message to the chat."""
     instructions: str | None = None
     """What the adapter adds to the system prompt for this session (a forum topic's configured
     prompt; revision 0014)."""

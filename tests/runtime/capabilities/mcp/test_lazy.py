@@ -165,7 +165,7 @@ async def test_a_sub_agent_starts_without_its_parents_grants_and_activates_its_o
     try:
         session = await runtime.chat.chat_session(1001, user_id=1001, language="en")
         await runtime.chat.post_user_message(session, "ask the helper", envelope_id="u1")
-        await rec.wait_kind("turn_finished", timeout=30)
+        await rec.wait_kind("turn_finished", 2, timeout=30)  # the helper's session's, then main's
         _, main_granted, child_first, child_granted, main_after = fake_llm.requests
         assert TOOL in offered(main_granted)
         assert TOOL not in offered(child_first) and "activate_tools" in offered(child_first)
