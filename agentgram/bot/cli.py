@@ -39,29 +39,32 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentgram.bot import config_reference, db_command, doctor, init
-from agentgram.bot.config_check import inspect
-from agentgram.bot.settings import AgentgramSettings, BotSettings, with_telegram
-from agentgram.bot.telegram.core.port import InvalidToken, TelegramError
-from agentgram.runtime.app import AlreadyRunning, InstanceLock, fingerprint
-from agentgram.runtime.infra.config import masked
 from agentgram.runtime.infra.errors import ConfigError
 from agentgram.runtime.infra.log import configure, get_logger, register_secret
 from agentgram.runtime.infra.tasks import cancel_and_wait
-from agentgram.runtime.schema import take_instance_lock
 
+# The rest is imported by the command that needs it: `agentgram --version` loads none of it, and
+# `run` only its own (issue 31: the web view, the terminal and webhook mode when they are used).
 if TYPE_CHECKING:
+    from agentgram.bot.settings import AgentgramSettings, BotSettings
     from agentgram.bot.telegram.app import TelegramBot
     from agentgram.bot.terminal.chat import TerminalChat
     from agentgram.bot.web.serve import WebServer
+    from agentgram.runtime.app import InstanceLock
 
 log = get_logger("cli")
 EXIT_CONFIG = 2
 
 
+def _version() -> str:
+    return f"agentgram {version('agentgram')}"
+
+
 def _parser() -> argparse.ArgumentParser:
+    from agentgram.bot import config_reference, db_command, doctor, init
+
     parser = argparse.ArgumentParser(prog="agentgram", description="A personal LLM agent in Telegram.")
-    parser.add_argument("--version", action="version", version=f"agentgram {version('agentgram')}")
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (
         ("run", "run the bot"),
@@ -80,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # before any command's imports
+        print(_version())
+        return 0
     os.environ.setdefault("PTB_TIMEDELTA", "1")  # PTB 22: retry_after as timedelta (no deprecation path)
     args = _parser().parse_args(argv)
     if args.command in (
@@ -93,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     if settings is None:
         return EXIT_CONFIG
     if args.command == "check-config":  # the effective config, its relative paths resolved
+        from agentgram.runtime.infra.config import masked
+
         print(json.dumps(masked(settings), indent=2, ensure_ascii=False))
         return 0
     configure(
@@ -117,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
 def _checked(path: Path, *, need_telegram: bool) -> BotSettings | AgentgramSettings | None:
     """The one validation (:func:`bot.config_check.inspect`): its warnings and problems on
     stderr, one line each; the settings, or ``None`` when there is a problem (exit 2)."""
+    from agentgram.bot.config_check import inspect
+    from agentgram.bot.settings import with_telegram
+
     found = inspect(path, need_telegram=need_telegram)
     for line in (*found.warnings, *found.problems):
         print(str(line), file=sys.stderr)
@@ -139,6 +150,8 @@ def freeze_startup_heap() -> None:
 
 
 async def _main_task(settings: BotSettings | AgentgramSettings, *, terminal: bool) -> int:
+    from agentgram.bot.settings import BotSettings
+
     if isinstance(settings, BotSettings):
         return await _run(settings, terminal=terminal)
     from agentgram.bot.terminal.app import run_alone
@@ -149,6 +162,8 @@ async def _main_task(settings: BotSettings | AgentgramSettings, *, terminal: boo
 async def _run(settings: BotSettings, *, terminal: bool = False) -> int:
     """Take the instance lock, start (waiting out outages), serve until a signal or a fatal error
     (or, with the ``terminal`` beside the bot, until the user leaves it)."""
+    from agentgram.runtime.app import AlreadyRunning, fingerprint
+
     token = fingerprint(settings.telegram.token.get_secret_value())
     try:
         lock = await _lock_unless_signalled(settings.storage.url, token, shared=settings.cluster.enabled)
@@ -174,6 +189,8 @@ async def _run(settings: BotSettings, *, terminal: bool = False) -> int:
 async def _lock_unless_signalled(url: str, token: str, *, shared: bool) -> InstanceLock | None:
     """The instance lock, a database server out of reach waited out (the process's first touch of
     the database); ``None`` when SIGINT or SIGTERM came first: nothing has started, exit 0."""
+    from agentgram.runtime.schema import take_instance_lock
+
     loop = asyncio.get_running_loop()
     taking = asyncio.ensure_future(take_instance_lock(url, token, shared=shared))
     signalled = asyncio.Event()
@@ -205,6 +222,8 @@ def _bind_web(settings: BotSettings) -> socket.socket | None:
 
 async def _run_locked(settings: BotSettings, listening: socket.socket | None, *, terminal: bool) -> int:
     """Compose, start, serve; the lock is held and the web view's socket bound."""
+    from agentgram.bot.telegram.core.port import InvalidToken, TelegramError
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -312,6 +331,8 @@ async def _serve(
 ) -> int:
     """Run until a signal (exit 0) or until polling ends on its own (a revoked token: exit 2);
     then stop the front ends and the bot, in that order."""
+    from agentgram.bot.telegram.core.port import InvalidToken
+
     freeze_startup_heap()
     waiter = asyncio.create_task(stop.wait())
     polling = asyncio.ensure_future(bot.wait())

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
-from telegram.error import TelegramError
 
 from agentgram.bot import probes
 from agentgram.bot.config_check import EXAMPLE_USER_ID, check_config
@@ -321,6 +320,8 @@ async def _ask_user_id(console: Console, answers: Answers, bot_name: str, wait: 
 
 
 async def _detect_user(console: Console, answers: Answers, bot_name: str, wait: float) -> int | None:
+    from telegram.error import TelegramError  # python-telegram-bot: only the probes use it here
+
     console.say(f"  Send @{bot_name} any message now (waiting up to {wait:.0f} s)…")
     try:
         async with probes.telegram(answers.token, answers.telegram_root) as (bot, _):

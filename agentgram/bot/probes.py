@@ -15,18 +15,20 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import openai
 from openai import AsyncOpenAI
-from telegram import Bot, User
-from telegram.constants import ChatType
-from telegram.error import InvalidToken, TelegramError
 
 from agentgram.runtime.infra.config import LLMSettings
 from agentgram.runtime.infra.errors import FailureKind, LLMError
 from agentgram.runtime.infra.llm.openai_client import OpenAIClient
 from agentgram.runtime.infra.llm.types import StreamEvent, ToolSpec, UserMessage
 from agentgram.runtime.infra.log import redact, register_secret
+
+if TYPE_CHECKING:  # python-telegram-bot is imported by a Telegram probe (`run` on aiogram loads none)
+    from telegram import Bot, User
+    from telegram.error import TelegramError
 
 PROBE_TIMEOUT = 15.0
 """Seconds for one listing of models; a completion gets up to :data:`COMPLETION_TIMEOUT`."""
@@ -60,6 +62,9 @@ class BotIdentity:
 @asynccontextmanager
 async def telegram(token: str, api_base_url: str) -> AsyncIterator[tuple[Bot, BotIdentity]]:
     """An initialized bot (``getMe`` answered) and who it is; :class:`ProbeFailed` if Telegram says no."""
+    from telegram import Bot
+    from telegram.error import TelegramError
+
     if not token.strip():
         raise ProbeFailed("the bot token is empty", FIX_TOKEN)
     register_secret(token)
@@ -77,6 +82,8 @@ async def telegram(token: str, api_base_url: str) -> AsyncIterator[tuple[Bot, Bo
 
 
 def _refused(error: TelegramError, root: str) -> ProbeFailed:
+    from telegram.error import InvalidToken
+
     if isinstance(error, InvalidToken):
         return ProbeFailed("Telegram rejected the bot token (401 Unauthorized)", FIX_TOKEN)
     return ProbeFailed(
@@ -159,6 +166,8 @@ async def first_private_sender(bot: Bot, wait: float) -> User | None:
     once it runs, does not answer it. Raises :class:`TelegramError` when
     updates cannot be read (a webhook is set, another program polls).
     """
+    from telegram.constants import ChatType
+
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     offset: int | None = None

@@ -65,10 +65,16 @@ def reaches_chat(event: RuntimeEvent) -> bool:
 
 _ACKS = {
     PostResult.QUEUED: "noted-busy",
+    PostResult.QUEUED_AFTER: "noted-busy-after",
     PostResult.WAITING_APPROVAL: "noted-busy",  # when the decision came meanwhile
     PostResult.PAUSED: "paused",
     PostResult.FULL: "mailbox-full",
 }
+
+
+STEERABLE = frozenset({PostResult.QUEUED, PostResult.QUEUED_AFTER})
+"""A message queued behind a running turn: its acknowledgement offers ⚡ Now, ⏭ After, 🗑 Cancel
+(issue 30)."""
 
 
 def ack_key(result: PostResult) -> str | None:

@@ -35,6 +35,8 @@ from agentgram.runtime.core.approvals.rules import Rule, skill_read_rules
 from agentgram.runtime.core.mailbox import (
     Checkpoint,
     MailKind,
+    Steer,
+    Steered,
 )
 from agentgram.runtime.core.mailbox.envelope import Attachment
 from agentgram.runtime.core.turn.background import RunningCall
@@ -70,6 +72,7 @@ from agentgram.runtime.door.values import (
     PostResult,
     PromptedApproval,
     SessionRef,
+    SteerResult,
     StopResult,
     TrustOverview,
 )
@@ -494,6 +497,9 @@ __all__ = [
     "SessionRef",
     "SessionSource",
     "SessionsDoor",
+    "Steer",
+    "SteerResult",
+    "Steered",
     "StopResult",
     "Summary",
     "TodoItem",

@@ -51,7 +51,7 @@ from agentgram.runtime.capabilities.tools.send_file import SendFile
 from agentgram.runtime.capabilities.tools.skills import LOAD_SKILL, LoadSkill
 from agentgram.runtime.capabilities.tools.wrappers import Wrappers
 from agentgram.runtime.core.approvals.manager import ApprovalManager
-from agentgram.runtime.core.mailbox import SqlMailbox
+from agentgram.runtime.core.mailbox import SqlMailbox, Steer
 from agentgram.runtime.core.output import Output
 from agentgram.runtime.core.peer_tools import (
     ListSessions,
@@ -441,6 +441,7 @@ def compose(
         search=search,
         peers=peers,
         resume_on_message=settings.mailbox.resume_on_message,
+        queued_default=Steer.AFTER if settings.agent.queued_default == "after" else None,
     )
     scheduler = SchedulerService(
         SchedulerPorts(
@@ -549,6 +550,7 @@ def compose(
         compact=parts.compact_session,
         compaction_on=compactor.settings.enabled,
         choose_model=usage.choose,
+        steering=mailbox,
     ).register(hub.desk)
     watch_metrics(bus.subscribe, mailbox.subscribe, parts.knows_tool)  # runtime.metrics_bus
     bus.subscribe(watches)  # a watched session's events become its watchers' mail (runtime.core.watches)

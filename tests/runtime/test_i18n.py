@@ -42,7 +42,7 @@ REQUIRED_KEYS = {
 }  # fmt: skip
 
 SAMPLE_PARAMS: dict[str, str | int] = {
-    "count": 3, "rounds": 20, "minutes": 15,
+    "count": 3, "rounds": 20, "minutes": 15, "step": 2,
     "failed": "gpt-main", "next": "gpt-backup", "error": "timeout", "workdir": "/home/agent",
     "path": "notes/todo.md", "tool": "execute_cmd", "reason": "not now", "rule": "execute_cmd ls *",
     "enabled": "on", "interval": "30 min", "last": "never", "title": "Weather", "id": "7",

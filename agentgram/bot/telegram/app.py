@@ -33,6 +33,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 from agentgram.bot.settings import BotSettings
 from agentgram.bot.telegram import handlers
@@ -45,9 +46,6 @@ from agentgram.bot.telegram.core.metrics import watch
 from agentgram.bot.telegram.core.port import ALLOWED_UPDATES
 from agentgram.bot.telegram.core.router import Dispatcher, JoinedRouter
 from agentgram.bot.telegram.core.shared_budget import shared_budget
-from agentgram.bot.telegram.core.webhook import WebhookIngest
-from agentgram.bot.telegram.core.webhook_listener import WebhookListener
-from agentgram.bot.telegram.core.webhook_relay import Relay
 from agentgram.bot.telegram.drivers import Driver, make_driver
 from agentgram.bot.telegram.handlers.commands import menu
 from agentgram.bot.telegram.views.delivery import Delivery
@@ -56,6 +54,9 @@ from agentgram.runtime.app import Runtime
 from agentgram.runtime.infra.i18n import Translator
 from agentgram.runtime.infra.llm.types import LLMClient
 from agentgram.runtime.infra.log import get_logger, register_secret
+
+if TYPE_CHECKING:  # webhook mode only: its listener is a web server (issue 31: polling imports none)
+    from agentgram.bot.telegram.core.webhook_listener import WebhookListener
 
 log = get_logger("telegram")
 
@@ -121,6 +122,8 @@ class TelegramBot:
     def _share_chats(self, listener: WebhookListener) -> None:
         """In a cluster: register where this listener is reached, share the chats with the other
         instances, and relay each update to the instance that runs its chat (:mod:`.core.webhook_relay`)."""
+        from agentgram.bot.telegram.core.webhook_relay import Relay
+
         cluster = self.runtime.cluster
         if cluster is None:
             return
@@ -237,6 +240,9 @@ def _webhook(
     tg = settings.telegram
     if tg.mode != "webhook":
         return None
+    from agentgram.bot.telegram.core.webhook import WebhookIngest
+    from agentgram.bot.telegram.core.webhook_listener import WebhookListener
+
     assert tg.webhook.secret_token is not None, "webhook mode is refused without a secret (config_check)"
     secret = tg.webhook.secret_token.get_secret_value()
     register_secret(secret)

@@ -69,6 +69,9 @@ class CommandName(enum.StrEnum):
     APPROVALS = "approvals"
     CRON = "cron"
     ROLLBACK = "rollback"
+    NOW = "now"
+    AFTER = "after"
+    CANCEL = "cancel"
     HELP = "help"
     EXIT = "exit"
 

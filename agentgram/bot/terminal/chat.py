@@ -56,7 +56,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from agentgram.bot.shown import ack_key, decision_key, reaches_chat
+from agentgram.bot.shown import STEERABLE, ack_key, decision_key, reaches_chat
 from agentgram.bot.terminal import view
 from agentgram.bot.terminal.answers import (
     Command,
@@ -69,7 +69,7 @@ from agentgram.bot.terminal.answers import (
     parse_command,
 )
 from agentgram.bot.terminal.rollback import RollbackDialog
-from agentgram.runtime.app import SessionRef, SessionSource, is_headless
+from agentgram.runtime.app import SessionRef, SessionSource, Steer, Steered, is_headless
 from agentgram.runtime.door.protocols import Door
 from agentgram.runtime.door.values import SpawnedSession
 from agentgram.runtime.infra.events import (
@@ -81,6 +81,7 @@ from agentgram.runtime.infra.events import (
     Digest,
     FileOutput,
     LocaleText,
+    MessagesRead,
     ModelText,
     Notice,
     OutcomeKind,
@@ -125,6 +126,10 @@ def envelope_id() -> str:
     return f"terminal-{uuid.uuid4().hex}"
 
 
+_STEERS = {CommandName.NOW: Steer.NOW, CommandName.AFTER: Steer.AFTER, CommandName.CANCEL: Steer.CANCEL}
+_STEERED = {Steer.NOW: "queued-now", Steer.AFTER: "queued-after", Steer.CANCEL: "queued-cancelled"}
+
+
 @dataclass(slots=True)
 class PendingApproval:
     request_id: str
@@ -161,6 +166,8 @@ class TerminalChat:
         self.events: asyncio.Queue[RuntimeEvent] = asyncio.Queue()
         self.prompt: PromptSession[str] = PromptSession()
         self._session: SessionRef | None = None
+        self._queued: int | None = None
+        """The last message queued behind a running turn (its mail seq), until it is read or chosen for."""
         self._last_interrupt = 0.0
         self._unsubscribe: Callable[[], None] | None = None
         self._helpers: dict[int, SpawnedSession | None] = {}
@@ -310,6 +317,9 @@ class TerminalChat:
         key = ack_key(posted.result)
         if key is not None:
             self.print(view.worded(self.t, key))
+        if posted.result in STEERABLE and posted.seq is not None:
+            self._queued = posted.seq  # what /now, /after and /cancel apply to (issue 30)
+            self.print(view.worded(self.t, "terminal-queued-hint"))
 
     async def _answer(self, line: str, asked: QuestionAsked) -> None:
         """An option's number, or the user's own words: a helper's question takes them as its
@@ -380,10 +390,29 @@ class TerminalChat:
                 await self._cron(command.args)
             case CommandName.ROLLBACK:
                 await self.rollback.command(session, command.args)
+            case CommandName.NOW | CommandName.AFTER | CommandName.CANCEL:
+                await self._steer(session, _STEERS[command.name], eid)
             case CommandName.HELP:
                 self.print(view.worded(self.t, "terminal-help"))
             case CommandName.EXIT:
                 pass
+
+    async def _steer(self, session: SessionRef, choice: Steer, eid: str) -> None:
+        """``/now``, ``/after``, ``/cancel``: the choice for the last message queued behind the
+        running turn, as the bot's buttons make it."""
+        if self._queued is None:
+            self.print(view.worded(self.t, "terminal-nothing-queued"))
+            return
+        result = await self.runtime.chat.steer(session, self._queued, choice, eid)
+        self._queued = None
+        if result.outcome is Steered.APPLIED:
+            self.print(view.worded(self.t, _STEERED[choice]))
+        elif result.outcome is Steered.READ and result.step is not None:
+            self.print(view.worded(self.t, "queued-already-read", step=result.step))
+        elif result.outcome is Steered.CANCELLED:
+            self.print(view.worded(self.t, "queued-already-cancelled"))
+        else:
+            self.print(view.worded(self.t, "terminal-nothing-queued"))
 
     async def _stop(self, *, interrupted: bool) -> None:
         result = await self.runtime.chat.stop(await self.session(), envelope_id())
@@ -492,6 +521,10 @@ class TerminalChat:
                 marks = {"pending": "☐", "in_progress": "▶", "done": "☑"}
                 lines = (f"{marks[item.status]} {view.clean(item.text)}" for item in event.items)
                 self.print(Text("\n".join(lines)))
+            case MessagesRead():
+                if self._queued in event.seqs:
+                    self._queued = None
+                    self.print(view.worded(self.t, "queued-folded", step=event.step))
             case SubAgentStarted():
                 self.print(Text(view.clean(f"🤖 {event.parent} → {event.agent}"), style="dim"))
             case _:  # thinking, a sub-agent's end, attachment activity: nothing to show

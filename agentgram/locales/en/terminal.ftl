@@ -7,8 +7,11 @@ terminal-help =
     /pause — pause at my next step; /resume — go on
     /approvals — what waits for your approval
     /rollback — undo the file changes of a recent turn; /rollback &lt;turn&gt; — that one
+    /now, /after, /cancel — for the message you sent while I work: start on it now, after this turn, or drop it
     /cron — your scheduled tasks; /cron kill &lt;id&gt; — stop a running one
     /exit — leave (or Ctrl-D, or Ctrl-C twice)
+terminal-queued-hint = <i>/now — start on it now · /after — after this turn · /cancel — drop it</i>
+terminal-nothing-queued = No message waits for the running turn.
 terminal-unknown-command = I don't know that command.
 terminal-history = <i>— earlier in this conversation —</i>
 terminal-working = … working

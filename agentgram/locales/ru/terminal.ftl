@@ -7,8 +7,11 @@ terminal-help =
     /pause — пауза на следующем шаге; /resume — продолжить
     /approvals — что ждёт вашего одобрения
     /rollback — отменить изменения файлов недавнего хода; /rollback &lt;ход&gt; — этого
+    /now, /after, /cancel — для сообщения, отправленного пока я работаю: заняться сейчас, после этого хода или отменить
     /cron — ваши задачи по расписанию; /cron kill &lt;id&gt; — остановить запущенную
     /exit — выйти (или Ctrl-D, или дважды Ctrl-C)
+terminal-queued-hint = <i>/now — заняться сейчас · /after — после этого хода · /cancel — отменить</i>
+terminal-nothing-queued = Ни одно сообщение не ждёт текущего хода.
 terminal-unknown-command = Я не знаю такой команды.
 terminal-history = <i>— ранее в этом разговоре —</i>
 terminal-working = … работаю

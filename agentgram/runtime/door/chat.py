@@ -27,6 +27,8 @@ from agentgram.runtime.core.mailbox import (
     Sender,
     SenderKind,
     SqlMailbox,
+    Steer,
+    Steered,
     UserMessageBody,
 )
 from agentgram.runtime.core.mailbox.envelope import Attachment
@@ -37,7 +39,14 @@ from agentgram.runtime.core.turn.background import BackgroundCalls
 from agentgram.runtime.core.turn.compaction import CompactionReport, Compactor, ContextUsage
 from agentgram.runtime.core.turn.context import ContextSettings
 from agentgram.runtime.door.control import control_mail
-from agentgram.runtime.door.values import PastExchange, Posted, PostResult, SessionRef, StopResult
+from agentgram.runtime.door.values import (
+    PastExchange,
+    Posted,
+    PostResult,
+    SessionRef,
+    SteerResult,
+    StopResult,
+)
 from agentgram.runtime.infra.errors import MailboxFull
 from agentgram.runtime.infra.events import Address, TodoItem
 from agentgram.runtime.infra.storage.history import HistoryStore
@@ -90,6 +99,7 @@ class Chat:
         search: HistorySearch,
         peers: Peers,
         resume_on_message: bool,
+        queued_default: Steer | None = None,
     ) -> None:
         self.session_store = session_store
         self.chat_sessions = chat_sessions
@@ -109,6 +119,9 @@ class Chat:
         self.search = search
         self.peers = peers
         self.resume_on_message = resume_on_message
+        self.queued_default = queued_default
+        """``agent.queued_default``: ``None`` folds a message sent while a turn runs into it;
+        :attr:`Steer.AFTER` keeps it for the next turn, until the user chooses otherwise."""
 
     async def chat_session(
         self,
@@ -238,6 +251,7 @@ class Chat:
                 attachments=self.inbox.assign(attachments, utcnow()),
                 media_group_id=media_group_id,
             ),
+            steer=self.queued_default if busy else None,
         )
         try:
             receipt = await self.mailbox.accept(envelope, checkpoint)
@@ -245,13 +259,16 @@ class Chat:
             return Posted(PostResult.FULL, checkpoint_stored=False)
         if attachments and not receipt.duplicate:
             self.inbox.start(envelope, Address.of(session))
-        return Posted(await self._post_result(session, receipt, busy), receipt.checkpoint_stored)
+        result = await self._post_result(session, receipt, busy)
+        return Posted(result, receipt.checkpoint_stored, receipt.seq)
 
     async def _post_result(self, session: SessionRef, receipt: Receipt, busy: bool) -> PostResult:
         """What became of accepted mail: ``busy`` is whether a turn ran before it was accepted."""
         if receipt.duplicate:
             return PostResult.DUPLICATE
         if busy:
+            if self.queued_default is Steer.AFTER:
+                return PostResult.QUEUED_AFTER
             return PostResult.WAITING_APPROVAL if self.hub.awaited(session.id) else PostResult.QUEUED
         paused = await self.hub.paused_turn(session.id) is not None
         if paused and not self.resume_on_message:
@@ -272,6 +289,16 @@ class Chat:
         body = ControlBody(action=ControlAction.STOP, quiet=quiet, stops_work=work)
         running = await self.desk.send(control_mail(session_id, body, envelope_id), bool)
         return StopResult(was_running=running or work)
+
+    async def steer(self, session: SessionRef, seq: int, choice: Steer, envelope_id: str) -> SteerResult:
+        """The user's choice for message ``seq``, queued behind a running turn (issue 30): stored
+        with it by its control mail's handler (``now`` also stops the turn, which the worker then
+        opens again with the message). A message read already, or dropped, keeps what it was; the
+        result says so, with the step that read it."""
+        body = ControlBody(action=ControlAction.STEER, steer=choice, target_seq=seq)
+        outcome = await self.desk.send(control_mail(session.id, body, envelope_id), Steered)
+        step = await self.history.step_that_read(session.id, seq) if outcome is Steered.READ else None
+        return SteerResult(outcome, step)
 
     async def stop_spawned(self, root_session_id: int, envelope_id: str) -> int:
         """``/stop all``: stop every session spawned under the chat session ``root_session_id``

@@ -28,7 +28,7 @@ from agentgram.runtime.capabilities.checkpoints import ChangedTurn, RollbackOutc
 from agentgram.runtime.capabilities.mcp.catalog import McpServerStatus
 from agentgram.runtime.core.approvals.manager import DecidedBy
 from agentgram.runtime.core.approvals.rules import Rule
-from agentgram.runtime.core.mailbox import Checkpoint
+from agentgram.runtime.core.mailbox import Checkpoint, Steer
 from agentgram.runtime.core.mailbox.envelope import Attachment
 from agentgram.runtime.core.peers import PeerInfo
 from agentgram.runtime.core.turn.background import RunningCall
@@ -47,6 +47,7 @@ from agentgram.runtime.door.values import (
     PromptedApproval,
     SessionRef,
     SpawnedSession,
+    SteerResult,
     StopResult,
     TrustOverview,
 )
@@ -116,6 +117,7 @@ class ChatDoor(Protocol):
         media_group_id: str | None = None,
     ) -> Posted: ...
     async def stop(self, session: SessionRef, envelope_id: str, *, quiet: bool = False) -> StopResult: ...
+    async def steer(self, session: SessionRef, seq: int, choice: Steer, envelope_id: str) -> SteerResult: ...
     async def stop_spawned(self, root_session_id: int, envelope_id: str) -> int: ...
     async def close_spawned(self, session: SessionRef, envelope_id: str) -> None: ...
     async def last_answer(self, session: SessionRef) -> str | None: ...

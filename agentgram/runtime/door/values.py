@@ -15,6 +15,7 @@ from datetime import datetime
 from agentgram.runtime.core.approvals.bypass import Bypass
 from agentgram.runtime.core.approvals.manager import DecisionResult
 from agentgram.runtime.core.approvals.rules import Rule
+from agentgram.runtime.core.mailbox import Steered
 from agentgram.runtime.infra.events import QuestionStatus
 from agentgram.runtime.infra.storage.models import ApprovalStatus, ChatSession, SessionSource, ToolCallStatus
 
@@ -22,6 +23,7 @@ from agentgram.runtime.infra.storage.models import ApprovalStatus, ChatSession, 
 class PostResult(enum.StrEnum):
     STARTED = "started"  # the session was idle: a turn starts with this message
     QUEUED = "queued"  # a turn is running: it reads this at its next step
+    QUEUED_AFTER = "queued_after"  # a turn is running: this waits for it to end (agent.queued_default)
     WAITING_APPROVAL = "waiting_approval"  # as QUEUED, but the next step waits for a decision
     PAUSED = "paused"  # the session's turn is paused: kept until /resume
     DUPLICATE = "duplicate"  # already accepted (redelivered update)
@@ -115,10 +117,21 @@ class PastExchange:
 @dataclass(slots=True, frozen=True)
 class Posted:
     """A user's message as the mailbox took it, and whether the source's checkpoint was stored
-    with it (then the source need not store it again)."""
+    with it (then the source need not store it again); ``seq``: its place in the session's mail,
+    what a choice for it (:meth:`~runtime.door.chat.Chat.steer`) names."""
 
     result: PostResult
     checkpoint_stored: bool
+    seq: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class SteerResult:
+    """What became of the user's choice for a queued message (issue 30): ``step``, when it was
+    read already, is the step of the turn that read it (1: the turn started with it)."""
+
+    outcome: Steered
+    step: int | None = None
 
 
 @dataclass(slots=True, frozen=True)

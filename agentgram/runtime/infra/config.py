@@ -378,6 +378,10 @@ class AgentSettings(Section):
     one; a user's message starts at 0); ``send_message`` refuses past this (runtime.core.peers)."""
     max_watches: int = advanced(8, ge=1, le=100)
     """Watches (``watch_session``) one session may hold at once."""
+    queued_default: Literal["inject", "after"] = "inject"
+    """What becomes of a message sent while the agent works, until the user presses one of its
+    buttons (⚡ Now, ⏭ After, 🗑 Cancel): ``inject`` folds it into the running turn at its next
+    step, ``after`` keeps it for a turn of its own once this one ends."""
 
     @field_validator("timezone")
     @classmethod

@@ -310,6 +310,18 @@ class TurnFinished:
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
+class MessagesRead:
+    """Messages the user sent while the turn ran were folded into it at ``step`` (its round
+    number, 1 for the first): the adapter may update what it acknowledged them with (issue 30)."""
+
+    to: Address
+    turn_id: int
+    seqs: tuple[int, ...]  # their places in the session's mail
+    step: int
+    kind: Literal["messages_read"] = "messages_read"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
 class Notice:
     """A localized one-liner for the user; ``key`` names the locale message."""
 
@@ -447,6 +459,7 @@ RuntimeEvent = (
     | CallDetached
     | CallFinished
     | TurnFinished
+    | MessagesRead
     | Notice
     | Report
     | FileOutput

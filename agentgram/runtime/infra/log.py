@@ -25,8 +25,6 @@ import re
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl
 
-from pydantic import AnyUrl, BaseModel, SecretStr
-
 ROOT = "agentgram"
 _secrets: set[str] = set()
 _redact_payloads = True
@@ -56,6 +54,8 @@ def register_secrets(value: object) -> None:
     """Register every secret ``value`` holds at any depth: each ``SecretStr``, and a URL's
     password and credential-named query values (``?api_key=…``). Walking the settings as a
     whole masks a secret added to the config later without anyone remembering to register it."""
+    from pydantic import AnyUrl, BaseModel, SecretStr  # here: `agentgram --version` imports this module
+
     match value:
         case SecretStr():
             secret = value.get_secret_value()

@@ -45,6 +45,9 @@ class ButtonAction(enum.StrEnum):
     ROLLBACK_PICK = "rbp"  # arg: a turn id /rollback lists: what undoing it would undo
     ROLLBACK_UNDO = "rbu"  # arg: "<turn id>" or "<turn id>_<token>" (files changed since, confirmed)
     ROLLBACK_CANCEL = "rbx"  # arg: the turn id
+    QUEUED_NOW = "qn"  # arg: "<session id>_<mail seq>" of a message queued behind a turn
+    QUEUED_AFTER = "qf"  # arg: the same
+    QUEUED_CANCEL = "qx"  # arg: the same
 
 
 @dataclass(slots=True, frozen=True)

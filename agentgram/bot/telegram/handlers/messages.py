@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentgram.bot.shown import ack_key
+from agentgram.bot.shown import STEERABLE, ack_key
 from agentgram.bot.telegram.core.attachments import attachment_of
 from agentgram.bot.telegram.core.callback_data import ButtonAction, decode
 from agentgram.bot.telegram.core.context import BotContext, bot_context, envelope_id
@@ -34,7 +34,7 @@ from agentgram.bot.telegram.core.port import TelegramError
 from agentgram.bot.telegram.core.router import HandlerContext, OnMessage, Router, is_command
 from agentgram.bot.telegram.core.sender import send_html
 from agentgram.bot.telegram.handlers import approvals, questions
-from agentgram.bot.telegram.views import spawned_view
+from agentgram.bot.telegram.views import queued_view, spawned_view
 from agentgram.bot.telegram.views.render import escape
 from agentgram.runtime.app import (
     ApprovalStatus,
@@ -46,7 +46,7 @@ from agentgram.runtime.app import (
 )
 from agentgram.runtime.door.values import SpawnedSession
 
-_READ_AT_NEXT_STEP = frozenset({PostResult.QUEUED, PostResult.WAITING_APPROVAL})
+_READ_AT_NEXT_STEP = frozenset({PostResult.QUEUED, PostResult.QUEUED_AFTER, PostResult.WAITING_APPROVAL})
 _PROMPT_ACTIONS = frozenset({ButtonAction.APPROVE, ButtonAction.REJECT})
 """The prompt's buttons that carry its request id."""
 
@@ -198,9 +198,20 @@ async def _post(
     key = ack_key(result)
     if key is None:
         return
-    await send_html(
-        update.get_bot(), message.chat_id, ctx.text(update, key), reply_to=message.message_id, silent=True
+    steerable = result in STEERABLE and posted.seq is not None
+    keyboard = queued_view.keyboard(ctx.translator, ctx.lang(update), session.id, posted.seq or 0)
+    sent = await send_html(
+        update.get_bot(),
+        message.chat_id,
+        ctx.text(update, key),
+        reply_to=message.message_id,
+        silent=True,
+        reply_markup=keyboard if steerable else None,
     )
+    if steerable and sent is not None and posted.seq is not None:
+        await queued_view.remember(
+            ctx.runtime.values, session.id, posted.seq, message.chat_id, sent.message_id
+        )
 
 
 async def _point_at_prompt(update: Update, ctx: BotContext, awaited: AwaitedApproval) -> None:

@@ -70,7 +70,14 @@ from agentgram.bot.telegram.core.sender import (
     send_html,
 )
 from agentgram.bot.telegram.core.topics import in_topic
-from agentgram.bot.telegram.views import agents_view, jobs_view, questions_view, spawned_view, todos_view
+from agentgram.bot.telegram.views import (
+    agents_view,
+    jobs_view,
+    questions_view,
+    queued_view,
+    spawned_view,
+    todos_view,
+)
 from agentgram.bot.telegram.views.chat_actions import RECORD_VOICE, UPLOAD_DOCUMENT, ChatActions
 from agentgram.bot.telegram.views.drafts import DraftChats
 from agentgram.bot.telegram.views.prompts import approval_prompt, decided_prompt, decision_line
@@ -89,6 +96,7 @@ from agentgram.runtime.infra.events import (
     CallDetached,
     CallFinished,
     FileOutput,
+    MessagesRead,
     Notice,
     OutcomeKind,
     QuestionAsked,
@@ -348,6 +356,10 @@ class Delivery:
             case TodosChanged():  # one message, edited in place
                 await self._flush(box, force=True)
                 await todos_view.show(box.bot, self.runtime, self.t, box.language, event)
+            case MessagesRead():  # queued messages the turn folded in: their acknowledgements say so
+                html = self.t.t(box.language, "queued-folded", step=event.step)
+                for seq in event.seqs:
+                    await queued_view.settle(self.runtime.values, box.bot, event.to.session_id, seq, html)
             case Notice():
                 params = {k: escape(str(v)) if isinstance(v, str) else v for k, v in event.params.items()}
                 text = self.t.t(box.language, event.key, **params)

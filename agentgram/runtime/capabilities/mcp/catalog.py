@@ -35,8 +35,7 @@ import asyncio
 import weakref
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-
-import mcp_types as types
+from typing import TYPE_CHECKING
 
 from agentgram.runtime.capabilities.mcp.servers import McpServer, McpServers, ServerState
 from agentgram.runtime.capabilities.mcp.tools import McpTool, mcp_tools
@@ -44,6 +43,9 @@ from agentgram.runtime.capabilities.tools.base import ToolRegistry
 from agentgram.runtime.infra.errors import ToolError
 from agentgram.runtime.infra.log import get_logger
 from agentgram.runtime.infra.storage.grant_rows import ROOT_FRAME, GrantStore
+
+if TYPE_CHECKING:
+    import mcp_types as types
 
 log = get_logger("mcp")
 

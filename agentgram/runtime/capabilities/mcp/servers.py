@@ -37,15 +37,9 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import mcp_types as types
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.exceptions import MCPError
 
 from agentgram.runtime.capabilities.tools.base import NO_PROCESSES, ProcessLedger
 from agentgram.runtime.capabilities.tools.processes import child_with_env, kill_group
@@ -54,6 +48,10 @@ from agentgram.runtime.infra.config import McpServerSettings, McpSettings
 from agentgram.runtime.infra.errors import ToolError
 from agentgram.runtime.infra.log import get_logger
 from agentgram.runtime.infra.storage.db import durable
+
+if TYPE_CHECKING:  # the SDK is imported by the first start: with no servers, never (issue 31)
+    import mcp_types as types
+    from mcp import ClientSession
 
 log = get_logger("mcp")
 
@@ -239,6 +237,11 @@ class McpServer:
     async def _open(self, stack: AsyncExitStack, pid: list[int]) -> ClientSession:
         """Open the transport and session; a stdio server's process id goes into ``pid`` as soon
         as it is known (before the session answers), so the owner forgets it however it ends."""
+        from mcp import ClientSession, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
         s = self.settings
         if s.command is not None:
             marker = uuid.uuid4().hex
@@ -290,6 +293,9 @@ class McpServer:
     # --- failures ------------------------------------------------------------
 
     async def _request(self, session: ClientSession, send: Callable[[], Awaitable[ResultT]]) -> ResultT:
+        import mcp_types as types
+        from mcp.shared.exceptions import MCPError
+
         try:
             return await send()
         except MCPError as exc:
@@ -327,6 +333,8 @@ class McpServer:
 
 
 async def _all_tools(session: ClientSession) -> list[types.Tool]:
+    import mcp_types as types
+
     tools: list[types.Tool] = []
     cursor: str | None = None
     while True:
@@ -340,6 +348,8 @@ async def _all_tools(session: ClientSession) -> list[types.Tool]:
 
 def _reason(exc: BaseException) -> str:
     """One readable line: the first real error inside the SDK's exception groups."""
+    from mcp.shared.exceptions import MCPError
+
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, TimeoutError):

@@ -21,9 +21,8 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-import mcp_types as types
 from pydantic import ConfigDict
 
 from agentgram.runtime.capabilities.mcp.images import image_note
@@ -33,6 +32,9 @@ from agentgram.runtime.infra.config import ApprovalRuleSettings, McpSettings
 from agentgram.runtime.infra.errors import ToolError
 from agentgram.runtime.infra.llm.types import ToolSpec
 from agentgram.runtime.infra.log import get_logger
+
+if TYPE_CHECKING:  # the SDK's types are read once a server answered (issue 31: no MCP, no import)
+    import mcp_types as types
 
 log = get_logger("mcp")
 
@@ -109,6 +111,8 @@ def result_text(result: types.CallToolResult, workdir: Path | None = None) -> st
 
     With a ``workdir``, each image part is saved there and its note names the file
     (:func:`~runtime.mcp.images.image_note`); without one it is only its type."""
+    import mcp_types as types
+
     images = itertools.count(1)
     keep = None if result.is_error else workdir  # a failed result's images are not shown
     parts = [_part_text(part, keep, images) for part in result.content]
@@ -121,6 +125,8 @@ def result_text(result: types.CallToolResult, workdir: Path | None = None) -> st
 
 
 def _part_text(part: types.ContentBlock, workdir: Path | None, images: Iterator[int]) -> str:
+    import mcp_types as types
+
     if isinstance(part, types.TextContent):
         return part.text
     if isinstance(part, types.ImageContent):

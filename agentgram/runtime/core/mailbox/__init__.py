@@ -14,10 +14,11 @@ from agentgram.runtime.core.mailbox.envelope import (
     ScheduledTurnBody,
     Sender,
     SenderKind,
+    Steer,
     ToolCallFinishedBody,
     UserMessageBody,
 )
-from agentgram.runtime.core.mailbox.mailbox import Mailbox, MemoryMailbox, SqlMailbox
+from agentgram.runtime.core.mailbox.mailbox import Mailbox, MemoryMailbox, SqlMailbox, Steered
 
 __all__ = [
     "AgentMessageBody",
@@ -36,6 +37,8 @@ __all__ = [
     "Sender",
     "SenderKind",
     "SqlMailbox",
+    "Steer",
+    "Steered",
     "ToolCallFinishedBody",
     "UserMessageBody",
 ]

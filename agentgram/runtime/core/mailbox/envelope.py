@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from agentgram.runtime.infra.storage.models import MailKind, Priority, SenderKind, utcnow
+from agentgram.runtime.infra.storage.models import MailKind, Priority, SenderKind, Steer, utcnow
 
 EXEMPT_FROM_BOUND = frozenset(
     {MailKind.CONTROL, MailKind.TOOL_CALL_FINISHED, MailKind.APPROVAL_DECISION, MailKind.QUESTION_ANSWER}
@@ -91,6 +91,7 @@ class ControlAction(enum.StrEnum):
     CANCEL_CALLS = "cancel_calls"
     COMPACT = "compact"
     MODEL = "model"
+    STEER = "steer"
 
 
 class ControlBody(_Body):
@@ -102,6 +103,8 @@ class ControlBody(_Body):
     quiet: bool = False  # a stop that is part of another command (/new): no "Stopped" reply
     stops_work: bool = False  # a stop that also stops running tool calls or fetches: it stopped something
     model: str | None = None  # /model: the configured name chosen (``None``: the default)
+    steer: Steer | None = None  # steer: the choice for the queued message ``target_seq``
+    target_seq: int | None = None
 
 
 class ApprovalDecisionBody(_Body):
@@ -160,6 +163,9 @@ class Envelope(BaseModel):
     hops: int = 0
     seq: int = 0
     sent_at: datetime = Field(default_factory=utcnow)
+    steer: Steer | None = None
+    """The user's choice for it when it was queued behind a running turn (issue 30): ``after``
+    holds it out of that turn, ``cancel`` drops it unread, ``now`` stopped that turn for it."""
 
     @property
     def kind(self) -> MailKind:

@@ -42,6 +42,7 @@ one way only; a deadlock the database breaks anyway is decided again too.
 
 from __future__ import annotations
 
+import enum
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -68,7 +69,7 @@ from agentgram.runtime.infra.errors import MailboxFull, StorageError
 from agentgram.runtime.infra.log import get_logger
 from agentgram.runtime.infra.storage.concurrency import insert_for, lock_rows, retryable
 from agentgram.runtime.infra.storage.db import Database, after_commit
-from agentgram.runtime.infra.storage.models import ChatSession, MailRow, utcnow
+from agentgram.runtime.infra.storage.models import ChatSession, MailRow, Steer, utcnow
 from agentgram.runtime.infra.storage.sessions import upsert_value
 
 log = get_logger("mailbox")
@@ -77,6 +78,15 @@ _SESSIONS: sa.Table = ChatSession.__table__  # type: ignore[attr-defined]
 _EXEMPT = sorted(kind.value for kind in EXEMPT_FROM_BOUND)
 
 AcceptListener = Callable[[Envelope], None]
+
+
+class Steered(enum.StrEnum):
+    """What became of a choice for a queued message (:meth:`Mailbox.steer`)."""
+
+    APPLIED = "applied"  # stored on the unread message (again, for a repeated choice)
+    READ = "read"  # the message was read already: nothing changed
+    CANCELLED = "cancelled"  # the message was dropped before: nothing changed
+    UNKNOWN = "unknown"  # no such message in the session
 
 
 class Mailbox(Protocol):
@@ -105,6 +115,11 @@ class Mailbox(Protocol):
         ...
 
     def subscribe(self, listener: AcceptListener) -> None: ...
+
+    async def steer(self, session_id: int, seq: int, choice: Steer) -> Steered:
+        """Store the user's ``choice`` on unread message ``seq`` (issue 30); a message already
+        read or dropped keeps what it was."""
+        ...
 
 
 class Leases(Protocol):
@@ -260,6 +275,21 @@ class SqlMailbox(_Listeners):
     def known_empty(self, session_id: int) -> None:
         self._view.fill(session_id, [], self._view.ticket(session_id))
 
+    async def steer(self, session_id: int, seq: int, choice: Steer) -> Steered:
+        def write(conn: Connection) -> Steered:
+            cursor = conn.execute(
+                sa.select(_SESSIONS.c.mail_cursor).where(_SESSIONS.c.id == session_id)
+            ).scalar_one_or_none()
+            where = sa.and_(_MAIL.c.session_id == session_id, _MAIL.c.seq == seq)
+            found = conn.execute(sa.select(_MAIL.c.steer).where(where)).first()
+            outcome = _steered(found is not None, cursor or 0, seq, found[0] if found else None, choice)
+            if outcome is Steered.APPLIED:
+                conn.execute(sa.update(_MAIL).where(where).values(steer=choice))
+                after_commit(conn, lambda: self._view.steered(session_id, seq, choice))
+            return outcome
+
+        return await self._db.write_sync(write)
+
     def forget(self, session_id: int) -> None:
         self._view.forget(session_id)
 
@@ -306,6 +336,16 @@ class MemoryMailbox(_Listeners):
 
     def known_empty(self, session_id: int) -> None:
         """Nothing to do: memory is always read directly."""
+
+    async def steer(self, session_id: int, seq: int, choice: Steer) -> Steered:
+        box = self._mail[session_id]
+        found = next((i for i, e in enumerate(box) if e.seq == seq), None)
+        before = box[found].steer if found is not None else None
+        outcome = _steered(found is not None, self._cursors[session_id], seq, before, choice)
+        if outcome is Steered.APPLIED and found is not None:
+            box[found] = box[found].model_copy(update={"steer": choice})
+            self._ids[box[found].id] = box[found]
+        return outcome
 
     def forget(self, session_id: int) -> None:
         """Nothing to do: memory is the store itself."""
@@ -441,6 +481,7 @@ def _to_row(envelope: Envelope, accepted_at: datetime) -> dict[str, Any]:
         "body": envelope.body.model_dump(mode="json"),
         "sent_at": envelope.sent_at,
         "accepted_at": accepted_at,
+        "steer": envelope.steer,
     }
 
 
@@ -454,7 +495,20 @@ def _from_row(row: MailRow) -> Envelope:
         hops=row.hops,
         sent_at=row.sent_at,
         body=BODY_ADAPTER.validate_python(row.body),
+        steer=row.steer,
     )
+
+
+def _steered(exists: bool, cursor: int, seq: int, before: str | None, choice: Steer) -> Steered:
+    """The one rule of :meth:`Mailbox.steer`: only an unread message that was not dropped
+    takes a choice."""
+    if not exists:
+        return Steered.UNKNOWN
+    if seq <= cursor:
+        return Steered.READ
+    if before == Steer.CANCEL and choice != Steer.CANCEL:
+        return Steered.CANCELLED
+    return Steered.APPLIED
 
 
 def last_seq(envelopes: Iterable[Envelope]) -> int:

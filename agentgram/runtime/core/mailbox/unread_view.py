@@ -7,6 +7,7 @@ cursor move commits, so the consumer it wakes reads its mail without a query.
 from __future__ import annotations
 
 from agentgram.runtime.core.mailbox.envelope import Envelope
+from agentgram.runtime.infra.storage.models import Steer
 from agentgram.runtime.infra.storage.views import SessionViews
 
 
@@ -18,6 +19,11 @@ class UnreadView(SessionViews[list[Envelope]]):
             unread = self.changed(envelope.session_id)
             if unread is not None and (not unread or unread[-1].seq < envelope.seq):
                 unread.append(envelope)
+
+    def steered(self, session_id: int, seq: int, choice: Steer) -> None:
+        unread = self.changed(session_id)
+        if unread is not None:
+            unread[:] = [e.model_copy(update={"steer": choice}) if e.seq == seq else e for e in unread]
 
     def advanced(self, session_id: int, upto: int) -> None:
         unread = self.changed(session_id)

@@ -49,7 +49,7 @@ Handler = Callable[[Envelope, bool], object]
 makes it."""
 
 REPLAYED: frozenset[ControlKey] = frozenset(
-    {MailKind.APPROVAL_DECISION, MailKind.QUESTION_ANSWER, ControlAction.MODEL}
+    {MailKind.APPROVAL_DECISION, MailKind.QUESTION_ANSWER, ControlAction.MODEL, ControlAction.STEER}
 )
 """Control whose stored effect a restart applies again when its mail is still unread."""
 

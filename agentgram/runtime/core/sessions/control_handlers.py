@@ -12,6 +12,10 @@ answer          settles the question once                              the store
 cancel calls    cancels those running calls of the session             whether one was running
 compact         summarises the older history, unless a turn runs       a ``CompactionReport``
 model           the session's requests go to the chosen model          ``True``
+steer           stores the user's choice on a queued message; ``now``  the mailbox's ``Steered``
+                also cancels the turn and its calls, as stop does
+                (the worker then starts on the message: nothing is
+                dropped)
 ==============  =====================================================  ===========================
 """
 
@@ -23,7 +27,14 @@ from typing import Protocol
 
 from agentgram.runtime.capabilities.questions.manager import Settled
 from agentgram.runtime.core.approvals.manager import DecidedBy, DecisionResult
-from agentgram.runtime.core.mailbox import ApprovalDecisionBody, ControlAction, ControlBody, Envelope
+from agentgram.runtime.core.mailbox import (
+    ApprovalDecisionBody,
+    ControlAction,
+    ControlBody,
+    Envelope,
+    Steer,
+    Steered,
+)
 from agentgram.runtime.core.mailbox.envelope import QuestionAnswerBody
 from agentgram.runtime.core.sessions.control import ControlDesk
 from agentgram.runtime.core.turn.compaction import CompactionOutcome, CompactionReport
@@ -31,6 +42,11 @@ from agentgram.runtime.infra.storage.models import MailKind
 
 STOPPED_BY_USER = "stopped by the user (/stop)"
 CANCELLED_BY_USER = "cancelled by the user"
+STEERED_BY_USER = "stopped by the user, who asked to start on a newer message"
+
+
+class Steering(Protocol):
+    async def steer(self, session_id: int, seq: int, choice: Steer) -> Steered: ...
 
 
 class Turns(Protocol):
@@ -78,12 +94,15 @@ class SessionControl:
     compaction_on: bool
     choose_model: Callable[[int, str | None], Awaitable[None]]
     """The session's model from its next request on (``None``: the default)."""
+    steering: Steering
+    """Where a queued message's choice is stored (the mailbox)."""
 
     def register(self, desk: ControlDesk) -> None:
         desk.handle(ControlAction.STOP, self.stop)
         desk.handle(ControlAction.CANCEL_CALLS, self.cancel_calls)
         desk.handle(ControlAction.COMPACT, self.compact_now)
         desk.handle(ControlAction.MODEL, self.model)
+        desk.handle(ControlAction.STEER, self.steer)
         desk.handle(MailKind.APPROVAL_DECISION, self.decide)
         desk.handle(MailKind.QUESTION_ANSWER, self.answer)
 
@@ -115,6 +134,17 @@ class SessionControl:
         await self.choose_model(envelope.session_id, _control(envelope).model)
         return True
 
+    async def steer(self, envelope: Envelope, replayed: bool) -> Steered:
+        body = _control(envelope)
+        if body.steer is None or body.target_seq is None:
+            return Steered.UNKNOWN
+        session_id = envelope.session_id
+        outcome = await self.steering.steer(session_id, body.target_seq, body.steer)
+        if outcome is Steered.APPLIED and body.steer is Steer.NOW:
+            self.turns.cancel_turn(session_id)  # the worker then opens a turn with the message
+            self.calls.cancel_session(session_id, STEERED_BY_USER)
+        return outcome
+
     async def decide(self, envelope: Envelope, replayed: bool) -> DecisionResult:
         body = envelope.body
         assert isinstance(body, ApprovalDecisionBody)
@@ -134,4 +164,4 @@ def _control(envelope: Envelope) -> ControlBody:
     return envelope.body
 
 
-__all__ = ["CANCELLED_BY_USER", "STOPPED_BY_USER", "SessionControl"]
+__all__ = ["CANCELLED_BY_USER", "STEERED_BY_USER", "STOPPED_BY_USER", "SessionControl"]

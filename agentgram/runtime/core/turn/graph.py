@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING
 
 from agentgram.runtime.core.turn.calls import resume_pending_calls, run_calls
 from agentgram.runtime.core.turn.children import resume_children
-from agentgram.runtime.core.turn.inject import Injected, inject_mail
+from agentgram.runtime.core.turn.inject import Injected, inject_mail, is_users
 from agentgram.runtime.core.turn.outcome import Exhausted, Final, Paused, TurnOutcome
 from agentgram.runtime.core.turn.request import Request, build_request, offered_tools
+from agentgram.runtime.infra.events import MessagesRead
 from agentgram.runtime.infra.llm.types import LLMRound
 from agentgram.runtime.infra.storage.db import durable
 from agentgram.runtime.infra.storage.models import ToolCallRow
@@ -73,9 +74,12 @@ class Receive:
             return BuildRequest()
         s, state = turn.deps, turn.state
         unread, state.first_mail = state.first_mail, None
-        injected = await inject_mail(
+        folded = await inject_mail(
             s.db, s.mailbox, s.history, turn.session_id, turn.turn_id, unread, prepare=turn.prepare
         )
+        injected = folded.injected
+        if read := tuple(e.seq for e in folded.mail if is_users(e)):
+            s.bus.emit(MessagesRead(to=turn.address, turn_id=turn.turn_id, seqs=read, step=state.rounds + 1))
         if injected is Injected.PAUSE:
             return End(Paused())
         if injected is Injected.STOP:  # a /stop landed before the hub could cancel us

@@ -11,18 +11,25 @@ mailbox's exactly-once effect.
 A stop is never consumed here, and while one is unread nothing is: the turn
 ends cancelled and the session worker consumes the stop afterwards, counting
 and dropping what was still queued (never stored as conversation).
+
+**Steered messages** (issue 30: the user's ⚡ / ⏭ / 🗑 on a message queued behind a running turn,
+``Envelope.steer``): one marked ``now`` ends the turn here like a stop, but nothing is dropped —
+the worker starts the next turn with it; one marked ``after`` is not folded into the running turn,
+and neither is what came after it (mail is read in ``seq`` order): the next turn starts with
+them; one marked ``cancel`` is read as nothing, here and when a turn opens.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection
 
 from agentgram.runtime.capabilities.attachments.inbox import PreparationStopped, spoken_text
-from agentgram.runtime.core.mailbox import ControlAction, ControlBody, Envelope, MailKind
+from agentgram.runtime.core.mailbox import ControlAction, ControlBody, Envelope, MailKind, Steer
 from agentgram.runtime.core.mailbox.envelope import (
     AgentMessageBody,
     ScheduledTurnBody,
@@ -51,12 +58,22 @@ class Injected(enum.Enum):
     STOP = "stop"
 
 
+@dataclass(slots=True, frozen=True)
+class Folded:
+    """What a receive point did, and the mail it folded into the conversation."""
+
+    injected: Injected
+    mail: tuple[Envelope, ...] = ()
+
+
 def mail_text(envelope: Envelope, *, read: bool = False) -> str | None:
     """The conversation text a piece of mail contributes, or ``None``.
 
     A detached call's result reads as a one-line notice when the model already ``read`` it
     through a tool (docs/architecture/tools.md, "Read once")."""
     body = envelope.body
+    if envelope.steer is Steer.CANCEL:  # the user dropped it before it was read
+        return None
     if isinstance(body, UserMessageBody):
         return body.text
     if isinstance(body, AgentMessageBody):
@@ -79,6 +96,8 @@ def wakes(envelope: Envelope, wake_on: frozenset[str] = ALL_WAKE) -> bool:
     session) and a spawned session's task always wake: a session that never starts could never
     read mail."""
     body = envelope.body
+    if envelope.steer is Steer.CANCEL:
+        return False
     if isinstance(body, ToolCallFinishedBody):
         return body.wakes and "tool" in wake_on
     if isinstance(body, AgentMessageBody):
@@ -86,6 +105,12 @@ def wakes(envelope: Envelope, wake_on: frozenset[str] = ALL_WAKE) -> bool:
     if isinstance(body, UserMessageBody):
         return "user" in wake_on or body.is_synthetic
     return mail_text(envelope) is not None
+
+
+def is_users(envelope: Envelope) -> bool:
+    """A message a person sent (not one the system made for them)."""
+    body = envelope.body
+    return isinstance(body, UserMessageBody) and not body.is_synthetic
 
 
 def is_synthetic(envelope: Envelope) -> bool:
@@ -102,7 +127,17 @@ def control_action(envelope: Envelope) -> ControlAction | None:
 
 
 def stop_pending(unread: list[Envelope]) -> bool:
-    return any(control_action(e) == ControlAction.STOP for e in unread)
+    """A stop, or a message the user chose to start on now, waits: the running turn ends here."""
+    return any(control_action(e) == ControlAction.STOP or e.steer is Steer.NOW for e in unread)
+
+
+def before_held(mail: list[Envelope]) -> list[Envelope]:
+    """``mail`` up to the first message held for the next turn (``after``), which waits with
+    everything after it."""
+    for index, envelope in enumerate(mail):
+        if envelope.steer is Steer.AFTER:
+            return mail[:index]
+    return mail
 
 
 def take_until_pause(unread: list[Envelope]) -> tuple[list[Envelope], bool]:
@@ -130,24 +165,27 @@ async def inject_mail(
     unread: list[Envelope] | None = None,
     *,
     prepare: Prepare = no_files,
-) -> Injected:
+) -> Folded:
     """``unread`` may be handed in when the caller has just read it (saves a query); ``prepare``
     fetches the files of the messages folded in (``runtime.attachments``) before they are."""
     if unread is None:
         unread = await mailbox.unread(session_id)
     if stop_pending(unread):
-        return Injected.STOP
-    taken, pause = take_until_pause(unread)
+        return Folded(Injected.STOP)
+    paused, pause = take_until_pause(unread)
+    taken = before_held(paused)
+    pause = pause and len(taken) == len(paused)  # a pause behind held mail is not reached yet
     if not taken:
-        return Injected.NOTHING
+        return Folded(Injected.NOTHING)
     try:
         prepared = await prepare(taken)
     except PreparationStopped:  # a /stop is on its way
-        return Injected.STOP
+        return Folded(Injected.STOP)
     await durable(_commit(db, mailbox, history, session_id, turn_id, taken, prepared))
+    read = tuple(e for e in taken if mail_text(e) is not None)
     if pause:
-        return Injected.PAUSE
-    return Injected.MESSAGES if any(mail_text(e) is not None for e in taken) else Injected.NOTHING
+        return Folded(Injected.PAUSE, read)
+    return Folded(Injected.MESSAGES if read else Injected.NOTHING, read)
 
 
 async def _commit(

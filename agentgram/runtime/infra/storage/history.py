@@ -56,6 +56,31 @@ class HistoryStore:
         self._db = db
         self.tails = tails or HistoryTails()
 
+    async def step_that_read(self, session_id: int, mail_seq: int) -> int | None:
+        """The step (round, from 1) of the turn at which the message ``mail_seq`` was read: one
+        more than the turn's rounds stored before its row; ``None`` if it was never stored."""
+
+        def read(tx: Session) -> int | None:
+            row = tx.exec(
+                select(HistoryRow).where(
+                    col(HistoryRow.session_id) == session_id, col(HistoryRow.mail_seq) == mail_seq
+                )
+            ).first()
+            if row is None or row.turn_id is None:
+                return None
+            before = tx.exec(
+                select(sa.func.count(col(HistoryRow.id))).where(
+                    col(HistoryRow.session_id) == session_id,
+                    col(HistoryRow.turn_id) == row.turn_id,
+                    col(HistoryRow.role) == Role.ASSISTANT,
+                    col(HistoryRow.stack_id).is_(None),
+                    col(HistoryRow.id) < row.id,
+                )
+            ).one()
+            return int(before) + 1
+
+        return await self._db.read_sync(read)
+
     def known_empty(self, session_id: int) -> None:
         """The session was created just now: its (empty) history needs no read."""
         self.tails.fill(session_id, Tail([], complete=True), self.tails.ticket(session_id))

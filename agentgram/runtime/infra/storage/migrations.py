@@ -18,6 +18,10 @@ What :func:`migrate` does with a database, in one write transaction:
 ``schema_version`` is kept in step with the head's number, so a release from before Alembic
 refuses a newer database instead of taking it for version 1.
 
+Alembic is imported only when it has work: a database already at the head (the usual start) is
+recognised by reading ``alembic_version`` with plain SQL against :data:`HEAD_REVISION`, which the
+revisions' file names give; nothing that runs after start-up needs Alembic (issue 31).
+
 Concurrency: on SQLite the transaction starts with ``BEGIN IMMEDIATE``, so two processes upgrade
 one after the other; on PostgreSQL it first takes ``pg_advisory_xact_lock`` (:data:`MIGRATE_LOCK`):
 concurrent starts wait, and the later ones find the schema at head. PostgreSQL's DDL is
@@ -30,15 +34,11 @@ not at head refuses to start, and ``agentgram db upgrade`` is the way forward.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 from sqlalchemy import Connection, Integer, MetaData, String, inspect, text
 from sqlalchemy.types import TypeDecorator, TypeEngine
 from sqlmodel import SQLModel
@@ -59,6 +59,10 @@ from agentgram.runtime.infra.log import get_logger
 from agentgram.runtime.infra.storage import legacy_migrations
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.search import INDEX, PG_INDEX
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 log = get_logger("storage")
 
@@ -142,6 +146,8 @@ def _plain(kind: TypeEngine[Any]) -> TypeEngine[Any]:
 
 def alembic_config(conn: Connection | None = None) -> Config:
     """Alembic's configuration for the package's revisions, on ``conn`` when given."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(ALEMBIC_DIR))
     config.set_main_option("path_separator", "os")
@@ -154,6 +160,8 @@ def alembic_config(conn: Connection | None = None) -> Config:
 
 
 def scripts() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config())
 
 
@@ -163,7 +171,22 @@ def head() -> str:
     return revision
 
 
-SCHEMA_VERSION = int(head())
+REVISION_FILE = re.compile(r"v(\d{4})_\w+\.py")
+"""A revision's file name in ``alembic/versions``: ``v``, its id, a few words (``v0016_task_sessions.py``)."""
+
+
+def _shipped_head() -> str:
+    """The newest revision the package carries, from the file names alone: the history is one line
+    of numbered ids, so the highest is Alembic's head (a test holds the two equal)."""
+    found = (REVISION_FILE.fullmatch(path.name) for path in (ALEMBIC_DIR / "versions").iterdir())
+    return max(match.group(1) for match in found if match is not None)
+
+
+HEAD_REVISION = _shipped_head()
+"""This release's head revision, known without importing Alembic: a database already there
+starts with no Alembic loaded (:func:`_at_head`); only an upgrade imports it."""
+
+SCHEMA_VERSION = int(HEAD_REVISION)
 """This release's schema version: the head revision's number."""
 
 
@@ -178,6 +201,8 @@ class Upgrade:
 
 def current_revision(conn: Connection) -> str | None:
     """The database's Alembic revision; ``None`` for a database Alembic never touched."""
+    from alembic.runtime.migration import MigrationContext
+
     return MigrationContext.configure(conn).get_current_revision()
 
 
@@ -196,14 +221,30 @@ def _lock(conn: Connection) -> None:
 
 def is_known(revision: str) -> bool:
     """Whether this release carries ``revision`` (a database at an unknown one is newer)."""
+    from alembic.util import CommandError
+
     try:
         return scripts().get_revision(revision) is not None
     except CommandError:
         return False
 
 
+def _at_head(conn: Connection) -> bool:
+    """Whether the database is at :data:`HEAD_REVISION`, read with plain SQL (no Alembic).
+    Never with extra revision folders (the tests' next revision): :func:`head` is then Alembic's."""
+    if EXTRA_VERSION_LOCATIONS or not inspect(conn).has_table("alembic_version"):
+        return False
+    stored = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    return stored == [HEAD_REVISION]
+
+
 def _upgrade(conn: Connection, mode: MigrateMode) -> Upgrade:
     _lock(conn)
+    if _at_head(conn):  # the usual start: nothing to upgrade, so Alembic stays unimported
+        legacy_migrations.stamp(conn, SCHEMA_VERSION)
+        return Upgrade(HEAD_REVISION, HEAD_REVISION)
+    from alembic import command
+
     target = head()
     revision = current_revision(conn)
     if revision is not None and not is_known(revision):
@@ -253,6 +294,7 @@ async def revision_of(db: Database) -> str | None:
 
 
 __all__ = [
+    "HEAD_REVISION",
     "SCHEMA_VERSION",
     "MigrateMode",
     "SchemaBehind",

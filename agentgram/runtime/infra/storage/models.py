@@ -120,6 +120,15 @@ class Priority(enum.StrEnum):
     INTERRUPT = "interrupt"
 
 
+class Steer(enum.StrEnum):
+    """What the user chose for a message sent while a turn ran (issue 30): ``now`` stops the turn
+    and starts on it, ``after`` keeps it for the next turn, ``cancel`` drops it unread."""
+
+    NOW = "now"
+    AFTER = "after"
+    CANCEL = "cancel"
+
+
 class MailKind(enum.StrEnum):
     USER_MESSAGE = "user_message"
     AGENT_MESSAGE = "agent_message"
@@ -289,6 +298,8 @@ class MailRow(SQLModel, table=True):
     body: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     sent_at: datetime = Field(default_factory=utcnow)
     accepted_at: datetime = Field(default_factory=utcnow)
+    steer: Steer | None = Field(default=None, sa_type=StrEnumType(Steer))
+    """The user's choice for a message queued behind a running turn (revision 0017)."""
 
 
 class ApprovalRequestRow(SQLModel, table=True):

@@ -46,7 +46,8 @@ class Fixture:
         self.history = HistoryStore(db)
 
     async def inject(self) -> Injected:
-        return await inject_mail(self.db, self.mailbox, self.history, self.session_id, self.turn_id)
+        folded = await inject_mail(self.db, self.mailbox, self.history, self.session_id, self.turn_id)
+        return folded.injected
 
     async def user_rows(self) -> list[tuple[str, int | None, int | None]]:
         rows = await self.history.all_rows(self.session_id)

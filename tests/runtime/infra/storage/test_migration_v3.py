@@ -64,7 +64,7 @@ async def _v2_database(path: Path) -> None:
 async def test_a_v2_database_reads_back_chat_sources_aware_datetimes_and_enums(tmp_path: Path) -> None:
     await _v2_database(tmp_path / "a.db")
     db = Database(_url(tmp_path / "a.db"))
-    assert await migrate(db) == migrations.SCHEMA_VERSION == 16  # v3, v4 (the search index), v5, 0006 to 0016
+    assert await migrate(db) == migrations.SCHEMA_VERSION == 17  # v3, v4 (the search index), v5, 0006 to 0017
 
     async with db.read() as tx:
         chat, cron = (await tx.exec(select(ChatSession).order_by(ChatSession.id))).all()  # type: ignore[arg-type]

@@ -43,8 +43,8 @@ async def _tables(db: Database) -> set[str]:
 async def test_an_empty_database_is_built_by_upgrade_head_with_no_drift(database_url: str) -> None:
     db = Database(database_url)
     try:
-        assert await migrate(db) == migrations.SCHEMA_VERSION == 16
-        assert await revision_of(db) == migrations.head() == "0016"
+        assert await migrate(db) == migrations.SCHEMA_VERSION == 17
+        assert await revision_of(db) == migrations.head() == "0017"
         assert await drift(db) == []
         assert "alembic_version" in await _tables(db)
         assert await migrate(db) == migrations.SCHEMA_VERSION  # idempotent
