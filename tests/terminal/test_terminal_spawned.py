@@ -61,6 +61,7 @@ async def test_a_helpers_approval_names_it_and_a_typed_yes_runs_the_command(tmp_
         await _started(rig, "find the answer with a helper")
         await rig.wait_for(f"{NAMED} asks:")
         await rig.wait_for("approve?")
+        await rig.wait_for("Approval needed")  # the prompt line may show before the title is printed
         assert rig.seen.index(f"{NAMED} asks:") < rig.seen.index("Approval needed")
         rig.type("y")
         await rig.wait_for("Ran it.")

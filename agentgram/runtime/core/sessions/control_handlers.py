@@ -48,6 +48,8 @@ STEERED_BY_USER = "stopped by the user, who asked to start on a newer message"
 class Steering(Protocol):
     async def steer(self, session_id: int, seq: int, choice: Steer) -> Steered: ...
 
+    async def cursor(self, session_id: int) -> int: ...
+
 
 class Turns(Protocol):
     def cancel_turn(self, session_id: int) -> bool: ...
@@ -140,7 +142,10 @@ class SessionControl:
             return Steered.UNKNOWN
         session_id = envelope.session_id
         outcome = await self.steering.steer(session_id, body.target_seq, body.steer)
-        if outcome is Steered.APPLIED and body.steer is Steer.NOW:
+        if outcome is not Steered.APPLIED or body.steer is not Steer.NOW:
+            return outcome
+        # a turn that opened meanwhile read the message already: it is the one to keep
+        if await self.steering.cursor(session_id) < body.target_seq:
             self.turns.cancel_turn(session_id)  # the worker then opens a turn with the message
             self.calls.cancel_session(session_id, STEERED_BY_USER)
         return outcome
