@@ -18,8 +18,15 @@ shipped on the PostgreSQL database of ``--storage-url`` (the driver makes a fres
 elsewhere (default: a SQLite file in ``--workdir``). Stats are this process's RSS,
 peak RSS (``VmHWM``, :func:`peak_rss_kb`) and CPU seconds (user + system).
 
+``memory`` runs a full collection and answers ``{"event": "memory", ...}``: RSS, the Python
+heap's allocated blocks, the objects the collector tracks and, for agentgram, what its in-memory
+maps hold (session workers, unread views, history tails and their entries, cached chat sessions),
+for :mod:`bench.chat_memory`. ``--idle-timeout SECONDS`` sets agentgram's chat idle timeout (how
+long a chat's idle worker is kept before it is evicted; the product's is
+:data:`~agentgram.runtime.core.sessions.hub.CHAT_IDLE_TIMEOUT`).
+
 ``--profile FILE`` writes a pyinstrument profile (HTML if FILE ends in
-``.html``, text otherwise) of everything between ``ready`` and ``stop``
+``.html``, the session to render later if ``.pyisession``, text otherwise) of everything between ``ready`` and ``stop``
 (``pip install pyinstrument``; the driver passes it to agentgram only).
 """
 
@@ -35,6 +42,7 @@ import resource
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +59,15 @@ def stats() -> dict[str, Any]:
     import psutil
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    process = psutil.Process()
     return {
-        "rss_kb": psutil.Process().memory_info().rss // 1024,
+        "rss_kb": process.memory_info().rss // 1024,
         "peak_rss_kb": peak_rss_kb() or usage.ru_maxrss,
         "cpu_s": usage.ru_utime + usage.ru_stime,
+        # the event loop's thread apart from the others (the database's, the resolver's)
+        "main_thread_cpu_s": next(
+            (t.user_time + t.system_time for t in process.threads() if t.id == process.pid), None
+        ),
     }
 
 
@@ -127,20 +140,43 @@ def _ms(ordered: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2) if ordered else 0.0
 
 
+def memory(inspect: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """After a full collection: RSS, the Python heap and what the bot's in-memory maps hold."""
+    import psutil
+
+    gc.collect()
+    return {
+        "rss_kb": psutil.Process().memory_info().rss // 1024,
+        "py_blocks": sys.getallocatedblocks(),
+        "gc_objects": len(gc.get_objects()),
+        "tasks": len(asyncio.all_tasks()),
+        **inspect(),
+    }
+
+
 def say(event: str, **fields: Any) -> None:
     sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
     sys.stdout.flush()
 
 
-async def start_bot(args: argparse.Namespace) -> tuple[Callable[[], Awaitable[None]], str]:
-    """Start the chosen bot; return its stop function and its database's dialect (``none`` for the
-    baseline), which the ``ready`` line reports."""
+@dataclass(slots=True, frozen=True)
+class Started:
+    """A started bot: its stop function, its database's dialect (``none`` for the baseline, the
+    ``ready`` line reports it) and what its in-memory maps hold (:func:`memory`)."""
+
+    stop: Callable[[], Awaitable[None]]
+    storage: str
+    inspect: Callable[[], dict[str, Any]]
+
+
+async def start_bot(args: argparse.Namespace) -> Started:
+    """Start the chosen bot."""
     if args.kind == "baseline":
         from bench.baseline_bot import build_baseline, start_baseline, stop_baseline
 
         application = build_baseline(TOKEN, args.tg, args.llm, MODEL)
         await start_baseline(application)
-        return (lambda: stop_baseline(application)), "none"
+        return Started(lambda: stop_baseline(application), "none", dict)
     from agentgram.bot.cli import freeze_startup_heap
     from agentgram.bot.telegram.app import compose
 
@@ -155,9 +191,23 @@ async def start_bot(args: argparse.Namespace) -> tuple[Callable[[], Awaitable[No
     bot = compose(settings)
     if args.kind == "agentgram-oldsession":  # diagnostic: a chat's session opened as before issue 12
         old_session_path(bot.runtime.parts.session_store)
+    if args.idle_timeout is not None:
+        bot.runtime.parts.hub.options.idle_timeout = args.idle_timeout
     await bot.start()
     freeze_startup_heap()  # as `agentgram run` does
-    return bot.stop, bot.runtime.parts.db.engine.dialect.name
+    return Started(bot.stop, bot.runtime.parts.db.engine.dialect.name, lambda: held(bot.runtime.parts))
+
+
+def held(parts: Any) -> dict[str, int]:
+    """What agentgram's per-session in-memory maps hold (diagnostics; private attributes read)."""
+    tails = parts.history.tails._views
+    return {
+        "workers": len(parts.hub.workers),
+        "unread_views": len(parts.mailbox._view._views),
+        "history_tails": len(tails),
+        "history_tail_entries": sum(len(tail.entries) for tail in tails.values()),
+        "chat_sessions": len(parts.chat_sessions._sessions),
+    }
 
 
 def old_session_path(sessions: Any) -> None:
@@ -202,7 +252,7 @@ async def serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    stop, storage = await start_bot(args)
+    bot = await start_bot(args)
     profiler = None
     if args.profile:
         from pyinstrument import Profiler
@@ -210,11 +260,13 @@ async def serve(args: argparse.Namespace) -> None:
         profiler = Profiler(async_mode="disabled")
         profiler.start()
     stalls = Stalls()
-    say("ready", pid=os.getpid(), storage=storage, **stats())
+    say("ready", pid=os.getpid(), storage=bot.storage, **stats())
     while line := (await reader.readline()).decode().strip():
         if line == "stats":
             stalls.start()
             say("stats", **stats())
+        elif line == "memory":
+            say("memory", **memory(bot.inspect))
         elif line == "stop":
             break
     stalled = stalls.stop()
@@ -222,9 +274,14 @@ async def serve(args: argparse.Namespace) -> None:
         profiler.stop()
         show_all = os.environ.get("BENCH_PROFILE_ALL") == "1"  # library frames too
         out = Path(args.profile)
-        text = profiler.output_html() if out.suffix == ".html" else profiler.output_text(show_all=show_all)
-        out.write_text(text)  # noqa: ASYNC240  (once, at the end, outside the measurement)
-    await asyncio.wait_for(stop(), 30)
+        if out.suffix == ".pyisession":  # the samples, to render later (pyinstrument --load FILE)
+            profiler.last_session.save(str(out))  # type: ignore[union-attr]
+        else:
+            text = (
+                profiler.output_html() if out.suffix == ".html" else profiler.output_text(show_all=show_all)
+            )
+            out.write_text(text)  # noqa: ASYNC240  (once, at the end, outside the measurement)
+    await asyncio.wait_for(bot.stop(), 30)
     say("done", **stats(), stalls=stalled)
 
 
@@ -237,6 +294,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workdir", default=".")
     parser.add_argument("--edit-interval", type=float, default=0.1)
     parser.add_argument("--profile", default="")
+    parser.add_argument(
+        "--idle-timeout", type=float, default=None, help="agentgram's chat idle timeout (s) before eviction"
+    )
     parser.add_argument(
         "--storage-url", default="", help="agentgram's storage.url (default: SQLite in --workdir)"
     )

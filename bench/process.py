@@ -36,6 +36,7 @@ class BotProcess:
         edit_interval: float = 0.1,
         profile: Path | None = None,
         storage_url: str | None = None,
+        idle_timeout: float | None = None,
     ) -> None:
         self.kind = kind
         # "agentgram@/path/to/checkout": the same bot from another checkout (e.g. the commit before,
@@ -51,6 +52,8 @@ class BotProcess:
             self.args += ["--profile", str(profile)]
         if storage_url is not None:  # agentgram's storage.url (a PostgreSQL database of the driver's)
             self.args += ["--storage-url", storage_url]
+        if idle_timeout is not None:  # agentgram's chat idle timeout before a worker is evicted
+            self.args += ["--idle-timeout", str(idle_timeout)]
         self.proc: asyncio.subprocess.Process | None = None
         self.ready: dict[str, Any] = {}
 
@@ -76,6 +79,11 @@ class BotProcess:
     async def stats(self) -> dict[str, Any]:
         self._send("stats")
         return await self._expect("stats", 10.0)
+
+    async def memory(self) -> dict[str, Any]:
+        """After a full collection in the bot: its RSS, heap and in-memory maps (``bench.botproc``)."""
+        self._send("memory")
+        return await self._expect("memory", 30.0)
 
     async def stop(self) -> dict[str, Any]:
         self._send("stop")

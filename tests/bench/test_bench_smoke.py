@@ -6,7 +6,18 @@ keeps the scripts from rotting as the code they drive changes.
 
 from __future__ import annotations
 
-from bench import chats, cluster, context_build, headless_memory, latency, mailbox, stop_latency
+from bench import (
+    chat_memory,
+    chats,
+    cluster,
+    context_build,
+    headless_memory,
+    latency,
+    mailbox,
+    startup,
+    stop_latency,
+    throughput,
+)
 from tests.backends import pg_server_url
 
 
@@ -122,3 +133,47 @@ async def test_cluster_benchmark_runs_two_instances_behind_the_proxy() -> None:
     ]
     assert summed["utilisation_max"] >= summed["utilisation_min"] > 0
     assert "msgs/s" in cluster.table(payload)
+
+
+async def test_throughput_benchmark_reports_turns_and_cpu_of_both_bots() -> None:
+    """Issue 31 req. 4–5: the 0 ms model, closed-loop chats, pacing off; both bots in one run."""
+    payload = await throughput.run(throughput.Options(chats=3, seconds=1.0, settle=0.2, rounds=1))
+    for kind in (throughput.BASELINE, throughput.AGENTGRAM):
+        (result,) = payload["runs"][kind]
+        assert result["turns"] > 0 and not result["failures"], result
+        assert result["turns_per_s"] > 0 and result["cpu_ms_per_turn"] > 0, result
+    verdict = payload["verdicts"][throughput.AGENTGRAM]
+    assert set(verdict) == set(throughput.TARGETS)
+    assert all(v["value"] is not None and v["value"] > 0 for v in verdict.values()), verdict
+    assert "CPU ms/turn" in throughput.table(payload)
+
+
+async def test_startup_benchmark_times_the_first_poll_of_both_bots() -> None:
+    """Issue 31 req. 6: spawn → the first getUpdates, agentgram (fresh, restart) and the baseline."""
+    payload = await startup.run(startup.Options(repeats=1, bytecode=False))
+    for kind in startup.KINDS:
+        (start,) = payload["starts"][kind]
+        assert start["first_poll_s"] > 0 and start["cpu_s"] > 0 and start["rss_mb"] > 0, start
+    assert "getMe" in payload["starts"]["agentgram"][0]["requests_before"]
+    assert payload["version_s"][0] > 0 and payload["python_floor_s"][0] > 0
+    assert set(payload["verdicts"]) == set(startup.TARGETS)
+    assert payload["verdicts"]["first_poll_ratio"]["value"] > 0
+    assert "first getUpdates" in startup.table(payload)
+
+
+async def test_chat_memory_benchmark_measures_idle_active_and_long_run() -> None:
+    """Issue 31 req. 3: idle chats' workers evicted, active chats' kept, RSS sampled over a run."""
+    opts = chat_memory.Options(
+        idle_chats=6, active_chats=4, batches=2, messages=1, long_chats=4, long_turns=16, sample_every=8,
+        warmup=8, idle_timeout=0.1,
+    )  # fmt: skip
+    payload = await chat_memory.run(opts)
+    idle, active = payload["idle"], payload["active"]
+    assert not (idle["failures"] or active["failures"] or payload["long"]["failures"]), payload
+    assert [s["chats"] for s in idle["samples"]] == [0, 3, 6] and idle["workers_at_end"] == 0, idle
+    assert active["workers_at_end"] == chat_memory.WARM_CHATS + 4, "an active chat keeps its worker"
+    assert idle["rss_kib_per_chat"] is not None and active["py_blocks_per_chat"] is not None
+    long = payload["long"]
+    assert [s["load_turns"] for s in long["samples"]] == [0, 8, 16]
+    assert long["reference_turns"] == 8 and long["growth"] is not None
+    assert "growth after warm-up" in chat_memory.table(payload)
