@@ -119,6 +119,24 @@ async def test_a_private_chat_streams_a_draft_at_once_and_sends_the_text_once(ri
     assert message.visible_text == "Hello, world" and message.edits == []
 
 
+async def test_no_draft_when_the_rounds_whole_text_is_already_queued(rig: Rig) -> None:
+    """A fast model's answer (deltas and the round's end queued together) goes out as its one
+    message: a draft of it would be a request for nothing (issue 31, CPU per turn)."""
+    drafting = Delivery(rig.delivery.bot, rig.runtime, Translator(), edit_interval=0.05, drafts=True)
+    try:
+        drafting(TurnStarted(to=rig.to, turn_id=TURN))
+        drafting(TextDelta(to=rig.to, turn_id=TURN, text="Hello"))
+        drafting(TextDelta(to=rig.to, turn_id=TURN, text=", world"))
+        drafting(RoundEnded(to=rig.to, turn_id=TURN, text="Hello, world", has_tool_calls=False))
+        drafting(TurnFinished(to=rig.to, turn_id=TURN, outcome=OutcomeKind.FINAL))
+        await drafting.idle()
+    finally:
+        await drafting.close()
+    assert rig.tg.draft_texts(CHAT) == []
+    [message] = rig.chat()
+    assert message.visible_text == "Hello, world" and message.edits == []
+
+
 async def test_a_final_answer_over_4096_is_split(rig: Rig) -> None:
     words = " ".join(f"word{i}" for i in range(1500))  # ~12 000 characters
     rig.feed(

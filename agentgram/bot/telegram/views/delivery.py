@@ -148,6 +148,9 @@ class ChatOutbox:
     actions: ChatActions
     pace: EditPace
     queue: asyncio.Queue[RuntimeEvent] = field(default_factory=asyncio.Queue)
+    ends_queued: int = 0
+    """Round ends waiting in :attr:`queue`: text whose whole arrives with one is not worth a draft
+    or a first message to edit (the round's message follows at once: issue 31, CPU per turn)."""
     language: str | None = None
     turn_session: int | None = None
     """The session whose turn is in progress in this chat."""
@@ -219,6 +222,8 @@ class Delivery:
             self._tasks.spawn(self._run(box), name=f"outbox-{chat_id}-{event.to.thread_id}-{spawned}")
         if event.to.language:
             box.language = event.to.language
+        if isinstance(event, RoundEnded):
+            box.ends_queued += 1
         box.queue.put_nowait(event)
 
     def _outbox(self, chat_id: int, thread_id: int, spawned: int) -> ChatOutbox:
@@ -284,6 +289,8 @@ class Delivery:
             except Exception:  # a delivery failure never stops the chat's outbox
                 log.exception("delivering %s to chat %s failed", event.kind, box.chat_id)
             finally:
+                if isinstance(event, RoundEnded):
+                    box.ends_queued -= 1
                 box.queue.task_done()
 
     def _flush_delay(self, box: ChatOutbox) -> float | None:
@@ -449,7 +456,10 @@ class Delivery:
             await self.runtime.chat.output_shown(outbox_id)
 
     async def _on_delta(self, box: ChatOutbox, text: str) -> None:
-        if not box.stream.add(text):
+        first = box.stream.add(text)
+        if box.ends_queued:  # the round's whole text is next in line: no draft, no message to edit
+            return
+        if not first:
             await self._draft(box)
             return
         await self._flush(box, force=True)  # pending tool lines first
