@@ -13,7 +13,7 @@ from typing import Any
 from tests.conftest import ALLOWED_USER
 from tests.e2e.harness import Rig, running_bot
 from tests.e2e.test_turn_control import ALLOW_SHELL, start_waiting_command
-from tests.fakes.openai_server import Text
+from tests.fakes.openai_server import Text, ToolCalls
 from tests.fakes.telegram_server import SentMessage
 
 NOTED = "Noted — I'll read this at my next step"
@@ -132,3 +132,20 @@ async def test_queued_default_after_holds_a_message_for_the_next_turn_without_a_
         assert [m["content"] for m in rig.llm.requests[2]["messages"] if m["role"] == "user"][
             -1
         ] == "then this"
+
+
+async def test_now_on_a_message_sent_while_a_call_waits_for_approval_starts_on_it(tmp_path: Path) -> None:
+    """The note that points at the pending prompt carries the buttons too: ⚡ stops the turn that
+    waits (its prompt is cancelled, nothing runs) and starts on the message."""
+    async with running_bot(tmp_path) as rig:
+        rig.llm.script(ToolCalls([("execute_cmd", {"command": "touch ran"})]), Text("Hi instead!"))
+        rig.say("run it")
+        await rig.wait_text("Approval needed")
+        ack = await _queued(rig, "no, just say hi", ack="my next step waits for your decision")
+        _press(rig, ack, "⚡ Now")
+        await rig.wait_text("Hi instead!")
+        await _edited_to(rig, ack, "Stopping to start on this now.")
+        assert [m["content"] for m in rig.llm.requests[1]["messages"] if m["role"] == "user"][-1] == (
+            "no, just say hi"
+        )
+        assert not (rig.workdir / "ran").exists(), "the call that waited was not run"

@@ -39,7 +39,6 @@ from agentgram.bot.telegram.views.render import escape
 from agentgram.runtime.app import (
     ApprovalStatus,
     Attachment,
-    AwaitedApproval,
     DecidedBy,
     PostResult,
     SessionRef,
@@ -192,36 +191,22 @@ async def _post(
             await message.set_reaction("👀")
         except TelegramError:
             pass
-    if awaited is not None:
-        await _point_at_prompt(update, ctx, awaited)
+    reply_to = message.message_id
+    if awaited is not None:  # the note quotes the prompt, when the chat had it as the message came in
+        text = ctx.text(update, "noted-waiting-approval", tool=escape(awaited.tool))
+        reply_to = awaited.message_id if awaited.message_id is not None else reply_to
+    elif (key := ack_key(result)) is not None:
+        text = ctx.text(update, key)
+    else:
         return
-    key = ack_key(result)
-    if key is None:
-        return
-    steerable = result in STEERABLE and posted.seq is not None
+    steerable = (awaited is not None or result in STEERABLE) and posted.seq is not None
     keyboard = queued_view.keyboard(ctx.translator, ctx.lang(update), session.id, posted.seq or 0)
+    bot, chat_id = update.get_bot(), message.chat_id
     sent = await send_html(
-        update.get_bot(),
-        message.chat_id,
-        ctx.text(update, key),
-        reply_to=message.message_id,
-        silent=True,
-        reply_markup=keyboard if steerable else None,
+        bot, chat_id, text, reply_to=reply_to, silent=True, reply_markup=keyboard if steerable else None
     )
     if steerable and sent is not None and posted.seq is not None:
-        await queued_view.remember(
-            ctx.runtime.values, session.id, posted.seq, message.chat_id, sent.message_id
-        )
-
-
-async def _point_at_prompt(update: Update, ctx: BotContext, awaited: AwaitedApproval) -> None:
-    """Say the next step waits for a decision and how to give it, quoting the prompt when the
-    chat had it as the message came in."""
-    message = update.message
-    assert message is not None
-    text = ctx.text(update, "noted-waiting-approval", tool=escape(awaited.tool))
-    reply_to = awaited.message_id if awaited.message_id is not None else message.message_id
-    await send_html(update.get_bot(), message.chat_id, text, reply_to=reply_to, silent=True)
+        await queued_view.remember(ctx.runtime.values, session.id, posted.seq, chat_id, sent.message_id)
 
 
 async def _reject_with_reason(update: Update, ctx: BotContext) -> bool:
