@@ -20,7 +20,7 @@ from agentgram.runtime.infra.storage.models import Role
 from agentgram.runtime.scheduler.jobs import INTERRUPTED
 from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
 from tests.conftest import ALLOWED_USER, also_on_postgres
-from tests.e2e.harness import Rig, running_bot
+from tests.e2e.harness import Rig, fakes, running_bot
 from tests.fakes.openai_server import Hang, Text, ToolCalls
 from tests.fakes.telegram_server import SentMessage
 
@@ -345,20 +345,20 @@ async def test_run_interrupted_by_a_restart_is_failed_and_run_once_more(tmp_path
         rig.llm.script(Hang("Working…", seconds=30))
         tap(rig, item, "▶️ Run now")
         await rig.llm.wait_for_requests(1)
-    async with running_bot(tmp_path) as rig:
-        rig.tg.add_chat(ALLOWED_USER)
-        rig.llm.script(Text("Report after the restart."))
-        report = await rig.wait_text("Report after the restart.")
-        assert "⏰ nightly report" in report.visible_text
-        scheduler = rig.bot.runtime.parts.scheduler
-        await until(rig, lambda: not scheduler.is_running(1))
-        history = await scheduler.jobs.runs(1)
-        assert [(r.status, r.error) for r in history] == [
-            (JobRunStatus.SUCCESS, None),
-            (JobRunStatus.FAILED, INTERRUPTED),
-        ]
-        await rig.bot.delivery.idle()
-        assert rig.llm.calls == 1, "the interrupted turn itself is not resumed"
+    async with fakes() as second:
+        second[1].script(Text("Report after the restart."))  # before the start, which runs it again
+        async with running_bot(tmp_path, on=second, known_chats=(ALLOWED_USER,)) as rig:
+            report = await rig.wait_text("Report after the restart.")
+            assert "⏰ nightly report" in report.visible_text
+            scheduler = rig.bot.runtime.parts.scheduler
+            await until(rig, lambda: not scheduler.is_running(1))
+            history = await scheduler.jobs.runs(1)
+            assert [(r.status, r.error) for r in history] == [
+                (JobRunStatus.SUCCESS, None),
+                (JobRunStatus.FAILED, INTERRUPTED),
+            ]
+            await rig.bot.delivery.idle()
+            assert rig.llm.calls == 1, "the interrupted turn itself is not resumed"
 
 
 async def test_cron_add_without_arguments_shows_the_usage_with_examples(tmp_path: Path) -> None:
