@@ -245,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--repeats", type=int, default=Options.repeats, help="starts of each kind")
+    parser.add_argument("--repeats", type=int, default=Options().repeats, help="starts of each kind")
     parser.add_argument("--out", type=Path, default=None, help="results directory (default bench/results)")
     args = parser.parse_args(argv)
     payload = asyncio.run(run(Options(repeats=args.repeats)))

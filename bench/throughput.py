@@ -221,17 +221,17 @@ def table(payload: dict[str, Any]) -> str:
         ("peak RSS MB (run 1)", ("peak_rss_mb",)),
         ("turns in window (failed)", None),
     ):
-        cells: list[object] = []
+        firsts: list[object] = []
         for kind in kinds:
             first = payload["runs"][kind][0]
             if path is None:
-                cells.append(f"{first['turns']} ({len(first['failures'])})")
+                firsts.append(f"{first['turns']} ({len(first['failures'])})")
                 continue
             value: Any = first
             for part in path:
                 value = value.get(part, "-") if isinstance(value, dict) else "-"
-            cells.append(value)
-        lines.append(row([label, *cells], widths))
+            firsts.append(value)
+        lines.append(row([label, *firsts], widths))
     for kind, verdict in payload.get("verdicts", {}).items():
         for name, v in verdict.items():
             target = TARGETS[name]

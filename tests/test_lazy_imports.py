@@ -36,14 +36,20 @@ HEAVY = frozenset(
         "rich",
         "PIL",  # the first image
         "alembic",  # a migration
+        "cryptography",  # installed by mcp; python-telegram-bot's Telegram Passport would load it
     }
 )
 IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*([\w.]+)\s*$", re.MULTILINE)
 
 
+TRIED_IN_VAIN = frozenset({"cryptography.hazmat", "cryptography.hazmat.backends"})
+"""Imports python-telegram-bot tries and that fail on purpose (``drivers._ptb_without_passport``):
+Python lists a failed import too. A ``cryptography`` really loaded lists many more modules."""
+
+
 def heavy_in(names: set[str]) -> set[str]:
     """The heavy top-level packages among ``names`` (module names, dotted or not)."""
-    return {name.split(".")[0] for name in names} & HEAVY
+    return {name.split(".")[0] for name in names - TRIED_IN_VAIN} & HEAVY
 
 
 async def _modules_of_a_started_bot(

@@ -445,11 +445,13 @@ class Runtime:
             self.parts.output.max_upload_bytes = max_upload_bytes
 
     async def dead_letter(
-        self, source: str, ref: str, error: str, payload: str, checkpoint: Checkpoint
+        self, source: str, ref: str, error: str, payload: str, checkpoint: Checkpoint | None
     ) -> None:
-        """Keep an input the adapter could not parse, and its position past it, in one transaction."""
+        """Keep an input the adapter could not parse, and its position past it (if given), in one
+        transaction."""
         letter = DeadLetter(source=source, ref=ref, error=error, payload=payload)
-        await self.parts.session_store.dead_letter(letter, key=checkpoint.key, value=checkpoint.value)
+        position = None if checkpoint is None else (checkpoint.key, checkpoint.value)
+        await self.parts.session_store.dead_letter(letter, position=position)
 
 
 __all__ = [

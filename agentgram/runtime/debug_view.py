@@ -112,7 +112,8 @@ POLLING_DOWN_AFTER = 60.0
 
 
 class _Value(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    # built on first use, not at import: only the web view reads these (issue 31, start-up)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
 
 # --- sessions -------------------------------------------------------------------------

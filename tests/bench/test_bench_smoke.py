@@ -6,6 +6,9 @@ keeps the scripts from rotting as the code they drive changes.
 
 from __future__ import annotations
 
+import tracemalloc
+from pathlib import Path
+
 from bench import (
     chat_memory,
     chats,
@@ -14,6 +17,7 @@ from bench import (
     headless_memory,
     latency,
     mailbox,
+    rss,
     startup,
     stop_latency,
     throughput,
@@ -177,3 +181,23 @@ async def test_chat_memory_benchmark_measures_idle_active_and_long_run() -> None
     assert [s["load_turns"] for s in long["samples"]] == [0, 8, 16]
     assert long["reference_turns"] == 8 and long["growth"] is not None
     assert "growth after warm-up" in chat_memory.table(payload)
+
+
+async def test_rss_benchmark_samples_the_bot_ready_and_loaded(tmp_path: Path) -> None:
+    """Issue 31 req. 1: RSS split at ready and after the load; allocations grouped by package
+    (in this process: a traced bot takes half a minute to import)."""
+    result = await rss.run("agentgram", 3, 0, tmp_path)
+    assert result["turns"] == 6 and not result["failures"], result
+    for sampled in (result["ready"], result["end"]):
+        assert sampled["rss_mib"] > sampled["anon_mib"] > 0 and sampled["threads"] >= 1, sampled
+        assert sampled["modules_by_package"]["agentgram"] > 0
+    assert "peak_rss_mib" in rss.run_table(result)
+    assert rss.package_of("/v/lib/python3.11/site-packages/sqlalchemy/orm/query.py") == "sqlalchemy"
+    assert rss.package_of("/repo/agentgram/runtime/app.py") == "agentgram"
+    tracemalloc.start(1)
+    try:
+        kept = [bytes(1000) for _ in range(100)]
+        assert rss.traced_by_package()["traced_mib"] >= 0 and kept
+    finally:
+        tracemalloc.stop()
+    assert rss.imports_table(rss.imports(None, alone=("yaml",), start=("yaml",))).count("yaml") == 2

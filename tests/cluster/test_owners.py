@@ -25,7 +25,7 @@ from agentgram.bot.telegram.core.webhook import SECRET_HEADER
 from agentgram.bot.telegram.core.webhook_relay import RELAYED_HEADER
 from agentgram.runtime.infra.lead import EXIT_LEAD_LOST
 from tests.cluster.harness import TAKEOVER, WEBHOOK_PATH, WEBHOOK_SECRET, Cluster, Instance, cluster
-from tests.conftest import ALLOWED_USER, use_library
+from tests.conftest import ALLOWED_USER, DRIVERS, use_library
 from tests.fakes.openai_server import Hang, Reply, Text, ToolCalls
 
 USERS = [ALLOWED_USER + n for n in range(12)]
@@ -33,8 +33,9 @@ USERS = [ALLOWED_USER + n for n in range(12)]
 
 @pytest.fixture(autouse=True)
 def _aiogram() -> Iterator[None]:
-    """These instances run the aiogram driver (the suite's other modules run python-telegram-bot:
-    both drivers are covered without running every process-level scenario twice)."""
+    """These instances run the aiogram driver (the suite's other modules run python-telegram-bot;
+    the twelve-chat scenario runs with both): both drivers are covered without running every
+    process-level scenario twice."""
     use_library("aiogram")
     yield
     use_library("ptb")
@@ -100,9 +101,11 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+@pytest.mark.parametrize("library", DRIVERS)
 async def test_twelve_chats_spread_over_three_instances_are_answered_once_and_in_order(
-    tmp_path: Path,
+    tmp_path: Path, library: str
 ) -> None:
+    use_library(library)  # this scenario with both drivers; the rest of the module with aiogram
     async with cluster(tmp_path, 3, proxy=True, telegram={"allowed_user_ids": USERS}) as rig:
         assert rig.proxy is not None
         rig.llm.handler = lambda body: Text(f"Got {_last_user(body)}.")

@@ -14,9 +14,11 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from agentgram.runtime.infra.lead import EXIT_LEAD_LOST
 from tests.cluster.harness import LEASE_TTL, TAKEOVER, Cluster, Instance, cluster
-from tests.conftest import ALLOWED_USER
+from tests.conftest import ALLOWED_USER, DRIVERS, use_library
 from tests.crash.harness import RESTARTED
 from tests.fakes.openai_server import Hang, Text, ToolCalls
 
@@ -59,7 +61,20 @@ async def test_a_standby_waits_while_the_leader_answers(tmp_path: Path) -> None:
         a.assert_consistent("ping one", "ping two")
 
 
-async def test_the_standby_continues_a_killed_leaders_turn_within_the_ttl(tmp_path: Path) -> None:
+@pytest.mark.parametrize("library", DRIVERS)
+async def test_the_standby_continues_a_killed_leaders_turn_within_the_ttl(
+    tmp_path: Path, library: str
+) -> None:
+    """The one scenario of this module run with both drivers: the takeover, as the rest, is the
+    runtime's, but the continued turn's messages go through the driver."""
+    use_library(library)
+    try:
+        await _takeover_after_a_kill(tmp_path)
+    finally:
+        use_library("ptb")
+
+
+async def _takeover_after_a_kill(tmp_path: Path) -> None:
     async with cluster(tmp_path) as rig:
         a, b = await _leader_mid_turn(rig)
         await a.kill()

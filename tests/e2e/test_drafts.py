@@ -82,7 +82,7 @@ async def test_a_streamed_answer_is_throttled_drafts_then_one_message_and_no_edi
         assert reply.visible_text == text.strip() and reply.edits == []
         assert len(sends_with(rig, "Hello!")) == 1
         assert rig.tg.calls("editMessageText") == []
-        assert rig.tg.chat_actions, "typing is shown as before"
+        assert rig.tg.chat_actions == [], "the draft shows the text as it grows: no typing beside it"
 
 
 async def test_a_tool_round_sends_its_text_then_the_status_line_then_drafts_anew(tmp_path: Path) -> None:
@@ -97,9 +97,10 @@ async def test_a_tool_round_sends_its_text_then_the_status_line_then_drafts_anew
         assert rig.texts() == ["Looking around first.", rig.texts()[1], "Nothing much here, really."]
         assert "list_dir" in rig.texts()[1] and "✓" in rig.texts()[1]
         rounds = {d.draft_id: d.visible_text for d in rig.tg.drafts}
-        assert len(rounds) == 2, "each round streams into a draft of its own"
-        first_round, second_round = rounds.values()
-        assert "Looking around first.".startswith(first_round)
+        # each round streams into a draft of its own; one whose whole text (and its call) came
+        # within FIRST_DRAFT_WAIT, as the first most often does, needs none
+        *first_round, second_round = rounds.values()
+        assert len(first_round) <= 1 and all("Looking around first.".startswith(t) for t in first_round)
         assert "Nothing much here, really.".startswith(second_round)
         status_line = str(rig.chat()[1].message_id)
         edited = {str(r.params.get("message_id")) for r in rig.tg.calls("editMessageText")}

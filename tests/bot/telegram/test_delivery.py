@@ -19,6 +19,7 @@ import pytest
 from agentgram.bot.telegram.drivers import make_driver
 from agentgram.bot.telegram.views import delivery as delivery_module
 from agentgram.bot.telegram.views.delivery import Delivery
+from agentgram.bot.telegram.views.stream import FIRST_DRAFT_WAIT
 from agentgram.runtime.app import Runtime
 from agentgram.runtime.infra.events import (
     Address,
@@ -137,6 +138,25 @@ async def test_no_draft_when_the_rounds_whole_text_is_already_queued(rig: Rig) -
     assert message.visible_text == "Hello, world" and message.edits == []
 
 
+async def test_no_draft_when_the_round_ends_within_the_first_drafts_wait(rig: Rig) -> None:
+    """A reply complete within :data:`FIRST_DRAFT_WAIT` of its first text (its end not yet queued
+    when that text came) is one message and no draft."""
+    drafting = Delivery(rig.delivery.bot, rig.runtime, Translator(), edit_interval=0.05, drafts=True)
+    try:
+        drafting(TurnStarted(to=rig.to, turn_id=TURN))
+        drafting(TextDelta(to=rig.to, turn_id=TURN, text="Hi"))
+        await asyncio.sleep(FIRST_DRAFT_WAIT / 3)
+        drafting(RoundEnded(to=rig.to, turn_id=TURN, text="Hi there", has_tool_calls=False))
+        drafting(TurnFinished(to=rig.to, turn_id=TURN, outcome=OutcomeKind.FINAL))
+        await drafting.idle()
+        await asyncio.sleep(FIRST_DRAFT_WAIT * 2)
+    finally:
+        await drafting.close()
+    assert rig.tg.draft_texts(CHAT) == []
+    [message] = rig.chat()
+    assert message.visible_text == "Hi there" and message.edits == []
+
+
 async def test_a_final_answer_over_4096_is_split(rig: Rig) -> None:
     words = " ".join(f"word{i}" for i in range(1500))  # ~12 000 characters
     rig.feed(
@@ -231,3 +251,21 @@ async def test_no_typing_while_the_turn_waits_for_a_decision(
         )
     )
     await rig.tg.wait_for(lambda: len(rig.tg.chat_actions) > typed)  # the turn goes on: typing again
+
+
+async def test_no_typing_while_the_rounds_text_arrives_and_typing_again_for_its_tools(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Typing says nothing a draft or message growing with the text does not (issue 31: it would
+    cost a Bot API request a turn when every turn waits past ``TYPING_AFTER`` in a busy bot)."""
+    monkeypatch.setattr(delivery_module, "TYPING_AFTER", 0.0)
+    monkeypatch.setattr(delivery_module, "TYPING_EVERY", 0.02)
+    rig.feed(TurnStarted(to=rig.to, turn_id=TURN))
+    await rig.tg.wait_for(lambda: len(rig.tg.chat_actions) >= 1)  # working, nothing said yet
+    rig.feed(TextDelta(to=rig.to, turn_id=TURN, text="Let me look"))
+    await rig.tg.wait_for(lambda: rig.chat() != [])  # the text shows (after the first edit's delay)
+    typed = len(rig.tg.chat_actions)
+    await asyncio.sleep(0.2)  # ten typing periods while the text shows
+    assert len(rig.tg.chat_actions) == typed
+    rig.feed(RoundEnded(to=rig.to, turn_id=TURN, text="Let me look", has_tool_calls=True))
+    await rig.tg.wait_for(lambda: len(rig.tg.chat_actions) > typed)  # its tools run: typing again

@@ -1,49 +1,65 @@
 """Durable long polling: an update is stored before Telegram is told it arrived.
 
 python-telegram-bot's own updater confirms updates before handlers run, so a
-crash there loses them. This loop calls ``getUpdates`` itself, lets the
-handlers of a batch's updates run (they only accept mail or answer briefly —
-turns run elsewhere), then stores the offset past the batch in the database.
-The next ``getUpdates`` call sends that offset, which is what confirms the
-batch to Telegram. A crash anywhere in between makes Telegram redeliver the
-batch; the handlers' mail is keyed by ``update_id``, so a redelivered message
-is dropped as a duplicate and never answered twice. (A command that answers
-without mail, such as ``/help``, is answered again after such a crash.)
+crash there loses them. This loop calls ``getUpdates`` itself and hands each
+update to its handlers (they only accept mail or answer briefly — turns run
+elsewhere). The offset it sends with the next ``getUpdates`` is what confirms
+updates to Telegram, so it never passes an update whose handlers have not
+finished: it is the lowest update still being handled, or past the newest
+update once none is. A crash anywhere in between makes Telegram redeliver what
+was not confirmed; the handlers' mail is keyed by ``update_id``, so a
+redelivered message is dropped as a duplicate and never answered twice. (A
+command that answers without mail, such as ``/help``, is answered again after
+such a crash.)
 
-**Lanes.** A batch's updates are handled concurrently across chats and in
-order within a chat: one lane per chat id (updates without a chat share one
-lane), at most :data:`LANES` at once. So a chat's first message does not wait
-behind every other chat's handling, and the lanes' mail shares the mailbox's
-group commit. A failing handler is logged and its update confirmed; the other
-lanes go on.
+**Lanes.** Updates are handled concurrently across chats and in order within a
+chat: one lane per chat id (updates without a chat share one lane), at most
+:data:`LANES` busy at once. A lane lives as long as its chat has updates
+waiting, across polls. So a chat's first message does not wait behind every
+other chat's handling, and the lanes' mail shares the mailbox's group commit.
+A failing handler is logged and its update counts as handled; the other lanes
+go on.
 
-**The offset rides with mail only when that is safe.** The offset past one
-update confirms every update before it too, so it may be stored only once all
-of them are handled. In a batch of one update that is the update itself: a
-plain message hands its offset to the mailbox as a
-:class:`~runtime.mailbox.Checkpoint`, committed in the same transaction as the
-message (one write, not two), and any other lone update stores it after its
-handlers ran. The offset reaches the handler as a value: the loop offers it
-in a context variable around the dispatch (it awaits each handler in the
-calling task, so the handler sees it), and the handler whose
-mail stored it takes it back (:func:`checkpoint_stored`) — nothing is shared
-between updates. In a batch of several updates nothing is offered (one lane
-cannot know the others are done): the offset past the batch is stored once,
-after every lane has finished.
+**Polling never waits on a batch** (issue 31). The loop does not wait for the
+lanes before it polls again: once the updates are handed to their lanes it
+waits until none is left in hand, or :data:`POLL_AGAIN` at most, and polls
+again (the wait doubles while polls bring nothing new, up to
+:data:`POLL_AGAIN_AT_MOST`). While some are in hand that poll's offset is the oldest of them, so
+Telegram answers at once and resends them with whatever came since; the ones
+in hand (or handled since) are recognised by their id and skipped, the new ones
+go to their lanes. An update that arrives while another chat's handler is slow
+thus waits :data:`POLL_AGAIN` at most, not for that handler. Why not store the
+raw batch and confirm it at once, as the issue suggests: that is one more
+write per batch on the path of every update, behind the same write lock as the
+mail, where this costs one extra ``getUpdates`` per :data:`POLL_AGAIN` while the
+handlers are busy and no write at all.
+
+**The offset rides with mail when that is safe.** The offset past an update
+confirms every update before it too, so it may be stored only once all of them
+are handled. An update that arrives while nothing else is in hand, alone in its
+batch, is the only one that offset confirms: a plain message hands it to the
+mailbox as a :class:`~runtime.mailbox.Checkpoint`, committed in the same
+transaction as the message (one write, not two). The offset reaches the
+handler as a value: its lane offers it in a context variable around the
+dispatch (it awaits each handler in the lane's task, so the handler sees it),
+and the handler whose mail stored it takes it back (:func:`checkpoint_stored`) —
+nothing is shared between updates. Any other offset is stored by the loop's
+writer once the updates before it are handled: when none is left in hand, or
+every :data:`STORE_EVERY` while the lanes stay busy. The stored offset is only
+where the next start (or the next poller of a cluster) begins; a lagging one
+costs redelivered duplicates, never a lost update.
 
 **Poison updates.** Telegram adds fields and update types with every Bot API
 release and the libraries trail behind: python-telegram-bot raises for a whole
 ``getUpdates`` batch when one update lacks a field it requires. So the batch
 is fetched as raw JSON and each update parsed on its own, by the driver's
-library (:mod:`.drivers`). One that does not
-parse is skipped while the rest of its batch is handled, then stored raw as a
-dead letter together with the offset past the batch (one transaction) and
-logged once at WARNING. (A crash between two dead letters of one batch keeps
-the first twice.) An update of a type agentgram does not know is confirmed and
-ignored.
+library (:mod:`.drivers`). One that does not parse is stored raw as a dead
+letter in the lane of updates without a chat, and logged once at WARNING, while
+the rest of its batch is handled. (A crash before its offset is stored keeps it
+twice.) An update of a type agentgram does not know is confirmed and ignored.
 
-**Stopping** cancels the loop; a batch cut short is not confirmed, so it is
-redelivered on the next start and deduplicated as above.
+**Stopping** cancels the loop and its lanes; an update cut short is not
+confirmed, so it is redelivered on the next start and deduplicated as above.
 
 **Recovery.** Failed polls (5xx, invalid JSON, network errors, timeouts, 409
 Conflict when another poller holds the token) are retried with capped
@@ -59,9 +75,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentgram.bot.telegram.core.chat_queue import retry_after_seconds
@@ -86,7 +103,13 @@ MAX_RETRY = 5.0
 WATCHDOG_GRACE = 5.0
 """Seconds past the long poll's own timeout before a silent poll counts as hung."""
 LANES = 64
-"""At most this many chats' updates of one batch are handled at once."""
+"""At most this many chats' updates are handled at once."""
+POLL_AGAIN = 0.02
+"""Seconds the loop waits for the updates in hand before it polls again beside them."""
+POLL_AGAIN_AT_MOST = 0.5
+"""The wait doubles, up to this, while polls bring nothing new (a handler stuck behind a 429)."""
+STORE_EVERY = 1.0
+"""Seconds between two stores of the offset while the lanes stay busy."""
 
 
 _OFFERED: ContextVar[Checkpoint | None] = ContextVar("agentgram_update_checkpoint", default=None)
@@ -111,7 +134,7 @@ class IngestRuntime(Protocol):
     def values(self) -> KeyValueStore: ...
 
     async def dead_letter(
-        self, source: str, ref: str, error: str, payload: str, checkpoint: Checkpoint
+        self, source: str, ref: str, error: str, payload: str, checkpoint: Checkpoint | None
     ) -> None: ...
 
 
@@ -128,14 +151,13 @@ class _Poison:
     reason: str
 
 
-@dataclass(slots=True)
-class _Batch:
-    """One ``getUpdates`` batch, parsed: the known updates by lane, the poison ones, and the
-    offset past the batch (``None`` when no update in it had a usable id)."""
+@dataclass(frozen=True, slots=True)
+class _Work:
+    """One update for a lane: parsed, or poison; with the offset its handler may store."""
 
-    lanes: dict[int | None, list[Update]] = field(default_factory=dict)
-    poison: list[_Poison] = field(default_factory=list)
-    end: int | None = None
+    update_id: int
+    item: Update | _Poison
+    offer: Checkpoint | None
 
 
 Parse = Callable[[dict[str, Any]], Update]
@@ -163,25 +185,56 @@ class Ingest:
         self.last_poll_ok: float | None = None
         """Monotonic time the last ``getUpdates`` returned a batch (``None`` before the first): the
         web view's health check."""
+        self._end = 0
+        """Past the newest update taken (the offset once nothing is in hand)."""
+        self._in_hand: set[int] = set()
+        """Updates given to a lane and not yet handled."""
+        self._handled: set[int] = set()
+        """Handled updates Telegram may still resend (at or past the offset of the last poll)."""
+        self._lanes: dict[int | None, deque[_Work]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._room = asyncio.Semaphore(LANES)
+        self._settled = asyncio.Event()
+        """Set whenever nothing is in hand."""
+        self._settled.set()
+        self._stored = 0
+        """The newest offset known to be stored (by the writer, or by an update's mail)."""
+        self._stored_at = 0.0
+        self._store_wanted = asyncio.Event()
 
     def stop(self) -> None:
         self._stopping.set()
 
     async def run(self) -> None:
-        offset = int(await self.store.get_value(OFFSET_KEY) or 0)
+        self._end = self._stored = int(await self.store.get_value(OFFSET_KEY) or 0)
+        writer = asyncio.create_task(self._write_offsets(), name="ingest offset writer")
         failures = 0
-        while not self._stopping.is_set():
-            try:
-                batch = await self._poll(offset)
-            except PollFailed as failed:
-                failures += 1
-                await self._sleep(self._retry_delay(failed.__cause__, failures))
-                continue
-            self.last_poll_ok = time.monotonic()
-            if failures:
-                log.info("polling recovered after %d failed getUpdates call(s)", failures)
-                failures = 0
-            offset = await self._take(batch, offset)
+        wait = POLL_AGAIN
+        try:
+            while not self._stopping.is_set():
+                offset = self.offset
+                try:
+                    batch = await self._poll(offset)
+                except PollFailed as failed:
+                    failures += 1
+                    await self._sleep(self._retry_delay(failed.__cause__, failures))
+                    continue
+                self.last_poll_ok = time.monotonic()
+                if failures:
+                    log.info("polling recovered after %d failed getUpdates call(s)", failures)
+                    failures = 0
+                fresh = self._take(batch, offset)
+                wait = POLL_AGAIN if fresh else min(wait * 2, POLL_AGAIN_AT_MOST)
+                await self._until_settled(wait)
+        finally:
+            for task in (writer, *self._tasks):
+                task.cancel()
+            await asyncio.gather(writer, *self._tasks, return_exceptions=True)
+
+    @property
+    def offset(self) -> int:
+        """What the next ``getUpdates`` confirms: up to the oldest update in hand, or past the newest."""
+        return min(self._in_hand) if self._in_hand else self._end
 
     async def _poll(self, offset: int) -> list[Any]:
         """One long poll, as raw JSON; a 401 raises :class:`InvalidToken`, any other failure
@@ -221,59 +274,114 @@ class Ingest:
             log.warning("getUpdates failed (%s); retrying in %.1fs (failure %d)", error, backoff, failures)
         return backoff
 
-    async def _take(self, raws: list[Any], offset: int) -> int:
-        """Handle one batch, then store the offset past it; that offset (or ``offset``)."""
-        batch = self._parse(raws)
-        if batch.end is None:
-            return offset
-        past = Checkpoint(OFFSET_KEY, str(batch.end))
-        stored = False
-        if len(raws) == 1 and batch.lanes:  # a lone update: its mail may store its offset
-            [[update]] = batch.lanes.values()
-            stored = await self._handle(update, past)
-        else:
-            await self._handle_lanes(batch.lanes)
-        for poison in batch.poison:  # every lane is done: the offset past the batch is safe
-            await self._dead_letter(poison, past)
-            stored = True
-        if not stored:
-            await self.store.set_value(OFFSET_KEY, past.value)
-        return batch.end
-
-    def _parse(self, raws: list[Any]) -> _Batch:
-        batch = _Batch()
+    def _take(self, raws: list[Any], offset: int) -> int:
+        """Give the batch's new updates to their lanes (those in hand or handled are resent ones);
+        how many were new. ``offset`` is the one the batch was asked with: Telegram resends no
+        update before it, so the handled ones before it need no remembering."""
+        self._handled = {done for done in self._handled if done >= offset}
+        fresh: list[tuple[int, Any]] = []
         for raw in raws:
             update_id = raw.get("update_id") if isinstance(raw, dict) else None
             if not isinstance(update_id, int) or isinstance(update_id, bool):
                 log.warning("skipping an update without an update_id: %.200r", raw)
                 continue
-            batch.end = max(batch.end or 0, update_id + 1)
+            if update_id not in self._in_hand and update_id not in self._handled:
+                fresh.append((update_id, raw))
+        alone = len(fresh) == 1 and not self._in_hand
+        for update_id, raw in fresh:
+            self._end = max(self._end, update_id + 1)
+            offer = Checkpoint(OFFSET_KEY, str(update_id + 1)) if alone else None
             try:
                 update = self.parse(raw)
             except Exception as error:
-                batch.poison.append(_poison(update_id, raw, error))
+                self._give(None, _Work(update_id, _poison(update_id, raw, error), offer))
                 continue
             if is_known(update):
-                batch.lanes.setdefault(_lane(update), []).append(update)
-        return batch
+                self._give(_lane(update), _Work(update_id, update, offer))
+        if not self._in_hand:  # nothing (known) was new: the offset moved past the batch
+            self._store_wanted.set()
+        return len(fresh)
 
-    async def _dead_letter(self, poison: _Poison, checkpoint: Checkpoint) -> None:
+    def _give(self, lane: int | None, work: _Work) -> None:
+        self._in_hand.add(work.update_id)
+        self._settled.clear()
+        waiting = self._lanes.get(lane)
+        if waiting is not None:  # the lane is running: it takes this one after the others
+            waiting.append(work)
+            return
+        self._lanes[lane] = deque([work])
+        task = asyncio.create_task(self._run_lane(lane), name=f"ingest lane {lane}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_lane(self, lane: int | None) -> None:
+        """The lane's updates one after another, until none is left waiting."""
+        waiting = self._lanes[lane]
+        try:
+            async with self._room:
+                while waiting:
+                    work = waiting[0]
+                    stored = await self._handle_work(work)
+                    waiting.popleft()
+                    self._handled_one(work, stored)
+        finally:
+            if self._lanes.get(lane) is waiting:
+                del self._lanes[lane]
+
+    async def _handle_work(self, work: _Work) -> bool:
+        if isinstance(work.item, _Poison):
+            try:
+                await self._dead_letter(work.item, work.offer)
+            except Exception:  # as a failing handler: logged, and the update counts as handled
+                log.exception("storing update %s as a dead letter failed", work.update_id)
+                return False
+            return work.offer is not None
+        if work.offer is None:
+            await self._process(work.item)
+            return False
+        return await self._handle(work.item, work.offer)
+
+    def _handled_one(self, work: _Work, stored: bool) -> None:
+        self._in_hand.discard(work.update_id)
+        if stored and work.offer is not None:
+            self._stored = max(self._stored, int(work.offer.value))
+        self._handled.add(work.update_id)  # a poll in flight may still bring it back
+        if not self._in_hand:
+            self._settled.set()
+        self._store_wanted.set()
+
+    async def _until_settled(self, seconds: float) -> None:
+        """Wait until nothing is in hand, at most ``seconds`` (or until stopped)."""
+        if self._settled.is_set():
+            return
+        try:
+            await asyncio.wait_for(self._settled.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    async def _write_offsets(self) -> None:
+        """Store the offset when it moved: at once when nothing is in hand, else every
+        :data:`STORE_EVERY` (a store is a write; it must not hold up the poll)."""
+        while True:
+            await self._store_wanted.wait()
+            self._store_wanted.clear()
+            offset = self.offset
+            if offset <= self._stored:
+                continue
+            if self._in_hand and time.monotonic() - self._stored_at < STORE_EVERY:
+                continue
+            try:
+                await self.store.set_value(OFFSET_KEY, str(offset))
+            except Exception:  # a database hiccup: the next change stores it; redelivery is harmless
+                log.warning("storing the update offset failed", exc_info=True)
+                continue
+            self._stored = max(self._stored, offset)
+            self._stored_at = time.monotonic()
+
+    async def _dead_letter(self, poison: _Poison, checkpoint: Checkpoint | None) -> None:
         await self.runtime.dead_letter(
             "telegram", str(poison.update_id), poison.reason, json.dumps(poison.raw), checkpoint
         )
-
-    async def _handle_lanes(self, lanes: dict[int | None, list[Update]]) -> None:
-        """Each lane's updates in order, the lanes side by side (at most :data:`LANES`)."""
-        room = asyncio.Semaphore(LANES)
-
-        async def lane(updates: list[Update]) -> None:
-            async with room:
-                for update in updates:
-                    await self._process(update)
-
-        async with asyncio.TaskGroup() as group:
-            for key, updates in lanes.items():
-                group.create_task(lane(updates), name=f"ingest lane {key}")
 
     async def _handle(self, update: Update, checkpoint: Checkpoint) -> bool:
         """Run the update's handlers, offering them its offset; tell whether they stored it."""
@@ -306,7 +414,7 @@ def is_known(update: Update) -> bool:
 
 
 def _poison(update_id: int, raw: Any, error: Exception) -> _Poison:
-    """The update that did not parse, logged once (its dead letter is stored after its batch)."""
+    """The update that did not parse, logged once (its dead letter is stored in its lane)."""
     reason = f"{type(error).__name__}: {error}"
     log.warning("update %s could not be parsed (%s); stored as a dead letter and skipped", update_id, reason)
     return _Poison(update_id, raw, reason)

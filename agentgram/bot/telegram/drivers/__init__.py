@@ -17,8 +17,10 @@ recorded; alone (``None``) both are as they always were.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from agentgram.bot.settings import TelegramSettings
@@ -53,8 +55,7 @@ def make_driver(tg: TelegramSettings, shared: SharedBudget | None = None) -> Dri
         api = QueuedBot(client, queues)
         parse_aiogram = aiogram.parse_update
         return Driver(api, lambda raw: parse_aiogram(raw, api))
-    from agentgram.bot.telegram.drivers import ptb
-
+    ptb = _ptb_without_passport()
     queued = QueuedBot(
         ptb.PtbApi(
             token, tg.bot_base_url, tg.file_base_url, per_second=tg.messages_per_second, shared=shared
@@ -62,3 +63,24 @@ def make_driver(tg: TelegramSettings, shared: SharedBudget | None = None) -> Dri
         queues,
     )
     return Driver(queued, lambda raw: ptb.parse_update(raw, queued))
+
+
+def _ptb_without_passport() -> ModuleType:
+    """The python-telegram-bot driver, its library imported with ``cryptography`` out of sight.
+
+    python-telegram-bot imports ``cryptography`` whenever it is installed (the ``mcp`` package
+    installs it), only to decrypt Telegram Passport data, which agentgram never asks for: 7.7 MiB
+    of RSS in every bot (issue 31, ``bench/README.md``, "where the memory goes"). A ``None`` in
+    ``sys.modules`` makes that import fail as if it were not installed; it is taken out again at
+    once, so anything else still imports ``cryptography`` as usual.
+    """
+    if "telegram" in sys.modules or "cryptography" in sys.modules:  # too late, or needed anyway
+        from agentgram.bot.telegram.drivers import ptb
+
+        return ptb
+    sys.modules["cryptography"] = None  # type: ignore[assignment]
+    try:
+        from agentgram.bot.telegram.drivers import ptb
+    finally:
+        del sys.modules["cryptography"]
+    return ptb

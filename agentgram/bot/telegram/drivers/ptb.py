@@ -104,6 +104,16 @@ def method_of(url: str, http_method: str) -> str:
     return url.rsplit("/", 1)[-1] if http_method == "POST" else "file"
 
 
+CONNECTIONS = 32
+"""Connections to the Bot API at most (PTB's application builder takes 256). httpcore scans every
+pooled connection on each request, which with a connection per busy chat was 15 % of the event
+loop's time at 200 busy chats (issue 31, CPU per turn); at Telegram's 30 messages a second and
+≈ 0.1 s a request, 32 are plenty, and a request beyond them waits for one."""
+POOL_WAIT = 30.0
+"""Seconds a request waits for a free connection (httpx's default is 1 s: a burst of more than
+:data:`CONNECTIONS` requests must queue, not fail)."""
+
+
 class MeteredRequest(HTTPXRequest):
     """PTB's HTTP layer, counting each request's result (:func:`~..metrics.count_call`)."""
 
@@ -189,7 +199,7 @@ class PtbApi:
             token,
             base_url=base_url,
             base_file_url=file_base_url,
-            request=MeteredRequest(connection_pool_size=256),  # PTB's own sizes
+            request=MeteredRequest(connection_pool_size=CONNECTIONS, pool_timeout=POOL_WAIT),
             get_updates_request=MeteredRequest(connection_pool_size=1),
             rate_limiter=limiter,
         )

@@ -2,8 +2,12 @@
 
 A typing action is shown once a turn has worked for ``typing_after`` (a reply that is complete
 sooner needs none, and Telegram would keep showing "typing…" for 5 s after it), then re-sent
-every ``every`` seconds while the turn works — never while it waits for the user's decision on
-a prompt, nor while a file's action (``upload_document``, ``record_voice``) says more. A file's
+every ``every`` seconds while the turn works — never while there is nothing to show it for
+(``quiet``: the turn waits for the user's decision on a prompt, or the chat shows the round's
+text growing in a draft or a message, or that text is about to be sent whole), nor while a file's action
+(``upload_document``, ``record_voice``) says more. Skipping it while text arrives saves a Bot API
+request a turn when the bot is busy and every turn passes ``typing_after`` in a queue (issue 31,
+CPU per turn). A file's
 action is sent the same way until it is stopped, at most :data:`ACTION_LIMIT` seconds.
 
 Each chat has one :class:`ChatActions`; it owns its two tasks (spawned in the delivery's task
@@ -38,7 +42,8 @@ class ChatActions:
     _bot: BotApi
     _chat_id: int
     _tasks: TaskSet
-    _waits_for_user: Callable[[], bool]
+    _quiet: Callable[[], bool]
+    """Nothing to show typing for now (the turn waits for the user, or its text is arriving)."""
     _typing_after: float
     _every: float
     typing: asyncio.Task[None] | None = None
@@ -78,7 +83,7 @@ class ChatActions:
     async def _type(self) -> None:
         await asyncio.sleep(self._typing_after)
         while True:
-            if not self._waits_for_user() and self.action is None:  # a file's action says more
+            if not self._quiet() and self.action is None:  # a file's action says more
                 await self._send(TYPING)
             await asyncio.sleep(self._every)
 

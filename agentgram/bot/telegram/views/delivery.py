@@ -239,7 +239,12 @@ class Delivery:
             session = box.turn_session
             return session is not None and self.runtime.approvals.waits_for_decision(session)
 
-        actions = ChatActions(bot, chat_id, self._tasks, waits_for_user, TYPING_AFTER, TYPING_EVERY)
+        def quiet() -> bool:
+            """Typing would say nothing: the turn waits for the user, or the chat shows its text
+            growing, or the round's whole text is next in line."""
+            return waits_for_user() or stream.showing() or box.ends_queued > 0
+
+        actions = ChatActions(bot, chat_id, self._tasks, quiet, TYPING_AFTER, TYPING_EVERY)
         box = ChatOutbox(chat_id, thread_id, bot, stream, status, actions, pace, session=spawned)
         return box
 

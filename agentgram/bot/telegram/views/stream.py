@@ -1,7 +1,7 @@
 """A round's streamed reply as the chat sees it: a draft, or a message edited in place.
 
-In a private chat the text streams as a draft (:mod:`.drafts`: the first text at once, the
-round's end sends it as messages). Elsewhere, or where drafts are off or refused, it is a message
+In a private chat the text streams as a draft (:mod:`.drafts`: the first text after
+:data:`FIRST_DRAFT_WAIT`, the round's end sends it as messages). Elsewhere, or where drafts are off or refused, it is a message
 edited in place, no more often than the chat's :class:`EditPace` allows; such a reply's first
 text waits ``telegram.stream_first_delay``, so a quick reply is sent once, complete, instead of
 as a message and an edit right after it.
@@ -19,6 +19,11 @@ from agentgram.bot.telegram.core.port import BotApi
 from agentgram.bot.telegram.core.sender import Draft, MessageGroup, Retry
 from agentgram.bot.telegram.views.drafts import DraftChats, DraftStream
 from agentgram.bot.telegram.views.render import markdown_to_html
+
+FIRST_DRAFT_WAIT = 0.03
+"""Seconds a round's first draft waits for more: a reply complete by then is sent as one message
+with no draft before it (a Bot API request less a turn for a fast model; the first words still
+show well within 150 ms of the first token)."""
 
 
 @dataclass(slots=True)
@@ -70,6 +75,12 @@ class StreamView:
         """The reply shows somewhere (its round has not ended)."""
         return self.reply.messages is not None or self.reply.draft is not None
 
+    def showing(self) -> bool:
+        """The chat shows this round's text as it grows: a draft shown, or a message sent."""
+        reply = self.reply
+        drafted = reply.draft is not None and bool(reply.draft.shown)
+        return drafted or (reply.messages is not None and bool(reply.messages.pieces))
+
     def edit_pending(self) -> bool:
         return self.reply.dirty and self.reply.messages is not None
 
@@ -93,8 +104,11 @@ class StreamView:
         """Start showing the reply, as a draft where the chat takes drafts, else by edits;
         ``True`` when an edit is due at once."""
         if self._drafts.offered(self._chat_id):
-            self.reply.draft = self._drafts.open(self._chat_id)
-            return await self.show_draft()  # due at once: the first text shows as it arrives
+            self.reply.draft = draft = self._drafts.open(self._chat_id)
+            # the first draft waits a moment: an answer complete by then (a fast model, a short
+            # reply) is one message and no draft, a Bot API request less (issue 31, CPU per turn)
+            draft.next_at = time.monotonic() + FIRST_DRAFT_WAIT
+            return False
         return self._start_edits()
 
     async def show_draft(self) -> bool:
@@ -142,4 +156,4 @@ class StreamView:
         self.reply = Reply()
 
 
-__all__ = ["EditPace", "Reply", "StreamView"]
+__all__ = ["FIRST_DRAFT_WAIT", "EditPace", "Reply", "StreamView"]

@@ -327,13 +327,15 @@ class SessionStore:
     async def set_value(self, key: str, value: str) -> None:
         await self._db.write_sync(lambda tx: upsert_value(tx, key, value))
 
-    async def dead_letter(self, letter: DeadLetter, *, key: str, value: str) -> None:
-        """Keep an input nobody could parse and set the source's position past it, in one transaction."""
+    async def dead_letter(self, letter: DeadLetter, *, position: tuple[str, str] | None = None) -> None:
+        """Keep an input nobody could parse and set the source's position past it (a key and its
+        value, if given), in one transaction."""
         row = {k: v for k, v in letter.model_dump().items() if k != "id"}
 
         def store(tx: Connection) -> None:
             tx.execute(insert(_DEAD).values(row))
-            upsert_value(tx, key, value)
+            if position is not None:
+                upsert_value(tx, *position)
 
         await self._db.write_sync(store)
 
