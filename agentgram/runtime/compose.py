@@ -70,7 +70,7 @@ from agentgram.runtime.core.turn.background import BackgroundCalls
 from agentgram.runtime.core.turn.compaction import CompactionReport, Compactor
 from agentgram.runtime.core.turn.context import ContextSettings
 from agentgram.runtime.core.turn.deps import ALONE, ChosenModels, TurnDeps
-from agentgram.runtime.core.turn.request import root_context
+from agentgram.runtime.core.turn.request import entries_a_round_reads, root_context
 from agentgram.runtime.core.turn.subagents import AgentBook, ExecuteTask
 from agentgram.runtime.core.watches import Watches, WatchStore
 from agentgram.runtime.door.approvals import Approvals
@@ -92,6 +92,7 @@ from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.frames import FrameStore
 from agentgram.runtime.infra.storage.grant_rows import GrantStore
 from agentgram.runtime.infra.storage.history import HistoryStore
+from agentgram.runtime.infra.storage.history_tail import HistoryTails
 from agentgram.runtime.infra.storage.models import utcnow
 from agentgram.runtime.infra.storage.outbox import OutboxStore
 from agentgram.runtime.infra.storage.prepared_rows import PreparedStore
@@ -286,7 +287,7 @@ def compose(
     session_store = SessionStore(db)
     outbox = OutboxStore(db)
     output = Output(outbox, bus, session_store)
-    history = HistoryStore(db)
+    history = HistoryStore(db, HistoryTails(keep=entries_a_round_reads(settings.llm)))
     mailbox = SqlMailbox(db, settings.mailbox.max_unread)
     lead = Lead(db, settings.cluster, on_lost=on_lead_lost) if settings.cluster.enabled else None
     owners = Ownership(lead, db) if lead is not None else None

@@ -55,7 +55,7 @@ from agentgram.runtime.infra.storage.summary_rows import HistorySummary, Summary
 log = get_logger("turn")
 
 READ_LIMIT = 1000
-"""Uncovered history entries a compacted context reads at most (the in-memory tail's size)."""
+"""Uncovered history entries a compacted context reads at most (so what the in-memory tails keep, compaction on)."""
 TRANSCRIPT_CHARS = 200_000
 """History one summary call folds at most (~50k tokens), oldest first."""
 RESULT_CHARS = 1500

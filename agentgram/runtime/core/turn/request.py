@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from agentgram.runtime.capabilities.tools.base import ToolRegistry
 from agentgram.runtime.core.mailbox import Envelope
+from agentgram.runtime.core.turn.compaction import READ_LIMIT
 from agentgram.runtime.core.turn.context import Compacted, ContextSettings, build_messages, images_needed
 from agentgram.runtime.core.turn.prefetch import provisional_messages
 from agentgram.runtime.core.turn.subagents import Level, root_level_as, task_level
+from agentgram.runtime.infra.config import LLMSettings
 from agentgram.runtime.infra.llm.types import ChatMessage, LLMClient
 from agentgram.runtime.infra.storage.grant_rows import ROOT_FRAME
 from agentgram.runtime.infra.storage.history_tail import HistoryEntry
@@ -89,6 +91,14 @@ async def round_history(
     else:
         view = await deps.compaction.prepared(session_id, await deps.models.client_for(session_id), compact)
     return view.entries, view.compacted
+
+
+def entries_a_round_reads(llm: LLMSettings) -> int:
+    """The most history entries :func:`round_history` asks for: what a session's tail in memory
+    needs to keep (:class:`~runtime.storage.history_tail.HistoryTails`), and no more."""
+    if llm.compaction.enabled:
+        return max(READ_LIMIT, llm.max_history_messages)  # an ephemeral session is not compacted
+    return llm.max_history_messages
 
 
 async def load_images(context: ContextSettings, entries: list[HistoryEntry]) -> None:

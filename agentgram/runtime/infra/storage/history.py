@@ -28,7 +28,7 @@ from sqlmodel import Session, col, select
 
 from agentgram.runtime.infra.llm.types import LLMRound
 from agentgram.runtime.infra.storage.db import Database, after_commit
-from agentgram.runtime.infra.storage.history_tail import HistoryEntry, HistoryTails, Tail
+from agentgram.runtime.infra.storage.history_tail import HistoryEntry, HistoryRecord, HistoryTails, Tail
 from agentgram.runtime.infra.storage.models import (
     ChatSession,
     HistoryRow,
@@ -47,8 +47,8 @@ _ROWS = table_of(HistoryRow)
 _CALLS = table_of(ToolCallRow)
 _TURNS = table_of(Turn)
 _OPEN = (ToolCallStatus.PENDING, ToolCallStatus.RUNNING)
-FILL_ROWS = 200
-"""Rows a tail is filled with at least, even for a smaller ask: the next round asks for a context."""
+_RECORD = tuple(prop.columns[0].label(prop.key) for prop in sa.inspect(HistoryRow).column_attrs)
+"""The columns of a :class:`HistoryRecord`, named as its attributes (``meta`` is stored as ``metadata``)."""
 
 
 class HistoryStore:
@@ -112,7 +112,7 @@ class HistoryStore:
             meta=meta or {},
         )
         insert_row(tx, row)
-        after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(row, [])))
+        after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(HistoryRecord.of(row), [])))
         return row
 
     def mark_orphans_failed(self, tx: Connection, session_id: int) -> int:
@@ -187,7 +187,7 @@ class HistoryStore:
             ]
             for call in calls:
                 insert_row(tx, call)
-            entry = HistoryEntry(row=row, calls=calls)
+            entry = HistoryEntry(row=HistoryRecord.of(row), calls=calls)
             if stack_id is None:
                 tx.execute(sa.update(_TURNS).where(_TURNS.c.id == turn_id).values(turn_values))
                 after_commit(tx, lambda: self.tails.appended(session_id, entry))
@@ -210,7 +210,7 @@ class HistoryStore:
                 delivered_at=utcnow(),
             )
             insert_row(tx, row)
-            after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(row, [])))
+            after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(HistoryRecord.of(row), [])))
             return row
 
         return await self._db.write_sync(append)
@@ -325,14 +325,15 @@ class HistoryStore:
         """The newest ``limit`` non-failed rows of one frame of the session (the root's by default),
         oldest first, each with its calls in order.
 
-        Only the root frame's tail is kept in memory: a sub-agent's frame is short-lived and
-        read from the database.
+        Only the root frame's tail is kept in memory, as many entries as a round reads (the
+        tails' ``keep``): a sub-agent's frame is short-lived, and an ask for more than the tail
+        keeps is rare (``/sessions``' look back), so both are read from the database.
         """
         if stack_id is not None:
             return await self._db.read_sync(lambda tx: _read_entries(tx, session_id, stack_id, limit))
         tail = self.tails.get(session_id)
         if tail is None or not tail.serves(limit):
-            tail = await self._read_tail(session_id, max(limit, FILL_ROWS))
+            tail = await self._read_tail(session_id, max(limit, self.tails.keep))
         return tail.entries[-limit:] if limit else []
 
     async def entries_after(self, session_id: int, after_id: int, limit: int = 1000) -> list[HistoryEntry]:
@@ -343,19 +344,19 @@ class HistoryStore:
         follows the rows newer than ``after_id``, not the length of the whole history.
         """
         tail = self.tails.get(session_id)
-        if tail is None or not _reaches(tail, after_id, limit):
-            tail = await self._read_tail(session_id, FILL_ROWS)
-            if not _reaches(tail, after_id, limit):
-                tail = await self._read_tail(session_id, limit)
+        if tail is None:
+            tail = await self._read_tail(session_id, self.tails.keep)
+        if not _reaches(tail, after_id, limit):  # a tail short of it holds ``keep``: a re-read would too
+            tail = await self._read_tail(session_id, limit)
         entries = tail.entries[-limit:] if limit else []
         return entries[bisect_right(entries, after_id, key=lambda entry: entry.row.id or 0) :]
 
     async def _read_tail(self, session_id: int, limit: int) -> Tail:
+        """The root frame's newest ``limit`` entries, read from the database; the tail in memory
+        keeps the newest ``keep`` of them."""
         ticket = self.tails.ticket(session_id)
-
         entries = await self._db.read_sync(lambda tx: _read_entries(tx, session_id, None, limit))
-        tail = Tail(entries, complete=len(entries) < limit)
-        tail.calls = {call.id or 0: call for entry in entries for call in entry.calls}
+        tail = Tail.of(entries, complete=len(entries) < limit)
         self.tails.fill(session_id, tail, ticket)
         return tail
 
@@ -419,18 +420,17 @@ def _in_frame(stack_id: int | None) -> Any:
 
 
 def _read_entries(tx: Session, session_id: int, stack_id: int | None, limit: int) -> list[HistoryEntry]:
-    rows = list(
-        tx.exec(
-            select(HistoryRow)
-            .where(
-                HistoryRow.session_id == session_id,
-                HistoryRow.status != RowStatus.FAILED,
-                _in_frame(stack_id),
-            )
-            .order_by(col(HistoryRow.id).desc())
-            .limit(limit)
-        ).all()
+    result = tx.connection().execute(
+        sa.select(*_RECORD)
+        .where(
+            _ROWS.c.session_id == session_id,
+            _ROWS.c.status != RowStatus.FAILED,
+            _in_frame(stack_id),
+        )
+        .order_by(_ROWS.c.id.desc())
+        .limit(limit)
     )
+    rows = [HistoryRecord(**row._mapping) for row in result]
     rows.reverse()
     ids = [r.id for r in rows if r.role == Role.ASSISTANT]
     calls: dict[int, list[ToolCallRow]] = {}

@@ -3,20 +3,78 @@
 :class:`HistoryTails` is the history's in-memory view (rules in
 :mod:`runtime.storage.views`); :class:`~runtime.storage.history.HistoryStore`
 updates it after each of its commits.
+
+Memory is bounded twice: a tail keeps no more entries than a round reads
+(``keep``, set by the composition from the context settings), and only the
+``capacity`` most recently read sessions have one. An entry's row is a
+:class:`HistoryRecord`, not the ORM's row, because a tail holds thousands of them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from agentgram.runtime.infra.storage.models import HistoryRow, Role, ToolCallRow
-from agentgram.runtime.infra.storage.views import SessionViews
+from agentgram.runtime.infra.storage.models import HistoryRow, Role, RowStatus, ToolCallRow, utcnow
+from agentgram.runtime.infra.storage.views import SessionViews, Ticket
+
+KEEP = 200
+"""Entries a tail keeps unless told otherwise: ``llm.max_history_messages``' default."""
+
+
+@dataclass(slots=True)
+class HistoryRecord:
+    """One history row's columns, as a plain object.
+
+    A :class:`HistoryRow` carries SQLAlchemy's instance state and pydantic's set of
+    fields: ≈ 1.8 KiB read from the database, ≈ 2.9 KiB built for an insert, against
+    ≈ 0.4 KiB for this with a short text. The attributes are the row's, so a reader
+    of an entry needs no change.
+    """
+
+    session_id: int
+    role: Role
+    id: int | None = None
+    stack_id: int | None = None
+    turn_id: int | None = None
+    content: str = ""
+    reasoning: str | None = None
+    is_synthetic: bool = False
+    status: RowStatus = RowStatus.OK
+    meta: dict[str, Any] = field(default_factory=dict)
+    mail_seq: int | None = None
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    created_at: datetime = field(default_factory=utcnow)
+    delivered_at: datetime | None = None
+
+    @classmethod
+    def of(cls, row: HistoryRow) -> HistoryRecord:
+        return cls(
+            session_id=row.session_id,
+            role=row.role,
+            id=row.id,
+            stack_id=row.stack_id,
+            turn_id=row.turn_id,
+            content=row.content,
+            reasoning=row.reasoning,
+            is_synthetic=row.is_synthetic,
+            status=row.status,
+            meta=row.meta,
+            mail_seq=row.mail_seq,
+            model=row.model,
+            input_tokens=row.input_tokens,
+            output_tokens=row.output_tokens,
+            created_at=row.created_at,
+            delivered_at=row.delivered_at,
+        )
 
 
 @dataclass(slots=True)
 class HistoryEntry:
-    row: HistoryRow
+    row: HistoryRecord
     calls: list[ToolCallRow]
 
 
@@ -28,8 +86,18 @@ class Tail:
     complete: bool
     calls: dict[int, ToolCallRow] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, entries: list[HistoryEntry], complete: bool) -> Tail:
+        return cls(entries, complete, {call.id or 0: call for entry in entries for call in entry.calls})
+
     def serves(self, limit: int) -> bool:
         return self.complete or len(self.entries) >= limit
+
+    def newest(self, keep: int) -> Tail:
+        """This tail cut to its ``keep`` newest entries."""
+        if len(self.entries) <= keep:
+            return self
+        return Tail.of(self.entries[len(self.entries) - keep :], complete=False)
 
     def append(self, entry: HistoryEntry, keep: int) -> None:
         if self.entries and (entry.row.id or 0) <= (self.entries[-1].row.id or 0):
@@ -48,9 +116,12 @@ class Tail:
 class HistoryTails(SessionViews[Tail]):
     """Tails of the recently active sessions; at most ``capacity`` sessions × ``keep`` entries."""
 
-    def __init__(self, capacity: int = 256, keep: int = 1000) -> None:
+    def __init__(self, capacity: int = 256, keep: int = KEEP) -> None:
         super().__init__(capacity)
         self.keep = keep
+
+    def fill(self, session_id: int, view: Tail, ticket: Ticket) -> None:
+        super().fill(session_id, view.newest(self.keep), ticket)
 
     def appended(self, session_id: int, entry: HistoryEntry) -> None:
         tail = self.changed(session_id)

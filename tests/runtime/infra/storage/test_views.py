@@ -20,6 +20,7 @@ from agentgram.runtime.core.mailbox import Envelope, Sender, SenderKind, SqlMail
 from agentgram.runtime.infra.llm.types import LLMRound, ToolCallRequest
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.history import HistoryEntry, HistoryStore
+from agentgram.runtime.infra.storage.history_tail import KEEP, HistoryTails
 from agentgram.runtime.infra.storage.migrations import migrate
 from agentgram.runtime.infra.storage.models import ToolCallStatus
 from agentgram.runtime.infra.storage.sessions import SessionStore
@@ -72,10 +73,10 @@ def test_pruning_the_change_stamps_voids_every_ticket_out() -> None:
 
 
 class Store:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, keep: int = KEEP) -> None:
         self.db = db
         self.mailbox = SqlMailbox(db)
-        self.history = HistoryStore(db)
+        self.history = HistoryStore(db, HistoryTails(keep=keep))
         self.sessions = SessionStore(db)
         self.ids = itertools.count(1)
 
@@ -254,6 +255,47 @@ async def test_a_round_reads_what_the_previous_round_wrote_without_a_query(store
     assert cached[-1].calls[0].result == "a.txt"
 
 
+async def test_a_tail_never_holds_more_than_it_keeps(store: Store) -> None:
+    small = Store(store.db, keep=5)
+    session = await small.new_session()
+    turn = await small.new_turn(session)
+    assert await small.history.entries(session, limit=3) == []
+    for n in range(30):
+        await fold(small, session, turn, f"message {n}")
+        result = tool_round("read_file") if n % 3 == 0 else LLMRound(text=f"answer {n}")
+        await small.history.record_round(session_id=session, turn_id=turn, result=result)
+        if n % 10 == 9:  # an ask beyond the tail fills it from a longer read
+            assert len(await small.history.entries(session, limit=40)) == min(40, 2 * n + 2)
+        tail = small.history.tails.get(session)
+        assert tail is not None
+        assert len(tail.entries) == min(5, 2 * n + 2)
+        assert set(tail.calls) == {call.id for entry in tail.entries for call in entry.calls}
+
+
+async def test_an_ask_beyond_the_tail_is_read_from_the_database(store: Store) -> None:
+    small = Store(store.db, keep=4)
+    session = await small.new_session()
+    turn = await small.new_turn(session)
+    await small.history.entries(session, limit=4)
+    for n in range(12):
+        await fold(small, session, turn, f"message {n}")
+        await small.history.record_round(session_id=session, turn_id=turn, result=tool_round("list_dir"))
+    _, fresh = store.fresh()
+    for limit in (3, 4, 5, 24, 100):
+        assert shape(await small.history.entries(session, limit=limit)) == shape(
+            await fresh.entries(session, limit=limit)
+        )
+    everything = await fresh.entries(session, limit=100)
+    for after in (0, everything[5].row.id or 0, everything[-3].row.id or 0):
+        for limit in (2, 100):
+            assert shape(await small.history.entries_after(session, after, limit)) == shape(
+                await fresh.entries_after(session, after, limit)
+            )
+    undo = await no_reads(store.db)
+    assert len(await small.history.entries(session, limit=4)) == 4  # a round's read stays in memory
+    undo()
+
+
 _history_ops = st.lists(
     st.sampled_from(["user", "text_round", "tool_round", "finish_calls", "stop", "orphans", "report"]),
     max_size=20,
@@ -261,14 +303,14 @@ _history_ops = st.lists(
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=_history_ops, limit=st.integers(1, 8))
+@given(ops=_history_ops, limit=st.integers(1, 8), keep=st.sampled_from([2, 5, KEEP]))
 async def test_property_the_tail_always_equals_the_database(
-    tmp_path: Path, ops: list[str], limit: int
+    tmp_path: Path, ops: list[str], limit: int, keep: int
 ) -> None:
-    db = Database(f"sqlite+aiosqlite:///{tmp_path / f'history-{id(ops)}-{limit}.db'}")
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / f'history-{id(ops)}-{limit}-{keep}.db'}")
     await migrate(db)
     try:
-        store = Store(db)
+        store = Store(db, keep)
         session = await store.new_session()
         turn = await store.new_turn(session)
         actions: dict[str, Callable[[], Awaitable[object]]] = {
@@ -291,6 +333,8 @@ async def test_property_the_tail_always_equals_the_database(
                 assert shape(await store.history.entries(session, limit=each)) == shape(
                     await fresh.entries(session, limit=each)
                 )
+            tail = store.history.tails.get(session)
+            assert tail is None or len(tail.entries) <= keep
     finally:
         await db.close()
 
