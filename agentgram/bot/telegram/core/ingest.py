@@ -94,6 +94,7 @@ from agentgram.bot.telegram.core.port import (
 from agentgram.runtime.app import Checkpoint, KeyValueStore
 from agentgram.runtime.infra.backoff import Backoff
 from agentgram.runtime.infra.log import get_logger
+from agentgram.runtime.infra.tasks import TaskSet
 
 log = get_logger("telegram.ingest")
 
@@ -192,7 +193,8 @@ class Ingest:
         self._handled: set[int] = set()
         """Handled updates Telegram may still resend (at or past the offset of the last poll)."""
         self._lanes: dict[int | None, deque[_Work]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet("ingest")
+        """The lanes and the offset writer: cancelled and awaited when the loop ends."""
         self._room = asyncio.Semaphore(LANES)
         self._settled = asyncio.Event()
         """Set whenever nothing is in hand."""
@@ -207,7 +209,7 @@ class Ingest:
 
     async def run(self) -> None:
         self._end = self._stored = int(await self.store.get_value(OFFSET_KEY) or 0)
-        writer = asyncio.create_task(self._write_offsets(), name="ingest offset writer")
+        self._tasks.spawn(self._write_offsets(), name="ingest offset writer")
         failures = 0
         wait = POLL_AGAIN
         try:
@@ -227,9 +229,7 @@ class Ingest:
                 wait = POLL_AGAIN if fresh else min(wait * 2, POLL_AGAIN_AT_MOST)
                 await self._until_settled(wait)
         finally:
-            for task in (writer, *self._tasks):
-                task.cancel()
-            await asyncio.gather(writer, *self._tasks, return_exceptions=True)
+            await self._tasks.close()
 
     @property
     def offset(self) -> int:
@@ -310,9 +310,7 @@ class Ingest:
             waiting.append(work)
             return
         self._lanes[lane] = deque([work])
-        task = asyncio.create_task(self._run_lane(lane), name=f"ingest lane {lane}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(self._run_lane(lane), name=f"ingest lane {lane}")
 
     async def _run_lane(self, lane: int | None) -> None:
         """The lane's updates one after another, until none is left waiting."""

@@ -69,6 +69,9 @@ CLOSE_TIMEOUT = 10.0
 
 SPAWN_MARKER = "AGENTGRAM_MCP_SPAWN"
 """The environment variable that tells a stdio server's process apart from any other child."""
+FIND_PROCESS_WITHIN = 2.0
+"""Seconds a started server's process is looked for: until the child has exec'd, its environment
+is still ours, without the marker (on a busy machine that takes a while)."""
 
 ResultT = TypeVar("ResultT")
 
@@ -269,6 +272,10 @@ class McpServer:
         it ends, even if a /stop lands during the write) and in the ledger (a write that lands even
         under /stop)."""
         pid = child_with_env(SPAWN_MARKER, marker)
+        until = time.monotonic() + FIND_PROCESS_WITHIN
+        while pid is None and time.monotonic() < until:  # forked, but not yet exec'd with the marker
+            await asyncio.sleep(0.02)
+            pid = child_with_env(SPAWN_MARKER, marker)
         if pid is None:
             log.debug("MCP server %s: its process is not found; it is not recorded", self.name)
             return
