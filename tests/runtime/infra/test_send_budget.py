@@ -147,22 +147,28 @@ async def test_a_send_waits_for_the_chat_then_goes(db: Database) -> None:
     assert 0.45 <= took < 2.0, took
 
 
+PAUSE = 5.0
+
+
 async def test_a_pause_holds_its_key_on_every_instance(db: Database) -> None:
     here, there = SendBudget(db), SendBudget(db)
+    # long enough that a loaded machine never sees it end between a pause and its check
     paused = time.monotonic()
-    await here.pause(chat_key(1), 0.5)
+    await here.pause(chat_key(1), PAUSE)
     wait, reserved = await taken(there, FAST, (chat_key(1), Rate(1.0)))
-    assert not reserved and wait == pytest.approx(paused + 0.5 - time.monotonic(), abs=CLOSE)
+    assert not reserved and wait == pytest.approx(paused + PAUSE - time.monotonic(), abs=CLOSE)
     assert await taken(there, FAST, (chat_key(2), Rate(1.0))) == (0.0, True)
     left = await there.paused_for(GLOBAL, chat_key(1))
-    assert left == pytest.approx(paused + 0.5 - time.monotonic(), abs=CLOSE)
+    assert left == pytest.approx(paused + PAUSE - time.monotonic(), abs=CLOSE)
     paused = time.monotonic()
-    await here.pause(GLOBAL, 0.5)
+    await here.pause(GLOBAL, PAUSE)
     wait, reserved = await taken(there, FAST, (chat_key(3), Rate(1.0)))
-    assert reserved and wait == pytest.approx(paused + 0.5 - time.monotonic(), abs=CLOSE)
+    assert reserved and wait == pytest.approx(paused + PAUSE - time.monotonic(), abs=CLOSE)
     await here.pause(GLOBAL, 0.1)
     left = await SendBudget(db).paused_for(GLOBAL)
-    assert left == pytest.approx(paused + 0.5 - time.monotonic(), abs=CLOSE), "a shorter pause shortens none"
+    assert left == pytest.approx(paused + PAUSE - time.monotonic(), abs=CLOSE), (
+        "a shorter pause shortens none"
+    )
 
 
 async def test_pause_reads_are_cached_briefly(db: Database) -> None:
