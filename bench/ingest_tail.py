@@ -67,7 +67,7 @@ from bench import chats, latency
 from bench.botproc import Stalls
 from bench.common import MODEL, ROOT, machine, ratio, row, summary_ms, write_results
 from bench.fakes import last_user_text
-from bench.process import BotProcess
+from bench.process import BotProcess, read_event
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram
 
@@ -340,20 +340,8 @@ class Child:
             )  # fmt: skip
 
     async def expect(self, event: str, timeout: float) -> dict[str, Any]:
-        assert self.proc is not None and self.proc.stdout is not None
-        try:
-            raw = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
-        except TimeoutError:
-            raise RuntimeError(f"{self.role}: no {event!r} within {timeout}s\n{self._tail()}") from None
-        if not raw:
-            await self.proc.wait()
-            raise RuntimeError(
-                f"{self.role} exited ({self.proc.returncode}) before {event!r}\n{self._tail()}"
-            )
-        message = json.loads(raw)
-        if message.get("event") != event:
-            raise RuntimeError(f"{self.role}: expected {event!r}, got {message!r}")
-        return dict(message)
+        assert self.proc is not None
+        return await read_event(self.proc, event, timeout, self.role, self.stderr_path)
 
     async def stop(self) -> dict[str, Any]:
         """``stop`` on stdin, then its ``done`` line."""
@@ -367,12 +355,6 @@ class Child:
         if self.proc is not None and self.proc.returncode is None:
             self.proc.kill()
             await self.proc.wait()
-
-    def _tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.stderr_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
 
 
 # ------------------------------------------------------------------------------------ one bot

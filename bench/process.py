@@ -94,29 +94,44 @@ class BotProcess:
         return done
 
     def stderr_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.stderr_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return tail_of(self.stderr_path, lines)
 
     def _send(self, line: str) -> None:
         assert self.proc is not None and self.proc.stdin is not None
         self.proc.stdin.write(line.encode() + b"\n")
 
     async def _expect(self, event: str, timeout: float) -> dict[str, Any]:
-        assert self.proc is not None and self.proc.stdout is not None
-        try:
-            raw = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
-        except TimeoutError:
-            raise BotProcessError(
-                f"{self.kind}: no {event!r} within {timeout}s\n{self.stderr_tail()}"
-            ) from None
-        if not raw:
-            await self.proc.wait()
-            raise BotProcessError(
-                f"{self.kind} exited ({self.proc.returncode}) before {event!r}\n{self.stderr_tail()}"
-            )
-        message = json.loads(raw)
-        if message.get("event") != event:
-            raise BotProcessError(f"{self.kind}: expected {event!r}, got {message!r}")
-        return dict(message)
+        assert self.proc is not None
+        return await read_event(self.proc, event, timeout, self.kind, self.stderr_path, BotProcessError)
+
+
+def tail_of(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` of a child's stderr log ("" if it has none)."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+async def read_event(
+    proc: asyncio.subprocess.Process,
+    event: str,
+    timeout: float,
+    who: str,
+    stderr_path: Path,
+    error: type[Exception] = RuntimeError,
+) -> dict[str, Any]:
+    """The child's next JSON line on stdout, which must be ``event``; ``error`` (with the tail of
+    its stderr) if it does not come within ``timeout``, the child exits, or another comes."""
+    assert proc.stdout is not None
+    try:
+        raw = await asyncio.wait_for(proc.stdout.readline(), timeout)
+    except TimeoutError:
+        raise error(f"{who}: no {event!r} within {timeout}s\n{tail_of(stderr_path)}") from None
+    if not raw:
+        await proc.wait()
+        raise error(f"{who} exited ({proc.returncode}) before {event!r}\n{tail_of(stderr_path)}")
+    message = json.loads(raw)
+    if message.get("event") != event:
+        raise error(f"{who}: expected {event!r}, got {message!r}")
+    return dict(message)

@@ -4,11 +4,11 @@ A typing action is shown once a turn has worked for ``typing_after`` (a reply th
 sooner needs none, and Telegram would keep showing "typing…" for 5 s after it), then re-sent
 every ``every`` seconds while the turn works — never while there is nothing to show it for
 (``quiet``: the turn waits for the user's decision on a prompt, or the chat shows the round's
-text growing in a draft or a message, or that text is about to be sent whole), nor while a file's action
-(``upload_document``, ``record_voice``) says more. Skipping it while text arrives saves a Bot API
-request a turn when the bot is busy and every turn passes ``typing_after`` in a queue (issue 31,
-CPU per turn). A file's
-action is sent the same way until it is stopped, at most :data:`ACTION_LIMIT` seconds.
+text growing in a draft or a message, or that text is about to be sent whole), nor while a
+file's action (``upload_document``, ``record_voice``) says more. Skipping it beside shown text
+saves a Bot API request a turn when the bot is busy and every turn passes ``typing_after`` in a
+queue (issue 31, CPU per turn). A file's action is sent the same way until it is stopped, at most
+:data:`ACTION_LIMIT` seconds.
 
 Each chat has one :class:`ChatActions`; it owns its two tasks (spawned in the delivery's task
 set, so they are cancelled and awaited on close). Their calls take the chat's turn in its
@@ -43,7 +43,7 @@ class ChatActions:
     _chat_id: int
     _tasks: TaskSet
     _quiet: Callable[[], bool]
-    """Nothing to show typing for now (the turn waits for the user, or its text is arriving)."""
+    """Nothing to show typing for now (the turn waits for the user, or its text shows already)."""
     _typing_after: float
     _every: float
     typing: asyncio.Task[None] | None = None

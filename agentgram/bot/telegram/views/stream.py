@@ -1,10 +1,10 @@
 """A round's streamed reply as the chat sees it: a draft, or a message edited in place.
 
 In a private chat the text streams as a draft (:mod:`.drafts`: the first text after
-:data:`FIRST_DRAFT_WAIT`, the round's end sends it as messages). Elsewhere, or where drafts are off or refused, it is a message
-edited in place, no more often than the chat's :class:`EditPace` allows; such a reply's first
-text waits ``telegram.stream_first_delay``, so a quick reply is sent once, complete, instead of
-as a message and an edit right after it.
+:data:`FIRST_DRAFT_WAIT`, the round's end sends it as messages). Elsewhere, or where drafts are
+off or refused, it is a message edited in place, no more often than the chat's
+:class:`EditPace` allows; such a reply's first text waits ``telegram.stream_first_delay``, so a
+quick reply is sent once, complete, instead of as a message and an edit right after it.
 
 Each chat has one :class:`StreamView`; each round gets a fresh :class:`Reply` (its text, whether
 the chat shows it, and where it shows), replaced whole when the round or the turn ends.

@@ -12,7 +12,7 @@ Memory is bounded twice: a tail keeps no more entries than a round reads
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -52,24 +52,10 @@ class HistoryRecord:
 
     @classmethod
     def of(cls, row: HistoryRow) -> HistoryRecord:
-        return cls(
-            session_id=row.session_id,
-            role=row.role,
-            id=row.id,
-            stack_id=row.stack_id,
-            turn_id=row.turn_id,
-            content=row.content,
-            reasoning=row.reasoning,
-            is_synthetic=row.is_synthetic,
-            status=row.status,
-            meta=row.meta,
-            mail_seq=row.mail_seq,
-            model=row.model,
-            input_tokens=row.input_tokens,
-            output_tokens=row.output_tokens,
-            created_at=row.created_at,
-            delivered_at=row.delivered_at,
-        )
+        return cls(**{name: getattr(row, name) for name in _RECORD_FIELDS})
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(HistoryRecord))
 
 
 @dataclass(slots=True)
