@@ -391,6 +391,7 @@ class Runtime:
             await self.parts.mcp.close()  # every server's session and process
             await self.parts.watches.close()  # its poster writes mail: stopped before the mailbox
             await self.parts.mailbox.close()
+            await self.parts.history.close()  # the "shown" marks under way
             if self.parts.lead is not None:
                 await self.parts.lead.release()  # at once: a standby takes over without waiting
             await self.parts.db.close()

@@ -107,6 +107,18 @@ class StreamReset:
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
+class StreamEnded:
+    """The model's completion for this round is whole (it called no tool when ``has_tool_calls`` is
+    false); its :class:`RoundEnded` follows once the round is stored. A chat that shows nothing of
+    the round yet can wait for that instead of showing a draft first."""
+
+    to: Address
+    turn_id: int
+    has_tool_calls: bool
+    kind: Literal["stream_ended"] = "stream_ended"
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
 class RoundEnded:
     """The model finished one completion; ``text`` is all it wrote in it."""
 
@@ -447,6 +459,7 @@ RuntimeEvent = (
     | TextDelta
     | Thinking
     | StreamReset
+    | StreamEnded
     | RoundEnded
     | ToolActivity
     | SubAgentStarted

@@ -19,7 +19,7 @@ import pytest
 from agentgram.bot.telegram.drivers import make_driver
 from agentgram.bot.telegram.views import delivery as delivery_module
 from agentgram.bot.telegram.views.delivery import Delivery
-from agentgram.bot.telegram.views.stream import FIRST_DRAFT_WAIT
+from agentgram.bot.telegram.views.stream import FIRST_DRAFT_WAIT, ROUND_END_WAIT
 from agentgram.runtime.app import Runtime
 from agentgram.runtime.infra.events import (
     Address,
@@ -33,6 +33,7 @@ from agentgram.runtime.infra.events import (
     Report,
     RoundEnded,
     RuntimeEvent,
+    StreamEnded,
     TextDelta,
     TicResult,
     TurnFinished,
@@ -155,6 +156,34 @@ async def test_no_draft_when_the_round_ends_within_the_first_drafts_wait(rig: Ri
     assert rig.tg.draft_texts(CHAT) == []
     [message] = rig.chat()
     assert message.visible_text == "Hi there" and message.edits == []
+
+
+async def test_a_complete_round_being_stored_shows_no_draft(rig: Rig) -> None:
+    """The model's stream ended with no tool call (:class:`StreamEnded`): however long the round's
+    store then takes (here ten first-draft waits, a busy database), its text shows once, as the
+    message its end sends, with no draft before it; a stream that goes on drafts as usual."""
+    drafting = Delivery(rig.delivery.bot, rig.runtime, Translator(), edit_interval=0.05, drafts=True)
+    try:
+        drafting(TurnStarted(to=rig.to, turn_id=TURN))
+        drafting(TextDelta(to=rig.to, turn_id=TURN, text="Hi"))
+        drafting(StreamEnded(to=rig.to, turn_id=TURN, has_tool_calls=False))
+        await asyncio.sleep(FIRST_DRAFT_WAIT * 10)
+        assert rig.tg.draft_texts(CHAT) == []
+        drafting(RoundEnded(to=rig.to, turn_id=TURN, text="Hi there", has_tool_calls=False))
+        drafting(TurnFinished(to=rig.to, turn_id=TURN, outcome=OutcomeKind.FINAL))
+        await drafting.idle()
+        assert rig.tg.draft_texts(CHAT) == []
+        [message] = rig.chat()
+        assert message.visible_text == "Hi there" and message.edits == []
+
+        drafting(TurnStarted(to=rig.to, turn_id=TURN + 1))
+        drafting(TextDelta(to=rig.to, turn_id=TURN + 1, text="Still writing"))
+        drafting(StreamEnded(to=rig.to, turn_id=TURN + 1, has_tool_calls=True))  # a call follows
+        await asyncio.sleep(FIRST_DRAFT_WAIT * 10)
+        assert ROUND_END_WAIT > FIRST_DRAFT_WAIT * 10
+        assert rig.tg.draft_texts(CHAT) == ["Still writing"]
+    finally:
+        await drafting.close()
 
 
 async def test_a_final_answer_over_4096_is_split(rig: Rig) -> None:

@@ -104,6 +104,7 @@ from agentgram.runtime.infra.events import (
     Report,
     RoundEnded,
     RuntimeEvent,
+    StreamEnded,
     StreamReset,
     SubAgentFinished,
     SubAgentStarted,
@@ -336,6 +337,8 @@ class Delivery:
                 await self._on_delta(box, event.text)
             case StreamReset():  # dirty: a retry that only calls a tool must not leave the partial text
                 box.stream.restart()
+            case StreamEnded() if not event.has_tool_calls:
+                box.stream.complete()
             case RoundEnded():
                 await self._on_round_end(box, event)
             case ToolActivity():

@@ -1,7 +1,8 @@
 """A round's streamed reply as the chat sees it: a draft, or a message edited in place.
 
 In a private chat the text streams as a draft (:mod:`.drafts`: the first text after
-:data:`FIRST_DRAFT_WAIT`, the round's end sends it as messages). Elsewhere, or where drafts are
+:data:`FIRST_DRAFT_WAIT`, none while a complete round is being stored; the round's end sends it
+as messages). Elsewhere, or where drafts are
 off or refused, it is a message edited in place, no more often than the chat's
 :class:`EditPace` allows; such a reply's first text waits ``telegram.stream_first_delay``, so a
 quick reply is sent once, complete, instead of as a message and an edit right after it.
@@ -24,6 +25,11 @@ FIRST_DRAFT_WAIT = 0.03
 """Seconds a round's first draft waits for more: a reply complete by then is sent as one message
 with no draft before it (a Bot API request less a turn for a fast model; the first words still
 show well within 150 ms of the first token)."""
+
+ROUND_END_WAIT = 2.0
+"""Seconds a round's complete text that no draft shows yet waits for the round's end (only its
+store away) before a draft shows it anyway: a busy database or event loop must not turn a complete
+answer into a draft and a message."""
 
 
 @dataclass(slots=True)
@@ -143,6 +149,14 @@ class StreamView:
         reply.dirty = not shown
         return shown
 
+    def complete(self) -> None:
+        """The model wrote the round's whole text and called no tool: its end follows once the round
+        is stored and sends the text as messages, so a draft not shown yet waits for that (at
+        most :data:`ROUND_END_WAIT`)."""
+        draft = self.reply.draft
+        if draft is not None and not draft.shown:
+            draft.next_at = max(draft.next_at, time.monotonic() + ROUND_END_WAIT)
+
     def round_text(self, text: str) -> None:
         """The round ended with ``text``: shown whole, as messages that replace its draft."""
         reply = self.reply
@@ -156,4 +170,4 @@ class StreamView:
         self.reply = Reply()
 
 
-__all__ = ["FIRST_DRAFT_WAIT", "EditPace", "Reply", "StreamView"]
+__all__ = ["FIRST_DRAFT_WAIT", "ROUND_END_WAIT", "EditPace", "Reply", "StreamView"]

@@ -54,7 +54,6 @@ from sqlalchemy import Connection, update
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, col, select
 
-from agentgram.runtime.core.mailbox.batch import Batcher
 from agentgram.runtime.core.mailbox.envelope import (
     BODY_ADAPTER,
     EXEMPT_FROM_BOUND,
@@ -69,6 +68,7 @@ from agentgram.runtime.infra.errors import MailboxFull, StorageError
 from agentgram.runtime.infra.log import get_logger
 from agentgram.runtime.infra.storage.concurrency import insert_for, lock_rows, retryable
 from agentgram.runtime.infra.storage.db import Database, after_commit
+from agentgram.runtime.infra.storage.group_commit import Batcher
 from agentgram.runtime.infra.storage.models import ChatSession, MailRow, Steer, utcnow
 from agentgram.runtime.infra.storage.sessions import upsert_value
 
@@ -148,7 +148,7 @@ def _counts_against_bound(kind: str) -> bool:
 class SqlMailbox(_Listeners):
     """The durable mailbox on the ``session_mail`` table.
 
-    Accepts are group-committed (:class:`~runtime.mailbox.batch.Batcher`):
+    Accepts are group-committed (:class:`~runtime.infra.storage.group_commit.Batcher`):
     concurrent callers share one write transaction, decided envelope by
     envelope in arrival order exactly as one-at-a-time accepts would be, and
     subscribers hear of an envelope only after its transaction committed.

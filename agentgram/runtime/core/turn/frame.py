@@ -22,6 +22,7 @@ from agentgram.runtime.infra.events import (
     Address,
     Notify,
     RoundEnded,
+    StreamEnded,
     StreamReset,
     TextDelta,
     Thinking,
@@ -34,6 +35,10 @@ class Echo(Protocol):
     """Where a frame's model output is shown."""
 
     async def stream(self, event: StreamEvent) -> None: ...
+
+    def stream_ended(self, *, has_tool_calls: bool) -> None:
+        """The round's completion is whole; it is stored next, then :meth:`round_ended`."""
+        ...
 
     def round_ended(self, text: str, *, has_tool_calls: bool, row_id: int | None) -> None: ...
 
@@ -63,6 +68,9 @@ class ChatEcho:
             self.bus.emit(StreamReset(to=to, turn_id=turn_id))
             await self.notice(to, "model-fallback", {"failed": event.failed_model, "next": event.next_model})
 
+    def stream_ended(self, *, has_tool_calls: bool) -> None:
+        self.bus.emit(StreamEnded(to=self.address, turn_id=self.turn_id, has_tool_calls=has_tool_calls))
+
     def round_ended(self, text: str, *, has_tool_calls: bool, row_id: int | None) -> None:
         self.bus.emit(
             RoundEnded(
@@ -84,6 +92,9 @@ class ParentEcho:
         if isinstance(event, ModelFallback):
             await self.chat.stream(event)
 
+    def stream_ended(self, *, has_tool_calls: bool) -> None:
+        return None
+
     def round_ended(self, text: str, *, has_tool_calls: bool, row_id: int | None) -> None:
         return None
 
@@ -95,6 +106,9 @@ class _NoEcho:
     """Shows nothing (a request built to be compared, not streamed: the prefetch's)."""
 
     async def stream(self, event: StreamEvent) -> None:
+        return None
+
+    def stream_ended(self, *, has_tool_calls: bool) -> None:
         return None
 
     def round_ended(self, text: str, *, has_tool_calls: bool, row_id: int | None) -> None:

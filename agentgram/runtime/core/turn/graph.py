@@ -126,6 +126,7 @@ class PersistRound:
         state.add_usage(result.usage.input_tokens, result.usage.output_tokens)
         final = not result.tool_calls
         closes = final and frame.owns_turn
+        frame.echo.stream_ended(has_tool_calls=not final)
         entry = await durable(
             turn.deps.history.record_round(
                 session_id=turn.session_id,

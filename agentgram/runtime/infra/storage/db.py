@@ -3,9 +3,11 @@
 SQLite rules (see platform notes): WAL is switched on explicitly, every
 connection gets a busy timeout, and write transactions start with
 ``BEGIN IMMEDIATE`` so a read-then-write never fails with "database is
-locked". Writes from this process go through one ``asyncio.Lock``, so only
-one connection ever writes at a time (one writer is SQLite's nature; it also
-sidesteps SQLite's WAL-reset bug in older versions).
+locked". Only one connection of this process ever writes at a time (one writer
+is SQLite's nature; it also sidesteps SQLite's WAL-reset bug in older
+versions): the file's writes run on one writer thread, one after another (see
+:meth:`Database.write_sync`), and an async :meth:`Database.write` first takes
+that thread's turn.
 
 PostgreSQL gets no write lock: each write is its own transaction on a
 connection of the pool (``storage.pool_size``), concurrent with the others,
@@ -16,15 +18,19 @@ database settles races and a caller never sees an ``IntegrityError`` for one.
 
 :meth:`Database.write_sync` runs a whole write transaction as one blocking
 call on a worker thread, over a dedicated synchronous connection to the same
-SQLite file (same pragmas, same ``BEGIN IMMEDIATE``, same write lock): one
-thread hop per transaction instead of several per statement, for hot paths
-such as the mailbox's accept.
+SQLite file (same pragmas, same ``BEGIN IMMEDIATE``): one thread hop per
+transaction instead of several per statement, for hot paths such as the
+mailbox's accept. The transactions queue on that one thread, which runs each
+as soon as the one before committed: the next writer never waits for the event
+loop to get round to it (under load a loop turn takes milliseconds, and an
+``asyncio.Lock`` handed from writer to writer cost one each, on every write of
+every turn: issue 31, the throughput ceiling).
 
 :func:`after_commit` lets code that runs inside someone else's transaction
 (a cursor move, a history row) keep an in-memory view in step with what
 committed: the callback runs on the event loop after the commit, and views
-see commits in commit order — and never a rollback. On SQLite the write lock
-orders them; on PostgreSQL a transaction that registered callbacks commits
+see commits in commit order — and never a rollback. On SQLite the writer
+thread schedules them on the loop as it commits, in its order; on PostgreSQL a transaction that registered callbacks commits
 under a short commit lock and runs them before releasing it (transactions
 without callbacks commit freely), so this process's commits that views
 follow are issued, and seen, one after another.
@@ -35,7 +41,9 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -154,7 +162,9 @@ class Database:
         self.engine: AsyncEngine = create_async_engine(url, **kwargs)
         self._sync_engine: Engine | None = None
         self._sync_read_engine: Engine | None = None
-        self._write_lock = asyncio.Lock()  # SQLite's one writer
+        self._write_lock = asyncio.Lock()  # SQLite: the async writes, one at a time
+        self._writer: ThreadPoolExecutor | None = None  # a SQLite file: its one writing thread
+        self._writing = threading.Lock()  # a SQLite file: held while a connection writes it
         self._commit_lock = asyncio.Lock()  # PostgreSQL: commits whose hooks views follow, in order
         self.fence: Callable[[Connection], None] | None = None
         """Run first in every write transaction, inside it (a cluster's leader checks it still leads:
@@ -182,8 +192,27 @@ class Database:
                 yield session
             return
         async with self._write_lock:
-            async with self._transaction() as session:
-                yield session
+            if self._sync_url is None:  # in memory: no writer thread
+                async with self._transaction() as session:
+                    yield session
+                return
+            await self._take_writing()
+            try:
+                async with self._transaction() as session:  # its hooks run before the next write
+                    yield session
+            finally:
+                self._writing.release()
+
+    async def _take_writing(self) -> None:
+        """Hold the file's write lock for an async write: taken on the writer thread, in turn
+        behind the transactions queued there (and released here, once the write is done)."""
+        taking = asyncio.wrap_future(self._writer_thread().submit(self._writing.acquire))
+        try:
+            await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            await _outlast_cancels(taking)
+            self._writing.release()
+            raise
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[AsyncSession]:
@@ -217,13 +246,16 @@ class Database:
         """Run ``fn`` inside one write transaction, committed if it returns, rolled back if it raises.
 
         On a SQLite file the whole transaction (``BEGIN IMMEDIATE``, ``fn``,
-        ``COMMIT``) is one blocking call on a worker thread, over a dedicated
+        ``COMMIT``) is one blocking call on the writer thread, over a dedicated
         synchronous connection to the same file (created on first use, the
         same pragmas, closed by :meth:`close`); ``fn`` must then do nothing but
-        database work, and must not touch the event loop. It holds the same
-        in-process write lock as :meth:`write`, so there is still only ever one
-        writer. If the caller is cancelled, the lock is kept until the thread
-        has finished (committed or rolled back); the cancel is re-raised after.
+        database work, and must not touch the event loop. The transactions
+        queue there and run one after another, so there is only ever one
+        writer; the thread schedules each one's after-commit hooks on the loop
+        as it commits, so they run in commit order, before the caller resumes.
+        A caller cancelled while its transaction waits in the queue drops it; one
+        cancelled while it runs waits until it has finished (committed or
+        rolled back), and the cancel is re-raised after.
 
         Elsewhere (PostgreSQL, in-memory SQLite) ``fn`` runs through
         ``run_sync`` on the async connection of an ordinary :meth:`write`.
@@ -232,29 +264,36 @@ class Database:
             async with self.write() as tx:
                 conn = await tx.connection()
                 return await conn.run_sync(fn)
-        async with self._write_lock:
+        loop = asyncio.get_running_loop()
+
+        def transaction() -> T:
             engine = self._sync_engine or self._make_sync_engine()
-
-            def transaction() -> tuple[T, list[Hook]]:
-                with engine.begin() as conn:
-                    try:
-                        result = fn(conn)
-                    finally:
-                        hooks = _take_hooks(conn.info)
-                return result, hooks  # committed
-
-            future = asyncio.get_running_loop().run_in_executor(None, transaction)
-            try:
-                result, hooks = await asyncio.shield(future)
-            except asyncio.CancelledError:
-                await _outlast_cancels(future)  # the thread cannot be stopped: keep the lock till it ends
-                if not future.cancelled() and future.exception() is not None:
-                    log.error("write after cancellation failed", exc_info=future.exception())
-                elif not future.cancelled():
-                    _run_hooks(future.result()[1])
-                raise
-            _run_hooks(hooks)
+            with self._writing, engine.begin() as conn:
+                try:
+                    result = fn(conn)
+                finally:
+                    hooks = _take_hooks(conn.info)
+            if hooks:  # committed: the views follow, in commit order, before the caller resumes
+                with suppress(RuntimeError):  # the loop is gone (interpreter shutdown)
+                    loop.call_soon_threadsafe(_run_hooks, hooks)
             return result
+
+        queued: Future[T] = self._writer_thread().submit(transaction)
+        future = asyncio.wrap_future(queued)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if queued.cancel():  # still waiting its turn: it never runs
+                raise
+            await _outlast_cancels(future)  # the thread cannot be stopped: it commits or rolls back
+            if not future.cancelled() and future.exception() is not None:
+                log.error("write after cancellation failed", exc_info=future.exception())
+            raise
+
+    def _writer_thread(self) -> ThreadPoolExecutor:
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentgram-sqlite-writer")
+        return self._writer
 
     async def write_orm(self, fn: Callable[[Session], T]) -> T:
         """:meth:`write_sync` with an ORM session joined to its transaction (flushed, then committed).
@@ -312,11 +351,12 @@ class Database:
         return engine
 
     async def close(self) -> None:
+        if self._writer is not None:  # the queued writes land first
+            writer, self._writer = self._writer, None
+            await asyncio.to_thread(writer.shutdown)
         if self._sync_engine is not None:
-            async with self._write_lock:  # not while a write_sync thread uses it
-                engine, self._sync_engine = self._sync_engine, None
-                if engine is not None:
-                    engine.dispose()
+            engine, self._sync_engine = self._sync_engine, None
+            engine.dispose()
         if self._sync_read_engine is not None:
             engine, self._sync_read_engine = self._sync_read_engine, None
             engine.dispose()

@@ -18,6 +18,7 @@ on the synchronous write path.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 from datetime import datetime
 from itertools import takewhile
 from typing import Any
@@ -28,6 +29,7 @@ from sqlmodel import Session, col, select
 
 from agentgram.runtime.infra.llm.types import LLMRound
 from agentgram.runtime.infra.storage.db import Database, after_commit
+from agentgram.runtime.infra.storage.group_commit import Batcher
 from agentgram.runtime.infra.storage.history_tail import HistoryEntry, HistoryRecord, HistoryTails, Tail
 from agentgram.runtime.infra.storage.models import (
     ChatSession,
@@ -55,6 +57,11 @@ class HistoryStore:
     def __init__(self, db: Database, tails: HistoryTails | None = None) -> None:
         self._db = db
         self.tails = tails or HistoryTails()
+        self._delivered: Batcher[int, None] = Batcher(self._mark_delivered)
+
+    async def close(self) -> None:
+        """The "shown" marks under way land (the runtime closes the database after this)."""
+        await self._delivered.drain()
 
     async def step_that_read(self, session_id: int, mail_seq: int) -> int | None:
         """The step (round, from 1) of the turn at which the message ``mail_seq`` was read: one
@@ -216,17 +223,32 @@ class HistoryStore:
         return await self._db.write_sync(append)
 
     async def mark_delivered(self, row_id: int) -> None:
-        """The chat shows this final answer (see :meth:`undelivered_answers`)."""
+        """The chat shows this final answer (see :meth:`undelivered_answers`).
+
+        Group-committed: the marks of the chats that showed an answer meanwhile share one
+        transaction (a lone mark is written at once), so the last write of a turn is not one
+        more transaction behind the database's one writer.
+        """
+        await self._delivered.submit(row_id)
+
+    async def _mark_delivered(self, row_ids: list[int]) -> list[None]:
         values = {"delivered_at": utcnow()}
 
         def mark(tx: Connection) -> None:
-            session_id = tx.execute(
-                sa.update(_ROWS).where(_ROWS.c.id == row_id).values(values).returning(_ROWS.c.session_id)
-            ).scalar()
-            if session_id is not None:
-                after_commit(tx, lambda: self.tails.row_changed(session_id, row_id, values))
+            marked = tx.execute(
+                sa.update(_ROWS)
+                .where(_ROWS.c.id.in_(row_ids))
+                .values(values)
+                .returning(_ROWS.c.id, _ROWS.c.session_id)
+            ).all()
+            after_commit(tx, lambda: self._changed(marked, values))
 
         await self._db.write_sync(mark)
+        return [None] * len(row_ids)
+
+    def _changed(self, rows: Sequence[sa.Row[Any]], values: dict[str, Any]) -> None:
+        for row in rows:
+            self.tails.row_changed(row.session_id, row.id, values)
 
     async def set_call_status(
         self,

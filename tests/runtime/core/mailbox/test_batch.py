@@ -1,4 +1,4 @@
-"""Group commit (``runtime/mailbox/batch.py``): concurrent accepts share one write transaction,
+"""Group commit (``runtime/infra/storage/group_commit.py``): concurrent accepts share one write transaction,
 yet every envelope is decided as a one-at-a-time accept would be: contiguous seqs per session,
 the first receipt for a duplicate, ``MailboxFull`` for the over-limit caller only, and a failed
 transaction fails every caller in it and stores nothing."""
@@ -30,9 +30,9 @@ from agentgram.runtime.core.mailbox import (
     SqlMailbox,
     UserMessageBody,
 )
-from agentgram.runtime.core.mailbox.batch import Batcher
 from agentgram.runtime.infra.errors import MailboxFull, StorageError
 from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.group_commit import Batcher
 from agentgram.runtime.infra.storage.migrations import migrate
 from agentgram.runtime.infra.storage.sessions import SessionStore
 

@@ -14,6 +14,7 @@ session (``/new`` while a turn ran) and a tic and a cron run reporting to it; ch
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -239,6 +240,32 @@ async def test_undelivered_answers_of_a_chat_are_its_active_sessions_final_answe
 
 
 # --- tracked calls --------------------------------------------------------------------------
+
+
+async def test_answers_shown_at_once_in_several_chats_are_marked_in_one_transaction(world: World) -> None:
+    """``mark_delivered`` is group-committed: the chats that show an answer at once share one
+    transaction (and those that come while it is written, the next), and every answer is marked."""
+    history = HistoryStore(world.db)
+    answers = []
+    for name in ("a_chat", "b_chat", "a_chat", "b_chat", "a_chat"):
+        turn_id = await open_turn(world, name)
+        entry = await history.record_round(
+            session_id=world.ids[name], turn_id=turn_id, result=LLMRound(text=f"to {name}"), closes_turn=True
+        )
+        answers.append(entry.row.id or 0)
+    commits = []
+
+    def committed(_conn: object) -> None:
+        commits.append(1)
+
+    sa.event.listen(sa.Engine, "commit", committed)
+    try:
+        await asyncio.gather(*(history.mark_delivered(row_id) for row_id in answers))
+    finally:
+        sa.event.remove(sa.Engine, "commit", committed)
+    await history.close()
+    assert await history.undelivered_answers(utcnow() - timedelta(minutes=1)) == []
+    assert len(commits) == 1
 
 
 async def test_running_calls_of_a_chat_are_its_sessions_and_orphan_all_settles_only_those(

@@ -1,5 +1,5 @@
 """Storage: WAL on, versioned migrations upgrade in place, writes survive cancellation, and
-``write_sync`` is a write transaction on a thread under the same lock and pragmas.
+``write_sync`` is a write transaction on the writer thread, with the same pragmas, one writer at a time.
 
 A next revision upgrading in place and a newer database refused: test_migrations.py, on both backends."""
 
@@ -234,6 +234,71 @@ async def test_a_cancelled_sync_write_still_commits_and_keeps_the_lock_until_it_
         await writer
     await other
     assert await _value(db, "sync") == "landed"
+
+
+def _gated(key: str, started: threading.Event, release: threading.Event) -> Callable[[Connection], None]:
+    def work(conn: Connection) -> None:
+        started.set()
+        release.wait(10)
+        _put(key, "1")(conn)
+
+    return work
+
+
+async def test_queued_sync_writes_run_one_after_another_without_the_event_loop(db: Database) -> None:
+    """The writer thread takes the next queued transaction as soon as one commits: a busy event
+    loop (here blocked outright) holds up no write queued behind another (issue 31)."""
+    first_in, release = threading.Event(), threading.Event()
+    second_done = threading.Event()
+
+    def second(conn: Connection) -> None:
+        _put("second", "1")(conn)
+        second_done.set()
+
+    first = asyncio.create_task(db.write_sync(_gated("first", first_in, release)))
+    assert await asyncio.to_thread(first_in.wait, 10)
+    queued = asyncio.create_task(db.write_sync(second))
+    await asyncio.sleep(0)  # queued on the writer thread
+    release.set()
+    assert second_done.wait(10), "the second write waited for the blocked event loop"  # the loop is blocked
+    await asyncio.gather(first, queued)
+    assert (await _value(db, "first"), await _value(db, "second")) == ("1", "1")
+
+
+async def test_a_sync_write_cancelled_while_it_waits_its_turn_never_runs(db: Database) -> None:
+    first_in, release = threading.Event(), threading.Event()
+    first = asyncio.create_task(db.write_sync(_gated("first", first_in, release)))
+    assert await asyncio.to_thread(first_in.wait, 10)
+    queued = asyncio.create_task(db.write_sync(_put("dropped", "1")))
+    await asyncio.sleep(0)
+    queued.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await queued
+    release.set()
+    await first
+    await db.write_sync(_put("after", "1"))
+    assert (await _value(db, "dropped"), await _value(db, "after")) == (None, "1")
+
+
+async def test_sync_writes_run_their_after_commit_hooks_in_commit_order_before_the_callers_resume(
+    db: Database,
+) -> None:
+    seen: list[str] = []
+
+    def write(key: str) -> Callable[[Connection], str]:
+        def work(conn: Connection) -> str:
+            _put(key, "1")(conn)
+            after_commit(conn, lambda: seen.append(key))
+            return key
+
+        return work
+
+    async def caller(key: str) -> None:
+        assert await db.write_sync(write(key)) == key
+        assert key in seen, "the caller resumed before its hook ran"
+
+    await asyncio.gather(*(caller(f"k{i}") for i in range(20)))
+    assert seen == [f"k{i}" for i in range(20)]
 
 
 PRAGMAS = ("journal_mode", "busy_timeout", "synchronous", "foreign_keys")

@@ -1,5 +1,8 @@
 """Group commit: many concurrent callers, one write transaction per batch.
 
+The mailbox's accepts (:mod:`runtime.core.mailbox.mailbox`) and the chats' "this answer is
+shown" marks (:meth:`~runtime.infra.storage.history.HistoryStore.mark_delivered`) go through it.
+
 Each :meth:`Batcher.submit` queues an item and awaits its own future. One
 flusher task, started when the first item arrives and ending when the queue is
 empty, takes everything queued so far (up to ``max_batch``) and hands it to
@@ -61,7 +64,9 @@ class Batcher(Generic[T, R]):
         finally:
             self._flusher = None
             # only left over if this task was cancelled: fail them rather than hang them
-            _settle_all([future for _, future in self._queue], StorageError("the mailbox writer stopped"))
+            _settle_all(
+                [future for _, future in self._queue], StorageError("the group-commit writer stopped")
+            )
             self._queue = []
 
     async def _write(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
