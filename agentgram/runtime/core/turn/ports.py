@@ -25,11 +25,10 @@ from agentgram.runtime.core.mailbox import Envelope, Receipt
 from agentgram.runtime.infra.events import RuntimeEvent
 from agentgram.runtime.infra.llm.types import LLMRound
 from agentgram.runtime.infra.storage.frames import ChildFrame
-from agentgram.runtime.infra.storage.history_tail import HistoryEntry
+from agentgram.runtime.infra.storage.history_tail import HistoryEntry, HistoryRecord
 from agentgram.runtime.infra.storage.models import (
     ApprovalRequestRow,
     ChatSession,
-    HistoryRow,
     RowStatus,
     ToolCallRow,
     ToolCallStatus,
@@ -81,8 +80,12 @@ class TurnHistory(Protocol):
         is_synthetic: bool = False,
         mail_seq: int | None = None,
         meta: dict[str, Any] | None = None,
-    ) -> HistoryRow:
+    ) -> HistoryRecord:
         """Inside the caller's transaction."""
+        ...
+
+    def may_end_unanswered(self, session_id: int) -> bool:
+        """Whether :meth:`mark_orphans_failed` may find anything (``False``: memory says not)."""
         ...
 
     def mark_orphans_failed(self, tx: Connection, session_id: int) -> int:

@@ -62,9 +62,11 @@ async def open_turn(
     """Step 2, one transaction: settle orphans, open the turn, fold in the mail that starts it
     (the user rows and the cursor move commit together), with its files as the inbox prepared them."""
     s = deps
+    settle = s.history.may_end_unanswered(session_id)
 
     def write(tx: Connection) -> int:
-        s.history.mark_orphans_failed(tx, session_id)
+        if settle:
+            s.history.mark_orphans_failed(tx, session_id)
         turn_id = s.sessions.open_turn(tx, session_id)
         fold_into_turn(tx, s.mailbox, s.history, session_id, turn_id, mail, prepared)
         return turn_id

@@ -51,6 +51,10 @@ _TURNS = table_of(Turn)
 _OPEN = (ToolCallStatus.PENDING, ToolCallStatus.RUNNING)
 _RECORD = tuple(prop.columns[0].label(prop.key) for prop in sa.inspect(HistoryRow).column_attrs)
 """The columns of a :class:`HistoryRecord`, named as its attributes (``meta`` is stored as ``metadata``)."""
+_COUNT_ROUND = sa.update(_TURNS).where(_TURNS.c.id == sa.bindparam("turn")).values(rounds=_TURNS.c.rounds + 1)
+_CLOSE_ROUND = _COUNT_ROUND.values(status=TurnStatus.FINAL, ended_at=sa.bindparam("ended_at"))
+"""A turn's round counted (and, for its final answer, the turn closed): built once, the values
+as parameters (a statement built per round cost more than its execution)."""
 
 
 class HistoryStore:
@@ -108,8 +112,8 @@ class HistoryStore:
         is_synthetic: bool = False,
         mail_seq: int | None = None,
         meta: dict[str, Any] | None = None,
-    ) -> HistoryRow:
-        row = HistoryRow(
+    ) -> HistoryRecord:
+        row = HistoryRecord(
             session_id=session_id,
             turn_id=turn_id,
             role=Role.USER,
@@ -118,9 +122,21 @@ class HistoryStore:
             mail_seq=mail_seq,
             meta=meta or {},
         )
-        insert_row(tx, row)
-        after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(HistoryRecord.of(row), [])))
+        row.insert(tx)
+        after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(row, [])))
         return row
+
+    def may_end_unanswered(self, session_id: int) -> bool:
+        """Whether :meth:`mark_orphans_failed` may find anything: not when the session's tail in
+        memory ends in an answer (or is the whole, empty history). Asked on the event loop,
+        where the tail follows every commit; a session's worker is the only one adding to its
+        history, so nothing changes that between this and the worker's next transaction."""
+        tail = self.tails.get(session_id)
+        if tail is None:
+            return True
+        if not tail.entries:
+            return not tail.complete
+        return tail.entries[-1].row.role == Role.USER
 
     def mark_orphans_failed(self, tx: Connection, session_id: int) -> int:
         """Trailing user rows with no answer after them: the turn died before replying.
@@ -163,12 +179,10 @@ class HistoryStore:
         in its own frame — it counts against neither the turn's rounds nor the
         root's in-memory tail.
         """
-        turn_values: dict[str, Any] = {"rounds": _TURNS.c.rounds + 1}
-        if closes_turn:
-            turn_values |= {"status": TurnStatus.FINAL, "ended_at": utcnow()}
+        turn_values = {"turn": turn_id, "ended_at": utcnow()} if closes_turn else {"turn": turn_id}
 
         def record(tx: Connection) -> HistoryEntry:
-            row = HistoryRow(
+            row = HistoryRecord(
                 session_id=session_id,
                 stack_id=stack_id,
                 turn_id=turn_id,
@@ -180,7 +194,7 @@ class HistoryStore:
                 input_tokens=result.usage.input_tokens,
                 output_tokens=result.usage.output_tokens,
             )
-            row_id = insert_row(tx, row)
+            row_id = row.insert(tx)
             calls = [
                 ToolCallRow(
                     session_id=session_id,
@@ -194,9 +208,9 @@ class HistoryStore:
             ]
             for call in calls:
                 insert_row(tx, call)
-            entry = HistoryEntry(row=HistoryRecord.of(row), calls=calls)
+            entry = HistoryEntry(row=row, calls=calls)
             if stack_id is None:
-                tx.execute(sa.update(_TURNS).where(_TURNS.c.id == turn_id).values(turn_values))
+                tx.execute(_CLOSE_ROUND if closes_turn else _COUNT_ROUND, turn_values)
                 after_commit(tx, lambda: self.tails.appended(session_id, entry))
             return entry
 

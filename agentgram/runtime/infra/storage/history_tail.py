@@ -16,7 +16,10 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import Connection
+
 from agentgram.runtime.infra.storage.models import HistoryRow, Role, RowStatus, ToolCallRow, utcnow
+from agentgram.runtime.infra.storage.rows import columns_of, insert_values, table_of
 from agentgram.runtime.infra.storage.views import SessionViews, Ticket
 
 KEEP = 200
@@ -54,8 +57,18 @@ class HistoryRecord:
     def of(cls, row: HistoryRow) -> HistoryRecord:
         return cls(**{name: getattr(row, name) for name in _RECORD_FIELDS})
 
+    def insert(self, tx: Connection) -> int:
+        """Insert this record as a new row (its ``id`` unset) and set the id it got: a turn's
+        hot writes build no ORM row (building one cost more than the insert)."""
+        values = {column: getattr(self, name) for name, column in _COLUMNS}
+        self.id = insert_values(tx, _HISTORY, values)
+        return self.id
+
 
 _RECORD_FIELDS = tuple(f.name for f in fields(HistoryRecord))
+_HISTORY = table_of(HistoryRow)
+_COLUMNS = tuple((name, column) for name, column in columns_of(HistoryRow) if name != "id")
+"""(field, column) pairs: ``meta`` is stored as ``metadata``."""
 
 
 @dataclass(slots=True)

@@ -23,7 +23,7 @@ def table_of(model: type[SQLModel]) -> sa.Table:
 
 
 @cache
-def _columns(model: type[SQLModel]) -> tuple[tuple[str, str], ...]:
+def columns_of(model: type[SQLModel]) -> tuple[tuple[str, str], ...]:
     """(attribute, column) pairs: an attribute may be stored under another name (``meta``)."""
     mapper = sa.inspect(model)
     return tuple((prop.key, prop.columns[0].key) for prop in mapper.column_attrs)
@@ -31,15 +31,30 @@ def _columns(model: type[SQLModel]) -> tuple[tuple[str, str], ...]:
 
 def row_values(row: SQLModel) -> dict[str, Any]:
     """``row``'s columns by column name, as a Core statement takes them."""
-    return {column: getattr(row, attribute) for attribute, column in _columns(type(row))}
+    return {column: getattr(row, attribute) for attribute, column in columns_of(type(row))}
 
 
 def insert_row(conn: Connection, row: SQLModel) -> int:
     """Insert ``row`` (its ``id`` unset) and give it the id it got."""
     values = {column: value for column, value in row_values(row).items() if column != "id"}
-    result = conn.execute(sa.insert(table_of(type(row))).values(values))
-    key = result.inserted_primary_key
-    assert key is not None
-    row_id = int(key[0])
+    row_id = insert_values(conn, table_of(type(row)), values)
     row.id = row_id  # type: ignore[attr-defined]
     return row_id
+
+
+def insert_values(conn: Connection, table: sa.Table, values: dict[str, Any]) -> int:
+    """Insert one row of ``table`` from its column ``values`` (no ``id``); the id it got.
+
+    The statement is built once per table and the values go in as parameters: a statement with
+    the values baked in (``insert(table).values(...)``) is coerced and given a cache key anew on
+    every call, which cost more than the insert itself.
+    """
+    result = conn.execute(_insert(table), values)
+    key = result.inserted_primary_key
+    assert key is not None
+    return int(key[0])
+
+
+@cache
+def _insert(table: sa.Table) -> sa.Insert:
+    return sa.insert(table)
