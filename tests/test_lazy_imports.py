@@ -6,7 +6,8 @@ with ``PYTHONPROFILEIMPORTTIME`` set: Python then writes every module it imports
 bot's log, so the test reads what the process loaded without changing anything in it. The config
 is the tests' default one: polling, web view off, no MCP servers, no terminal, no image sent; the
 database is already at this release's schema, the usual start (migrations need Alembic; a start
-with nothing to migrate must not load it).
+with nothing to migrate must not load it), or, on python-telegram-bot, an empty SQLite file, which
+the start builds from the schema's snapshot (``storage.fresh_schema``), again without Alembic.
 """
 
 from __future__ import annotations
@@ -53,12 +54,14 @@ def heavy_in(names: set[str]) -> set[str]:
 
 
 async def _modules_of_a_started_bot(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, library: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, library: str, *, fresh: bool = False
 ) -> set[str]:
-    """Every module ``agentgram run`` imported from start to a clean exit on SIGTERM, once it polled."""
+    """Every module ``agentgram run`` imported from start to a clean exit on SIGTERM, once it polled;
+    ``fresh``: on an empty database, else on one at the head already."""
     monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")
     async with crash_rig(tmp_path, telegram={"library": library}) as rig:
-        await migrate_database(rig.database_url)  # at head already: nothing for Alembic to do
+        if not fresh:
+            await migrate_database(rig.database_url)  # at head already: nothing for Alembic to do
         await rig.start()
         assert await rig.terminate() == 0
         return set(IMPORTED.findall(rig.log_path.read_text(errors="replace")))
@@ -67,7 +70,7 @@ async def _modules_of_a_started_bot(
 async def test_a_default_bot_on_ptb_loads_no_web_stack_mcp_aiogram_terminal_pillow_or_alembic(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loaded = await _modules_of_a_started_bot(tmp_path, monkeypatch, "ptb")
+    loaded = await _modules_of_a_started_bot(tmp_path, monkeypatch, "ptb", fresh=True)
     assert heavy_in(loaded) == {"telegram"}  # its own driver's library, and nothing else heavy
     assert "agentgram.bot.telegram.drivers.ptb" in loaded  # it did start
 

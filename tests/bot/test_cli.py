@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentgram.bot.cli import main
+from agentgram.bot.cli import collector_paused, main
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 
@@ -134,6 +135,33 @@ def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str
     code = main(list(args))
     out, err = capsys.readouterr()
     return code, err.splitlines(), out
+
+
+def test_start_up_builds_without_the_collector_then_freezes_what_it_built() -> None:
+    """Issue 31: the imports, the config check and compose run without the cyclic collector (whose
+    passes found nothing to free), and what they built is not walked again (cli's docstring)."""
+    frozen = gc.get_freeze_count()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+            built = [[index] for index in range(1000)]
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= frozen + len(built)
+        gc.disable()
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # left as it was found
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+def test_a_command_leaves_the_collector_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], connections: list[object]
+) -> None:
+    code, _, _ = _main(capsys, "check-config", "--config", str(_config(tmp_path)))
+    assert code == 0 and gc.isenabled()
+    gc.unfreeze()
 
 
 def test_the_base_config_of_these_tests_passes_every_check(

@@ -242,8 +242,17 @@ def test_keys_lists_messages_not_terms(tmp_path: Path) -> None:
 
 def test_malformed_ftl_is_a_config_error(tmp_path: Path) -> None:
     _write(tmp_path, "en", "good = fine\nbad = { $unclosed\n")
-    with pytest.raises(ConfigError, match="cannot parse"):
-        Translator(tmp_path)
+    for _ in range(2):  # the second translator, whose files are parsed already, too
+        with pytest.raises(ConfigError, match="cannot parse"):
+            Translator(tmp_path)
+
+
+def test_a_file_edited_between_two_translators_is_read_anew(tmp_path: Path) -> None:
+    """A file is parsed once per text (issue 31: ``run`` makes two translators), never per path."""
+    _write(tmp_path, "en", "hello = Hi\n")
+    assert Translator(tmp_path).t("en", "hello") == "Hi"
+    _write(tmp_path, "en", "hello = Hello\n")
+    assert Translator(tmp_path).t("en", "hello") == "Hello"
 
 
 def test_duplicate_key_is_a_config_error(tmp_path: Path) -> None:

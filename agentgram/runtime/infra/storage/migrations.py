@@ -7,7 +7,9 @@ and ``agentgram db current`` still say "schema version 5"; :data:`SCHEMA_VERSION
 
 What :func:`migrate` does with a database, in one write transaction:
 
-* **empty**: ``upgrade head`` builds every table from the revisions (never ``create_all``);
+* **empty**: ``upgrade head`` builds every table from the revisions (never ``create_all``); an
+  empty SQLite database gets what they build in one go, from a snapshot of it, and no Alembic
+  (:mod:`.fresh_schema`: a fresh start is ≈0.27 s sooner; a test holds the two the same);
 * **made before Alembic** (a ``schema_version`` table, or the first release's tables without
   one: version 1): the old steps (:mod:`legacy_migrations`) run once up to version 5, then the
   baseline revision ``0005`` adds the tables the old ``create_all`` used to add and stamps it;
@@ -20,7 +22,8 @@ refuses a newer database instead of taking it for version 1.
 
 Alembic is imported only when it has work: a database already at the head (the usual start) is
 recognised by reading ``alembic_version`` with plain SQL against :data:`HEAD_REVISION`, which the
-revisions' file names give; nothing that runs after start-up needs Alembic (issue 31).
+revisions' file names give, and an empty SQLite database is built from the snapshot; nothing
+that runs after start-up needs Alembic (issue 31).
 
 Concurrency: on SQLite the transaction starts with ``BEGIN IMMEDIATE``, so two processes upgrade
 one after the other; on PostgreSQL it first takes ``pg_advisory_xact_lock`` (:data:`MIGRATE_LOCK`):
@@ -56,7 +59,7 @@ import agentgram.runtime.infra.storage.summary_rows  # registers the tables
 import agentgram.runtime.infra.storage.usage_rows  # noqa: F401  (registers the tables)
 from agentgram.runtime.infra.errors import ConfigError
 from agentgram.runtime.infra.log import get_logger
-from agentgram.runtime.infra.storage import legacy_migrations
+from agentgram.runtime.infra.storage import fresh_schema, legacy_migrations
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.search import INDEX, PG_INDEX
 
@@ -238,11 +241,17 @@ def _at_head(conn: Connection) -> bool:
     return stored == [HEAD_REVISION]
 
 
-def _upgrade(conn: Connection, mode: MigrateMode) -> Upgrade:
+def _upgrade(conn: Connection, mode: MigrateMode, *, from_revisions: bool = False) -> Upgrade:
     _lock(conn)
     if _at_head(conn):  # the usual start: nothing to upgrade, so Alembic stays unimported
         legacy_migrations.stamp(conn, SCHEMA_VERSION)
         return Upgrade(HEAD_REVISION, HEAD_REVISION)
+    fresh = mode == "auto" and not from_revisions and fresh_schema.applies(conn)
+    if fresh:
+        fresh_schema.build(conn)  # at the snapshot's revision; Alembic goes on if that is not the head
+        if _at_head(conn):
+            legacy_migrations.stamp(conn, SCHEMA_VERSION)
+            return Upgrade(None, HEAD_REVISION)
     from alembic import command
 
     target = head()
@@ -262,14 +271,16 @@ def _upgrade(conn: Connection, mode: MigrateMode) -> Upgrade:
     if revision != target:
         command.upgrade(alembic_config(conn), "head")
     legacy_migrations.stamp(conn, int(target))
-    return Upgrade(before, target)
+    return Upgrade(None if fresh else before, target)
 
 
-async def upgrade(db: Database, mode: MigrateMode = "auto") -> Upgrade:
-    """Bring the schema to the head revision (or, ``never``, check that it is there)."""
+async def upgrade(db: Database, mode: MigrateMode = "auto", *, from_revisions: bool = False) -> Upgrade:
+    """Bring the schema to the head revision (or, ``never``, check that it is there).
+    ``from_revisions``: an empty database too is built by running every revision, never from
+    :mod:`.fresh_schema`'s snapshot (what the snapshot is made from and compared with)."""
     async with db.write() as session:
         conn = await session.connection()
-        done = await conn.run_sync(lambda sync: _upgrade(sync, mode))
+        done = await conn.run_sync(lambda sync: _upgrade(sync, mode, from_revisions=from_revisions))
     if done.before != done.after:
         log.info("database schema %s -> %s", done.before or "new", done.after)
     return done

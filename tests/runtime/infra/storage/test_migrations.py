@@ -1,5 +1,6 @@
 """Alembic migrations on both backends: an empty database and a version-1 one both reach the
-head with no drift from the models, a database newer than the release is refused in one line,
+head with no drift from the models, an empty SQLite database gets from the snapshot exactly what
+the revisions build, a database newer than the release is refused in one line,
 ``storage.migrate: never`` changes nothing, and concurrent starts on PostgreSQL upgrade once."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from sqlalchemy import Connection, DateTime, inspect, text
 from sqlmodel import select
 
 from agentgram.runtime.infra.errors import ConfigError
-from agentgram.runtime.infra.storage import migrations
+from agentgram.runtime.infra.storage import fresh_schema, fresh_schema_sqlite, migrations
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.migrations import SchemaBehind, SchemaTooNew, migrate, revision_of
 from agentgram.runtime.infra.storage.models import ChatSession, HistoryRow, SessionSource
@@ -40,16 +41,62 @@ async def _tables(db: Database) -> set[str]:
         return set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
 
 
-async def test_an_empty_database_is_built_by_upgrade_head_with_no_drift(database_url: str) -> None:
+@pytest.mark.parametrize("from_revisions", [False, True], ids=["as-started", "from-revisions"])
+async def test_an_empty_database_reaches_the_head_with_no_drift(
+    database_url: str, from_revisions: bool
+) -> None:
+    """As a start builds it (on SQLite from the snapshot) and by running every revision."""
     db = Database(database_url)
     try:
-        assert await migrate(db) == migrations.SCHEMA_VERSION == 17
+        done = await migrations.upgrade(db, from_revisions=from_revisions)
+        assert done == migrations.Upgrade(None, migrations.HEAD_REVISION)
+        assert int(done.after) == migrations.SCHEMA_VERSION == 17
         assert await revision_of(db) == migrations.head() == "0017"
         assert await drift(db) == []
         assert "alembic_version" in await _tables(db)
         assert await migrate(db) == migrations.SCHEMA_VERSION  # idempotent
     finally:
         await db.close()
+
+
+Built = tuple[list[Any], dict[str, list[Any]], tuple[str, ...]]
+
+
+def _schema_and_rows(conn: Connection) -> Built:
+    """All of a SQLite database but its pages: ``sqlite_master`` in creation order (each table's
+    SQL as altered since), every table's rows (the FTS5 index's shadow tables too), its snapshot."""
+    master = [
+        tuple(r)
+        for r in conn.execute(text("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY rowid"))
+    ]
+    tables = [name for kind, name, _, _ in master if kind == "table"]
+    rows = {name: [tuple(r) for r in conn.execute(text(f'SELECT * FROM "{name}"'))] for name in tables}
+    return master, rows, fresh_schema.snapshot(conn)
+
+
+async def _built(url: str, *, from_revisions: bool) -> Built:
+    db = Database(url)
+    try:
+        await migrations.upgrade(db, from_revisions=from_revisions)
+        async with db.engine.connect() as conn:
+            return await conn.run_sync(_schema_and_rows)
+    finally:
+        await db.close()
+
+
+async def test_an_empty_sqlite_database_gets_from_the_snapshot_exactly_what_the_revisions_build(
+    tmp_path: Path,
+) -> None:
+    """The snapshot is what the revisions build now, and running it gives the same ``sqlite_master``
+    (every table's SQL: columns, their order and defaults, keys; indexes, triggers, the FTS5 index)
+    and the same rows (``alembic_version``, ``schema_version``, the FTS5 index's records)."""
+    by_revisions = await _built(f"sqlite+aiosqlite:///{tmp_path / 'revisions.db'}", from_revisions=True)
+    regenerate = "the revisions build another schema: python -m agentgram.runtime.infra.storage.fresh_schema"
+    assert fresh_schema_sqlite.REVISION == migrations.head(), regenerate
+    assert by_revisions[2] == fresh_schema_sqlite.STATEMENTS, regenerate
+    assert (
+        await _built(f"sqlite+aiosqlite:///{tmp_path / 'snapshot.db'}", from_revisions=False) == by_revisions
+    )
 
 
 def _as_version_1(conn: Connection) -> None:
@@ -126,6 +173,36 @@ def upgrade() -> None:
 """
 
 
+def _next_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Ship :data:`NEXT_REVISION` after the head (a folder of revisions besides the package's)."""
+    versions = tmp_path / "versions"
+    versions.mkdir()
+    next_version = migrations.SCHEMA_VERSION + 1
+    (versions / f"v{next_version:04d}_nickname.py").write_text(
+        NEXT_REVISION.format(revision=f"{next_version:04d}", down=migrations.head())
+    )
+    monkeypatch.setattr(migrations, "EXTRA_VERSION_LOCATIONS", [versions])
+    return next_version
+
+
+async def test_an_empty_database_behind_a_next_revision_is_built_then_upgraded(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release whose snapshot is behind its head (on SQLite) still starts on an empty database:
+    the snapshot builds its own revision, then Alembic runs the next one."""
+    next_version = _next_revision(tmp_path, monkeypatch)
+    db = Database(database_url)
+    try:
+        assert await migrations.upgrade(db) == migrations.Upgrade(None, f"{next_version:04d}")
+        assert await revision_of(db) == f"{next_version:04d}"
+        async with db.read() as tx:
+            rows = (await tx.exec(text("SELECT nickname FROM sessions"))).all()  # type: ignore[call-overload]
+            stamped = (await tx.exec(text("SELECT version FROM schema_version"))).one()  # type: ignore[call-overload]
+        assert rows == [] and stamped[0] == next_version
+    finally:
+        await db.close()
+
+
 async def test_a_next_revision_upgrades_in_place_keeping_data(
     database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,13 +211,7 @@ async def test_a_next_revision_upgrades_in_place_keeping_data(
         await migrate(db)
         async with db.write() as tx:
             tx.add(ChatSession(source=SessionSource.CHAT, chat_id=42))
-        versions = tmp_path / "versions"
-        versions.mkdir()
-        next_version = migrations.SCHEMA_VERSION + 1
-        (versions / f"v{next_version:04d}_nickname.py").write_text(
-            NEXT_REVISION.format(revision=f"{next_version:04d}", down=migrations.head())
-        )
-        monkeypatch.setattr(migrations, "EXTRA_VERSION_LOCATIONS", [versions])
+        next_version = _next_revision(tmp_path, monkeypatch)
         assert await migrate(db) == next_version
         assert await migrate(db) == next_version  # idempotent
         async with db.read() as tx:
