@@ -7,8 +7,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgram.bot.telegram.views.render import markdown_to_html
-from agentgram.bot.telegram.views.split import TELEGRAM_LIMIT, split_html, split_plain, utf16_length
+from agentgram.bot.telegram.views.render import markdown_to_html, tokenize_html
+from agentgram.bot.telegram.views.split import TELEGRAM_LIMIT, _split, split_html, split_plain, utf16_length
 from tests.bot.telegram.test_render import MARKDOWNISH
 from tests.fakes.telegram_html import parse_html, visible_length
 
@@ -107,6 +107,14 @@ def test_whitespace_only_pieces_are_dropped() -> None:
 def test_rendered_markdown_splits_faithfully(markdown: str, limit: int) -> None:
     html = markdown_to_html(markdown * 4)
     assert_split_is_faithful(html, split_html(html, limit), limit)
+
+
+@settings(max_examples=200, deadline=None)
+@given(MARKDOWNISH)
+def test_a_short_rendered_reply_is_one_piece_exactly_as_the_full_split_makes_it(markdown: str) -> None:
+    """The short path (no tokenizing) gives what the full split gives, blank texts included."""
+    html = markdown_to_html(markdown)
+    assert split_html(html) == _split(list(tokenize_html(html)), TELEGRAM_LIMIT)
 
 
 @settings(max_examples=100, deadline=None)

@@ -16,6 +16,7 @@ is the concatenation of the pieces' visible texts with whitespace-only runs betw
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from agentgram.bot.telegram.views.render import HtmlToken, tokenize_html
 __all__ = ["TELEGRAM_LIMIT", "split_html", "split_plain", "utf16_length"]
 
 TELEGRAM_LIMIT = 4096
+_TAGS = re.compile(r"<[^>]*>")
 _SEPARATORS = ("\n\n", "\n", " ")  # preferred cut points, best first; the cut goes after them
 
 
@@ -38,7 +40,17 @@ def split_html(html: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
 
     ``limit`` must be at least 2, so that an astral character (2 UTF-16 units) fits in a piece.
     """
+    if 2 * len(html) <= limit and _plainly_visible(html):  # the usual short answer: one piece
+        return [html]
     return _split(list(tokenize_html(html)), limit)
+
+
+def _plainly_visible(html: str) -> bool:
+    """Whether ``html`` shows some text, told without tokenizing it: what is left once the tags
+    are taken out is not blank and holds no entity (one could be a space). ``False`` only means
+    "not told": the full split decides."""
+    text = _TAGS.sub("", html)
+    return "&" not in text and not text.isspace() and bool(text)
 
 
 def split_plain(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:

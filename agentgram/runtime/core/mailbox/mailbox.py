@@ -50,7 +50,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import sqlalchemy as sa
-from sqlalchemy import Connection, update
+from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, col, select
 
@@ -266,7 +266,7 @@ class SqlMailbox(_Listeners):
         return await self._db.read_sync(lambda tx: _cursor_of(tx, session_id))
 
     def advance(self, tx: Connection, session_id: int, upto: int) -> None:
-        tx.execute(_advance_statement(session_id, upto))
+        tx.execute(_ADVANCE, {"session": session_id, "upto": upto})
         after_commit(tx, lambda: self._view.advanced(session_id, upto))
 
     async def consume(self, session_id: int, upto: int) -> None:
@@ -412,13 +412,12 @@ def _cursor_of(tx: Session, session_id: int) -> int:
     return int(value or 0)
 
 
-def _advance_statement(session_id: int, upto: int) -> Any:
-    """The cursor only ever moves forward."""
-    return (
-        update(ChatSession)
-        .where(col(ChatSession.id) == session_id, col(ChatSession.mail_cursor) < upto)
-        .values(mail_cursor=upto)
-    )
+_ADVANCE = (
+    sa.update(_SESSIONS)
+    .where(_SESSIONS.c.id == sa.bindparam("session"), _SESSIONS.c.mail_cursor < sa.bindparam("upto"))
+    .values(mail_cursor=sa.bindparam("upto"))
+)
+"""The cursor only ever moves forward. Built once, its values as parameters (every turn moves one)."""
 
 
 @dataclass(slots=True)

@@ -39,7 +39,7 @@ from agentgram.runtime.infra.storage.models import (
     TurnStatus,
     utcnow,
 )
-from agentgram.runtime.infra.storage.rows import insert_row, row_values, table_of
+from agentgram.runtime.infra.storage.rows import insert_row, insert_values, row_values, table_of
 
 _SESSIONS = table_of(ChatSession)
 _TURNS = table_of(Turn)
@@ -272,8 +272,13 @@ class SessionStore:
 
     @staticmethod
     def open_turn(tx: Connection, session_id: int) -> int:
-        """A new running turn, inside the caller's transaction."""
-        return insert_row(tx, Turn(session_id=session_id))
+        """A new running turn, inside the caller's transaction (its columns as :class:`Turn`'s
+        defaults make them, without building one: every turn opens here)."""
+        return insert_values(
+            tx,
+            _TURNS,
+            {"session_id": session_id, "status": TurnStatus.RUNNING, "rounds": 0, "started_at": utcnow()},
+        )
 
     async def set_turn_status(self, turn_id: int, status: TurnStatus) -> None:
         change = update(_TURNS).where(_TURNS.c.id == turn_id).values(status=status)
