@@ -43,13 +43,13 @@ from agentgram.runtime.infra.storage.models import (
     TurnStatus,
     utcnow,
 )
-from agentgram.runtime.infra.storage.rows import insert_row, table_of
+from agentgram.runtime.infra.storage.rows import columns_of, insert_row, table_of
 
 _ROWS = table_of(HistoryRow)
 _CALLS = table_of(ToolCallRow)
 _TURNS = table_of(Turn)
 _OPEN = (ToolCallStatus.PENDING, ToolCallStatus.RUNNING)
-_RECORD = tuple(prop.columns[0].label(prop.key) for prop in sa.inspect(HistoryRow).column_attrs)
+_RECORD = tuple(_ROWS.c[column].label(name) for name, column in columns_of(HistoryRow))
 """The columns of a :class:`HistoryRecord`, named as its attributes (``meta`` is stored as ``metadata``)."""
 _COUNT_ROUND = sa.update(_TURNS).where(_TURNS.c.id == sa.bindparam("turn")).values(rounds=_TURNS.c.rounds + 1)
 _CLOSE_ROUND = _COUNT_ROUND.values(status=TurnStatus.FINAL, ended_at=sa.bindparam("ended_at"))
@@ -218,11 +218,11 @@ class HistoryStore:
 
     async def append_assistant(
         self, *, session_id: int, content: str, is_synthetic: bool = False, meta: dict[str, Any] | None = None
-    ) -> HistoryRow:
+    ) -> HistoryRecord:
         """A text the chat already showed (a tic's report), added to the conversation."""
 
-        def append(tx: Connection) -> HistoryRow:
-            row = HistoryRow(
+        def append(tx: Connection) -> HistoryRecord:
+            row = HistoryRecord(
                 session_id=session_id,
                 role=Role.ASSISTANT,
                 content=content,
@@ -230,8 +230,8 @@ class HistoryStore:
                 meta=meta or {},
                 delivered_at=utcnow(),
             )
-            insert_row(tx, row)
-            after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(HistoryRecord.of(row), [])))
+            row.insert(tx)
+            after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(row, [])))
             return row
 
         return await self._db.write_sync(append)

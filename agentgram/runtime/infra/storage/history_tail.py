@@ -12,7 +12,7 @@ Memory is bounded twice: a tail keeps no more entries than a round reads
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -53,10 +53,6 @@ class HistoryRecord:
     created_at: datetime = field(default_factory=utcnow)
     delivered_at: datetime | None = None
 
-    @classmethod
-    def of(cls, row: HistoryRow) -> HistoryRecord:
-        return cls(**{name: getattr(row, name) for name in _RECORD_FIELDS})
-
     def insert(self, tx: Connection) -> int:
         """Insert this record as a new row (its ``id`` unset) and set the id it got: a turn's
         hot writes build no ORM row (building one cost more than the insert)."""
@@ -65,7 +61,6 @@ class HistoryRecord:
         return self.id
 
 
-_RECORD_FIELDS = tuple(f.name for f in fields(HistoryRecord))
 _HISTORY = table_of(HistoryRow)
 _COLUMNS = tuple((name, column) for name, column in columns_of(HistoryRow) if name != "id")
 """(field, column) pairs: ``meta`` is stored as ``metadata``."""
