@@ -21,6 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import telegram
 import telegram.error as ptb
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, ReactionTypeEmoji
@@ -33,6 +34,7 @@ from agentgram.bot.telegram.core.incoming import Update, from_library
 from agentgram.bot.telegram.core.metrics import count_call, result_of
 from agentgram.bot.telegram.core.ratelimit import UNLIMITED, UNMETERED
 from agentgram.bot.telegram.core.shared_budget import SharedBudget
+from agentgram.runtime.infra.http import httpx_transport
 
 
 def _not_a_retry_budget(record: logging.LogRecord) -> bool:
@@ -105,17 +107,21 @@ def method_of(url: str, http_method: str) -> str:
 
 
 CONNECTIONS = 32
-"""Connections to the Bot API at most (PTB's application builder takes 256). httpcore scans every
-pooled connection on each request, which with a connection per busy chat was 15 % of the event
-loop's time at 200 busy chats (issue 31, CPU per turn); at Telegram's 30 messages a second and
-≈ 0.1 s a request, 32 are plenty, and a request beyond them waits for one."""
+"""Connections to the Bot API at most (PTB's application builder takes 256); at Telegram's 30
+messages a second and ≈ 0.1 s a request, 32 are plenty, and a request beyond them waits for one."""
 POOL_WAIT = 30.0
 """Seconds a request waits for a free connection (httpx's default is 1 s: a burst of more than
 :data:`CONNECTIONS` requests must queue, not fail)."""
 
 
 class MeteredRequest(HTTPXRequest):
-    """PTB's HTTP layer, counting each request's result (:func:`~..metrics.count_call`)."""
+    """PTB's HTTP layer over aiohttp (:mod:`agentgram.runtime.infra.http` says why), counting each
+    request's result (:func:`~..metrics.count_call`)."""
+
+    def _build_client(self) -> httpx.AsyncClient:
+        limits: httpx.Limits = self._client_kwargs["limits"]
+        transport = httpx_transport(limits.max_connections or CONNECTIONS, limits.keepalive_expiry)
+        return httpx.AsyncClient(**{**self._client_kwargs, "transport": transport})
 
     async def do_request(
         self,

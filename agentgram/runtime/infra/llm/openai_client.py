@@ -35,6 +35,7 @@ from openai import AsyncOpenAI
 from agentgram.runtime.infra.backoff import Backoff
 from agentgram.runtime.infra.config import LLMSettings
 from agentgram.runtime.infra.errors import FailureKind, LLMError, kind_for_status
+from agentgram.runtime.infra.http import model_http_client
 from agentgram.runtime.infra.llm.types import (
     AssistantMessage,
     ChatMessage,
@@ -98,6 +99,7 @@ class OpenAIClient:
             api_key=self._api_key or "not-needed",
             timeout=settings.request_timeout,
             max_retries=0,
+            http_client=model_http_client(),
         )
 
     @property

@@ -1,0 +1,142 @@
+"""The HTTP stack under both SDKs: aiohttp, behind each SDK's own httpx client.
+
+python-telegram-bot speaks httpx and the openai SDK speaks httpx2; both default to an httpcore
+transport. httpcore's connection pool looks at every pooled connection on each request and again
+when each response closes, and for every idle one asks the socket whether the server has closed it
+(``getpeername`` and ``poll`` system calls). With a connection per busy chat that was ≈ 40 % of the
+event loop at 200 busy chats, and half of agentgram's CPU per turn (issue 31, ``bench/README.md``).
+A minimal bot never notices: it handles one update at a time, so its pool holds one connection.
+
+aiohttp keeps a host's idle connections in a queue and takes the newest in constant time. So both
+SDKs send through it, by httpx-aiohttp's transport (kept by an httpx maintainer; the openai SDK
+ships the same code as ``DefaultAioHttpClient``). What the SDKs see is unchanged: httpx's requests,
+responses and exceptions (a timeout is still ``httpx.TimeoutException``, a cut stream
+``httpx.ReadError``), and aiohttp never repeats a POST on its own.
+
+Each session is made on the first request, inside the running loop (aiohttp binds a session to
+it), and honours ``HTTPS_PROXY`` and ``NO_PROXY`` as httpx does by default (``trust_env``).
+
+httpx-aiohttp 0.2 maps aiohttp's exceptions onto httpx's in the order of a table whose broadest
+entry comes first, so a refused connection, a server that hangs up without an answer, or a reset
+all come out as ``ConnectTimeout``. Timeouts are not retried the way a refused connection is
+reported (the model's "unreachable" against "timed out"), so :func:`corrected` maps them again,
+by the nearest class in the aiohttp exception's own ancestry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from types import ModuleType
+from typing import Any, ClassVar
+
+import aiohttp
+import httpx
+import httpx2
+import httpx_aiohttp
+import httpx_aiohttp.httpx2
+from openai import DefaultAioHttpClient
+
+MODEL_CONNECTIONS = 100
+"""Connections to the model's endpoint at most (one per streaming turn; a turn beyond waits)."""
+KEEPALIVE = 5.0
+"""Seconds an idle connection is kept (httpx's default)."""
+
+
+def session_factory(limit: int, keepalive: float | None = KEEPALIVE) -> Callable[[], aiohttp.ClientSession]:
+    """A maker of the aiohttp session a transport sends through, at most ``limit`` connections."""
+
+    def make() -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(limit=limit, keepalive_timeout=keepalive or KEEPALIVE)
+        return aiohttp.ClientSession(connector=connector, trust_env=True)
+
+    return make
+
+
+def corrected(exc: Exception, errors: ModuleType) -> Exception:
+    """``exc`` (an error of ``errors``, httpx or httpx2, raised from an aiohttp one) as the error
+    httpcore would have raised for the same failure."""
+    cause = exc.__cause__
+    if not isinstance(cause, aiohttp.ClientError):
+        return exc
+    table: dict[type[BaseException], type[Exception]] = {
+        aiohttp.ConnectionTimeoutError: errors.ConnectTimeout,
+        aiohttp.SocketTimeoutError: errors.ReadTimeout,
+        aiohttp.ServerTimeoutError: errors.TimeoutException,
+        aiohttp.ClientConnectorError: errors.ConnectError,
+        aiohttp.ServerDisconnectedError: errors.RemoteProtocolError,
+        aiohttp.ClientPayloadError: errors.ReadError,
+        aiohttp.ClientConnectionError: errors.NetworkError,
+    }
+    for klass in type(cause).__mro__:
+        if (better := table.get(klass)) is not None:
+            return exc if type(exc) is better else better(str(exc))
+    return exc
+
+
+class _CorrectedBody:
+    """A response body whose read errors are :func:`corrected`."""
+
+    errors: ClassVar[ModuleType]
+
+    def __init__(self, body: Any) -> None:
+        self._body = body
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._body:
+                yield chunk
+        except self.errors.TransportError as exc:
+            raise corrected(exc, self.errors) from exc.__cause__
+
+    async def aclose(self) -> None:
+        try:
+            await self._body.aclose()
+        except self.errors.TransportError as exc:
+            raise corrected(exc, self.errors) from exc.__cause__
+
+
+class _HttpxBody(_CorrectedBody, httpx.AsyncByteStream):
+    errors: ClassVar[ModuleType] = httpx
+
+
+class _Httpx2Body(_CorrectedBody, httpx2.AsyncByteStream):
+    errors: ClassVar[ModuleType] = httpx2
+
+
+class _Corrected:
+    """httpx-aiohttp's transport, its errors :func:`corrected`."""
+
+    errors: ClassVar[ModuleType]
+    body: ClassVar[type[_CorrectedBody]]
+
+    async def handle_async_request(self, request: Any) -> Any:
+        try:
+            response = await super().handle_async_request(request)  # type: ignore[misc]
+        except self.errors.TransportError as exc:
+            raise corrected(exc, self.errors) from exc.__cause__
+        response.stream = self.body(response.stream)
+        return response
+
+
+class HttpxTransport(_Corrected, httpx_aiohttp.AiohttpTransport):
+    """An httpx transport over aiohttp (python-telegram-bot's ``HTTPXRequest`` takes it)."""
+
+    errors: ClassVar[ModuleType] = httpx
+    body: ClassVar[type[_CorrectedBody]] = _HttpxBody
+
+
+class Httpx2Transport(_Corrected, httpx_aiohttp.httpx2.AiohttpTransport):
+    """An httpx2 transport over aiohttp (the openai SDK's)."""
+
+    errors: ClassVar[ModuleType] = httpx2
+    body: ClassVar[type[_CorrectedBody]] = _Httpx2Body
+
+
+def httpx_transport(limit: int, keepalive: float | None = KEEPALIVE) -> httpx.AsyncBaseTransport:
+    """A transport for an httpx client, through at most ``limit`` connections."""
+    return HttpxTransport(client=session_factory(limit, keepalive))
+
+
+def model_http_client() -> httpx2.AsyncClient:
+    """The openai SDK's client over aiohttp, with the SDK's own defaults otherwise."""
+    return DefaultAioHttpClient(transport=Httpx2Transport(client=session_factory(MODEL_CONNECTIONS)))

@@ -1,0 +1,165 @@
+"""Both SDKs' HTTP stack over aiohttp (:mod:`agentgram.runtime.infra.http`), against a real socket
+server that fails the ways servers do: each failure comes out as the httpx (or httpx2) error
+httpcore would have raised, and a POST is never sent twice."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+
+from agentgram.runtime.infra.http import httpx_transport, model_http_client
+
+Behaviour = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@dataclass
+class Server:
+    """A loopback HTTP/1.1 server that answers each request by ``behaviour``."""
+
+    behaviour: Behaviour
+    requests: list[bytes] = field(default_factory=list)
+    connections: int = 0
+    url: str = ""
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    ),
+                    0,
+                )
+                self.requests.append(head + await reader.readexactly(length))
+                await self.behaviour(reader, writer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[[Behaviour], Awaitable[Server]]]:
+    servers: list[asyncio.Server] = []
+
+    async def start(behaviour: Behaviour) -> Server:
+        server = Server(behaviour)
+        listening = await asyncio.start_server(server._serve, "127.0.0.1", 0)
+        servers.append(listening)
+        server.url = f"http://127.0.0.1:{listening.sockets[0].getsockname()[1]}/method"
+        return server
+
+    yield start
+    for listening in servers:
+        listening.close()
+        await listening.wait_closed()
+
+
+def _client(errors: ModuleType) -> Any:
+    if errors is httpx:
+        return httpx.AsyncClient(transport=httpx_transport(4))
+    return model_http_client()
+
+
+async def _post(errors: ModuleType, url: str, timeout: float = 5.0) -> bytes:
+    client = _client(errors)
+    try:
+        async with client.stream("POST", url, json={"text": "hi"}, timeout=timeout) as response:
+            return b"".join([chunk async for chunk in response.aiter_bytes()])
+    finally:
+        await client.aclose()
+
+
+async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    writer.write(
+        b'HTTP/1.1 200 OK\r\nContent-Length: 11\r\nContent-Type: application/json\r\n\r\n{"ok":true}'
+    )
+    await writer.drain()
+
+
+async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    raise ConnectionError("hung up")
+
+
+async def hang(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await asyncio.sleep(30)
+
+
+async def cut_short(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"ok":')
+    await writer.drain()
+    writer.close()
+    raise ConnectionError("cut")
+
+
+SDKS = pytest.mark.parametrize("errors", [httpx, httpx2], ids=["httpx", "httpx2"])
+
+
+@SDKS
+async def test_an_answer_comes_through(serve: Any, errors: ModuleType) -> None:
+    server = await serve(answer)
+    assert await _post(errors, server.url) == b'{"ok":true}'
+    assert server.requests[0].startswith(b"POST /method HTTP/1.1") and server.requests[0].endswith(b'"hi"}')
+
+
+@SDKS
+async def test_a_refused_connection_is_a_connect_error_not_a_timeout(errors: ModuleType) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(errors.ConnectError) as info:
+        await _post(errors, f"http://127.0.0.1:{port}/method")
+    assert not isinstance(info.value, errors.TimeoutException)
+
+
+@SDKS
+async def test_a_server_hanging_up_unanswered_is_a_protocol_error_and_the_post_is_not_repeated(
+    serve: Any, errors: ModuleType
+) -> None:
+    server = await serve(hang_up)
+    with pytest.raises(errors.RemoteProtocolError) as info:
+        await _post(errors, server.url)
+    assert not isinstance(info.value, errors.TimeoutException)
+    await asyncio.sleep(0.1)
+    assert len(server.requests) == 1
+
+
+@SDKS
+async def test_a_server_that_never_answers_is_a_read_timeout(serve: Any, errors: ModuleType) -> None:
+    server = await serve(hang)
+    with pytest.raises(errors.ReadTimeout):
+        await _post(errors, server.url, timeout=0.3)
+    assert len(server.requests) == 1
+
+
+@SDKS
+async def test_a_body_cut_short_is_a_read_error(serve: Any, errors: ModuleType) -> None:
+    server = await serve(cut_short)
+    with pytest.raises(errors.ReadError) as info:
+        await _post(errors, server.url)
+    assert not isinstance(info.value, errors.TimeoutException)
+
+
+@SDKS
+async def test_connections_are_kept_and_reused(serve: Any, errors: ModuleType) -> None:
+    server = await serve(answer)
+    client = _client(errors)
+    try:
+        for _ in range(5):
+            response = await client.post(server.url, json={"text": "hi"})
+            assert response.json() == {"ok": True}
+    finally:
+        await client.aclose()
+    assert (len(server.requests), server.connections) == (5, 1)
