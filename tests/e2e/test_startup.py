@@ -103,9 +103,7 @@ async def test_network_down_at_boot_is_waited_out_with_logged_retries_then_the_b
     async with crash_rig(tmp_path) as rig:
         unreachable(rig, tmp_path, tg_port=tg_port, llm_port=llm_port)
         async with starting(rig) as start:
-            first = await wait_log(
-                rig, r"start-up: getMe failed \(NetworkError: [^)]*\); retry 1 in ([\d.]+)s"
-            )
+            first = await wait_log(rig, r"start-up: getMe failed \(NetworkError: .*\); retry 1 in ([\d.]+)s")
             assert float(first.group(1)) <= 2.0
             await wait_log(rig, r"start-up: getMe failed .*; retry 2 in ")
             assert not rig.tg.requests  # nothing got through yet

@@ -1,11 +1,12 @@
-"""The HTTP stack under both SDKs: aiohttp, behind each SDK's own httpx client.
+"""The HTTP stack under the SDKs: aiohttp, behind each SDK's own httpx client.
 
-python-telegram-bot speaks httpx and the openai SDK speaks httpx2; both default to an httpcore
-transport. httpcore's connection pool looks at every pooled connection on each request and again
-when each response closes, and for every idle one asks the socket whether the server has closed it
-(``getpeername`` and ``poll`` system calls). With a connection per busy chat that was ≈ 40 % of the
-event loop at 200 busy chats, and half of agentgram's CPU per turn (issue 31, ``bench/README.md``).
-A minimal bot never notices: it handles one update at a time, so its pool holds one connection.
+The chat platform's library speaks httpx and the openai SDK speaks httpx2; both default to an
+httpcore transport. httpcore's connection pool looks at every pooled connection on each request
+and again when each response closes, and for every idle one asks the socket whether the server has
+closed it (``getpeername`` and ``poll`` system calls). With a connection per busy chat that was a
+quarter of the event loop's time at 200 busy chats; on aiohttp, CPU per turn halved (14.8 to
+7.3 ms, issue 31, ``bench/README.md``). A minimal bot never notices: it handles one update at a
+time, so its pool holds one connection.
 
 aiohttp keeps a host's idle connections in a queue and takes the newest in constant time. So both
 SDKs send through it, by httpx-aiohttp's transport (kept by an httpx maintainer; the openai SDK
@@ -18,9 +19,9 @@ it), and honours ``HTTPS_PROXY`` and ``NO_PROXY`` as httpx does by default (``tr
 
 httpx-aiohttp 0.2 maps aiohttp's exceptions onto httpx's in the order of a table whose broadest
 entry comes first, so a refused connection, a server that hangs up without an answer, or a reset
-all come out as ``ConnectTimeout``. Timeouts are not retried the way a refused connection is
-reported (the model's "unreachable" against "timed out"), so :func:`corrected` maps them again,
-by the nearest class in the aiohttp exception's own ancestry.
+all come out as ``ConnectTimeout``. A timeout and a refused connection are told apart downstream
+(the model's "timed out" against "unreachable"), so :func:`corrected` maps them again, by the
+nearest class in the aiohttp exception's own ancestry.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class _Corrected:
 
 
 class HttpxTransport(_Corrected, httpx_aiohttp.AiohttpTransport):
-    """An httpx transport over aiohttp (python-telegram-bot's ``HTTPXRequest`` takes it)."""
+    """An httpx transport over aiohttp (for a library built on httpx, such as the bot's)."""
 
     errors: ClassVar[ModuleType] = httpx
     body: ClassVar[type[_CorrectedBody]] = _HttpxBody

@@ -30,7 +30,7 @@ _secrets: set[str] = set()
 _redact_payloads = True
 _TOKEN_IN_URL = re.compile(r"/bot\d+:[A-Za-z0-9_-]+")
 _CREDENTIAL_PARAM = re.compile(r"token|key|secret|passw|auth|sig", re.IGNORECASE)
-LIBRARIES = ("aiosqlite", "httpx", "httpx2", "httpcore", "apscheduler", "openai")
+LIBRARIES = ("aiosqlite", "aiohttp", "httpx", "httpx2", "httpcore", "apscheduler", "openai")
 """Third-party loggers set to WARNING (or DEBUG) explicitly; all others follow the root logger."""
 _RECORD_KEYS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
