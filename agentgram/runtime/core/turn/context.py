@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import enum
 import platform
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache, lru_cache
@@ -319,7 +319,7 @@ def tool_images(call: ToolCallRow) -> list[str]:
     return noted_images(call.result)
 
 
-def tool_images_message(calls: list[ToolCallRow], view: AttachmentView | None) -> UserMessage | None:
+def tool_images_message(calls: Sequence[ToolCallRow], view: AttachmentView | None) -> UserMessage | None:
     """The images a round's MCP calls returned that the model is shown, after the calls' results,
     each call's under a line naming it; ``None`` when there are none."""
     if view is None:

@@ -138,7 +138,7 @@ class PersistRound:
         )
         state.partial_text = ""
         frame.echo.round_ended(result.text, has_tool_calls=bool(entry.calls), row_id=entry.row.id)
-        return End(Final(result.text, closed=closes)) if final else CallTools(entry.calls)
+        return End(Final(result.text, closed=closes)) if final else CallTools(list(entry.calls))
 
 
 @dataclass(slots=True, frozen=True)

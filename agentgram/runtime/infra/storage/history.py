@@ -30,7 +30,13 @@ from sqlmodel import Session, col, select
 from agentgram.runtime.infra.llm.types import LLMRound
 from agentgram.runtime.infra.storage.db import Database, after_commit
 from agentgram.runtime.infra.storage.group_commit import Batcher
-from agentgram.runtime.infra.storage.history_tail import HistoryEntry, HistoryRecord, HistoryTails, Tail
+from agentgram.runtime.infra.storage.history_tail import (
+    NO_CALLS,
+    HistoryEntry,
+    HistoryRecord,
+    HistoryTails,
+    Tail,
+)
 from agentgram.runtime.infra.storage.models import (
     ChatSession,
     HistoryRow,
@@ -123,7 +129,7 @@ class HistoryStore:
             meta=meta or {},
         )
         row.insert(tx)
-        after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(row, [])))
+        after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(row, NO_CALLS)))
         return row
 
     def may_end_unanswered(self, session_id: int) -> bool:
@@ -208,7 +214,7 @@ class HistoryStore:
             ]
             for call in calls:
                 insert_row(tx, call)
-            entry = HistoryEntry(row=row, calls=calls)
+            entry = HistoryEntry(row=row, calls=calls or NO_CALLS)
             if stack_id is None:
                 tx.execute(_CLOSE_ROUND if closes_turn else _COUNT_ROUND, turn_values)
                 after_commit(tx, lambda: self.tails.appended(session_id, entry))
@@ -231,7 +237,7 @@ class HistoryStore:
                 delivered_at=utcnow(),
             )
             row.insert(tx)
-            after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(row, [])))
+            after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(row, NO_CALLS)))
             return row
 
         return await self._db.write_sync(append)
@@ -478,4 +484,4 @@ def _read_entries(tx: Session, session_id: int, stack_id: int | None, limit: int
         )
         for call in found.all():
             calls.setdefault(call.history_id, []).append(call)
-    return [HistoryEntry(row=row, calls=calls.get(row.id or 0, [])) for row in rows]
+    return [HistoryEntry(row=row, calls=calls.get(row.id or 0, NO_CALLS)) for row in rows]

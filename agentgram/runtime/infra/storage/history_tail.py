@@ -7,11 +7,15 @@ updates it after each of its commits.
 Memory is bounded twice: a tail keeps no more entries than a round reads
 (``keep``, set by the composition from the context settings), and only the
 ``capacity`` most recently read sessions have one. An entry's row is a
-:class:`HistoryRecord`, not the ORM's row, because a tail holds thousands of them.
+:class:`HistoryRecord`, not the ORM's row, because a tail holds thousands of them, and it keeps
+of the row's ``meta`` only what a round reads, the attachments (:func:`lean`): the envelope and
+message ids of every user row were a third of an entry's memory. Entries without tool calls share
+one empty tuple of calls.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,6 +28,9 @@ from agentgram.runtime.infra.storage.views import SessionViews, Ticket
 
 KEEP = 200
 """Entries a tail keeps unless told otherwise: ``llm.max_history_messages``' default."""
+NO_CALLS: tuple[ToolCallRow, ...] = ()
+NO_META: dict[str, Any] = {}
+"""The ``meta`` of every tail entry without attachments: one dict, shared, never written."""
 
 
 @dataclass(slots=True)
@@ -69,7 +76,15 @@ _COLUMNS = tuple((name, column) for name, column in columns_of(HistoryRow) if na
 @dataclass(slots=True)
 class HistoryEntry:
     row: HistoryRecord
-    calls: list[ToolCallRow]
+    calls: Sequence[ToolCallRow]
+
+
+def lean(entry: HistoryEntry) -> HistoryEntry:
+    """``entry`` as a tail keeps it: of its row's ``meta`` only the attachments."""
+    meta = entry.row.meta
+    if meta is not NO_META and meta.keys() != {"attachments"}:
+        entry.row.meta = {"attachments": meta["attachments"]} if "attachments" in meta else NO_META
+    return entry
 
 
 @dataclass(slots=True)
@@ -82,6 +97,7 @@ class Tail:
 
     @classmethod
     def of(cls, entries: list[HistoryEntry], complete: bool) -> Tail:
+        entries = [lean(entry) for entry in entries]
         return cls(entries, complete, {call.id or 0: call for entry in entries for call in entry.calls})
 
     def serves(self, limit: int) -> bool:
@@ -96,7 +112,7 @@ class Tail:
     def append(self, entry: HistoryEntry, keep: int) -> None:
         if self.entries and (entry.row.id or 0) <= (self.entries[-1].row.id or 0):
             return  # already shown (filled from a read that saw this commit)
-        self.entries.append(entry)
+        self.entries.append(lean(entry))
         for call in entry.calls:
             self.calls[call.id or 0] = call
         if len(self.entries) > keep:

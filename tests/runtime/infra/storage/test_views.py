@@ -272,6 +272,29 @@ async def test_a_tail_never_holds_more_than_it_keeps(store: Store) -> None:
         assert set(tail.calls) == {call.id for entry in tail.entries for call in entry.calls}
 
 
+async def test_a_tail_keeps_of_a_rows_meta_only_the_attachments_a_round_reads(store: Store) -> None:
+    session = await store.new_session()
+    turn = await store.new_turn(session)
+    photo = {"kind": "photo", "path": "inbox/a.jpg"}
+    metas = [{"envelope_id": "e1", "chat_message_id": 7}, {"envelope_id": "e2", "attachments": [photo]}]
+
+    def add(meta: dict[str, Any]) -> Callable[[Connection], object]:
+        return lambda tx: store.history.add_user_row(
+            tx, session_id=session, turn_id=turn, content="hi", meta=meta
+        )
+
+    await store.db.write_sync(add(metas[0]))
+    assert [e.row.meta for e in await store.history.entries(session, limit=200)] == [{}]  # filled by a read
+    await store.db.write_sync(add(metas[1]))  # appended after its commit
+    await store.history.record_round(session_id=session, turn_id=turn, result=LLMRound(text="ok"))
+    tail = store.history.tails.get(session)
+    assert tail is not None
+    assert [e.row.meta for e in tail.entries] == [{}, {"attachments": [photo]}, {}]
+    assert tail.entries[0].row.meta is tail.entries[2].row.meta  # one shared empty dict
+    assert tail.entries[0].calls is tail.entries[1].calls == ()  # and one empty tuple of calls
+    assert [row.meta for row in await store.history.all_rows(session)] == [*metas, {}]  # stored whole
+
+
 async def test_an_ask_beyond_the_tail_is_read_from_the_database(store: Store) -> None:
     small = Store(store.db, keep=4)
     session = await small.new_session()
