@@ -701,7 +701,7 @@ class LoggingSettings(Section):
     redact_payloads: bool = True
     """Log message and tool payloads as sizes only (secrets are always masked)."""
     libraries: bool = False
-    """With ``level: DEBUG``, also the libraries' debug lines (aiosqlite, httpx, telegram, openai, …)."""
+    """With ``level: DEBUG``, also the libraries' debug lines (aiosqlite, aiohttp, httpx, telegram, openai, …)."""
     format: Literal["text", "json"] = "text"
     """``text``, or ``json``: one JSON object a line (time, level, logger, message, fields)."""
 
