@@ -105,16 +105,16 @@ class _Httpx2Body(_CorrectedBody, httpx2.AsyncByteStream):
 
 
 class _Corrected:
-    """httpx-aiohttp's transport, its errors :func:`corrected`."""
+    """httpx-aiohttp's transport, its errors :func:`corrected` (those of its ``body``'s module)."""
 
-    errors: ClassVar[ModuleType]
     body: ClassVar[type[_CorrectedBody]]
 
     async def handle_async_request(self, request: Any) -> Any:
+        errors = self.body.errors
         try:
             response = await super().handle_async_request(request)  # type: ignore[misc]
-        except self.errors.TransportError as exc:
-            raise corrected(exc, self.errors) from exc.__cause__
+        except errors.TransportError as exc:
+            raise corrected(exc, errors) from exc.__cause__
         response.stream = self.body(response.stream)
         return response
 
@@ -122,14 +122,12 @@ class _Corrected:
 class HttpxTransport(_Corrected, httpx_aiohttp.AiohttpTransport):
     """An httpx transport over aiohttp (for a library built on httpx, such as the bot's)."""
 
-    errors: ClassVar[ModuleType] = httpx
     body: ClassVar[type[_CorrectedBody]] = _HttpxBody
 
 
 class Httpx2Transport(_Corrected, httpx_aiohttp.httpx2.AiohttpTransport):
     """An httpx2 transport over aiohttp (the openai SDK's)."""
 
-    errors: ClassVar[ModuleType] = httpx2
     body: ClassVar[type[_CorrectedBody]] = _Httpx2Body
 
 
