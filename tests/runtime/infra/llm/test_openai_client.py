@@ -29,7 +29,7 @@ from agentgram.runtime.infra.llm.types import (
     ToolSpec,
     UserMessage,
 )
-from tests.fakes.openai_server import Drop, Error, FakeOpenAI, Hang, Text, ToolCalls
+from tests.fakes.openai_server import BadChunk, Drop, Error, FakeOpenAI, Hang, StreamError, Text, ToolCalls
 
 HELLO = [SystemMessage("be brief"), UserMessage("hi")]
 READ = ToolSpec("read_file", "Read a file", {"type": "object", "properties": {"path": {"type": "string"}}})
@@ -250,6 +250,46 @@ async def test_each_failure_is_classified_with_the_servers_words_not_the_sdks(fa
     assert "Error code" not in str(error), "the SDK's wrapping stays out"
     if isinstance(reply, Error):
         assert str(error).endswith(f"HTTP {status}: {reply.message}")
+    await llm.aclose()
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (BadChunk("so far "), "malformed response from the LLM endpoint"),
+        (StreamError("so far ", message="overloaded mid-stream"), "stream error: overloaded mid-stream"),
+    ],
+)
+async def test_a_broken_stream_event_cuts_the_stream_after_the_text_it_forwarded(fake, reply, reason):
+    llm = make_client(fake, max_retries=0)
+    fake.script(reply)
+    sink = Sink()
+    with pytest.raises(LLMError) as info:
+        await llm.stream_round(HELLO, [], sink)
+    assert (info.value.kind, str(info.value)) == (FailureKind.STREAM_CUT, f"LLM unavailable: {reason}")
+    assert [e.text for e in sink.of(TextDelta)] == ["so far "]
+    await llm.aclose()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "5",
+        '["a list"]',
+        '{"choices": "not a list"}',
+        '{"choices": [null, {"delta": {"content": "not the first choice"}}]}',
+        '{"choices": [{"delta": {"content": 7, "reasoning": ["x"], "tool_calls": [3, null]}}]}',
+        '{"choices": [{"delta": {"tool_calls": "none"}}], "usage": {"prompt_tokens": "many"}}',
+    ],
+)
+async def test_a_chunk_of_the_wrong_shape_is_read_as_empty_and_the_answer_goes_on(fake, raw):
+    llm = make_client(fake, max_retries=0)
+    fake.script(BadChunk("the answer", raw=raw))
+    sink = Sink()
+    answer = await llm.stream_round(HELLO, [], sink)
+    assert (answer.text, answer.reasoning, answer.tool_calls) == ("the answer", "", [])
+    assert (answer.usage.input_tokens, answer.usage.output_tokens) == (10, 5)
+    assert [e.text for e in sink.of(TextDelta)] == ["the answer"]
     await llm.aclose()
 
 
