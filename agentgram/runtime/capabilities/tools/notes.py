@@ -32,7 +32,7 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import Field
 from sqlalchemy import Connection
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from agentgram.runtime.capabilities.tools.base import Tool, ToolArgs, ToolContext, ToolScope
 from agentgram.runtime.infra.errors import ToolError
@@ -68,18 +68,21 @@ class NoteStore:
         self._texts: OrderedDict[int, str | None] = OrderedDict()
         self._writes = 0  # a read that overlapped a write keeps no copy (it may predate the commit)
 
+    def known_empty(self, session_id: int) -> None:
+        """The session was created just now: it has no notes to read (its first write drops this)."""
+        self._keep(session_id, None)
+
+    def _keep(self, session_id: int, text: str | None) -> None:
+        self._texts[session_id] = text
+        while len(self._texts) > NOTES_KEPT:
+            self._texts.popitem(last=False)
+
     def _changed(self, session_id: int) -> None:
         self._writes += 1
         self._texts.pop(session_id, None)
 
     async def scratchpad(self, session_id: int) -> dict[str, str]:
-        async with self._db.read() as tx:
-            rows = await tx.exec(
-                select(ScratchpadRow)
-                .where(ScratchpadRow.session_id == session_id)
-                .order_by(col(ScratchpadRow.key))
-            )
-            return {row.key: row.value for row in rows.all()}
+        return await self._db.read_sync(lambda tx: _scratchpad(tx, session_id))
 
     async def set_note(self, session_id: int, key: str, value: str | None) -> int:
         """Set (or, with ``None``, remove) one note; the number of notes afterwards. One statement
@@ -101,9 +104,7 @@ class NoteStore:
             self._changed(session_id)
 
     async def todos(self, session_id: int) -> tuple[TodoItem, ...]:
-        async with self._db.read() as tx:
-            row = await tx.get(TodoListRow, session_id)
-        return parse_todos(row.items) if row is not None else ()
+        return await self._db.read_sync(lambda tx: _todos(tx, session_id))
 
     async def set_todos(self, session_id: int, items: Sequence[TodoItem]) -> bool:
         """Replace the list; ``False`` when it was exactly this already (nothing to show)."""
@@ -131,12 +132,23 @@ class NoteStore:
             self._texts.move_to_end(session_id)
             return self._texts[session_id]
         writes = self._writes
-        text = notes_text(await self.scratchpad(session_id), await self.todos(session_id))
+        # both tables in one read on a thread: a chat's first message waits for this read
+        text = await self._db.read_sync(
+            lambda tx: notes_text(_scratchpad(tx, session_id), _todos(tx, session_id))
+        )
         if writes == self._writes:
-            self._texts[session_id] = text
-            while len(self._texts) > NOTES_KEPT:
-                self._texts.popitem(last=False)
+            self._keep(session_id, text)
         return text
+
+
+def _scratchpad(tx: Session, session_id: int) -> dict[str, str]:
+    mine = select(ScratchpadRow).where(ScratchpadRow.session_id == session_id)
+    return {row.key: row.value for row in tx.exec(mine.order_by(col(ScratchpadRow.key)))}
+
+
+def _todos(tx: Session, session_id: int) -> tuple[TodoItem, ...]:
+    row = tx.get(TodoListRow, session_id)
+    return parse_todos(row.items) if row is not None else ()
 
 
 def parse_todos(raw: object) -> tuple[TodoItem, ...]:

@@ -590,6 +590,7 @@ class SessionHub:
         if created:
             self.deps.mailbox.known_empty(session.id)
             self.deps.history.known_empty(session.id)
+            self.deps.notes.known_empty(session.id)
             self._worker(session.id).learned_no_turns()
         worker = self.workers.get(session.id)
         if worker is not None:

@@ -113,6 +113,10 @@ class Notes(Protocol):
         """The session's scratchpad and todos, shown before the history; ``None``: nothing."""
         ...
 
+    def known_empty(self, session_id: int) -> None:
+        """The session was created just now: it has no notes, and its first request reads none."""
+        ...
+
 
 class Questions(Protocol):
     async def cancel_session(self, session_id: int) -> Sequence[QuestionRow]:
@@ -192,6 +196,9 @@ class _RunsEverything:
 class _NoNotes:
     async def context_text(self, session_id: int) -> str | None:
         return None
+
+    def known_empty(self, session_id: int) -> None:
+        pass
 
 
 class _NoQuestions:

@@ -86,3 +86,24 @@ async def test_the_notes_message_is_read_once_and_follows_every_write(tmp_path: 
         assert after is not None and "edited by hand" in after and "ship it" in after
     finally:
         await db.close()
+
+
+async def test_a_session_opened_just_now_reads_no_notes_until_its_first_write(tmp_path: Path) -> None:
+    """A chat's first message is not kept waiting for a read of notes it cannot have yet."""
+    from sqlalchemy import text
+
+    llm = ScriptedLLM.script(Round(text="Hello."))
+    async with runtime_with(tmp_path, llm) as (runtime, _rec):
+        session = await runtime.chat.chat_session(CHAT, user_id=CHAT, language="en")
+        store = runtime.chat.notes
+        async with runtime.parts.db.write() as tx:  # behind the store's back: a read would see this
+            await tx.exec(  # type: ignore[call-overload]
+                text(
+                    "INSERT INTO session_scratchpad (session_id, key, value, updated_at)"
+                    f" VALUES ({session.id}, 'planted', 'by hand', CURRENT_TIMESTAMP)"
+                )
+            )
+        assert await store.context_text(session.id) is None, "known to be empty: not read"
+        await store.set_note(session.id, "plan", "step one")
+        after = await store.context_text(session.id)
+        assert after is not None and "by hand" in after and "step one" in after, "a write drops the copy"
