@@ -15,7 +15,12 @@ responses and exceptions (a timeout is still ``httpx.TimeoutException``, a cut s
 ``httpx.ReadError``), and aiohttp never repeats a POST on its own.
 
 Each session is made on the first request, inside the running loop (aiohttp binds a session to
-it), and honours ``HTTPS_PROXY`` and ``NO_PROXY`` as httpx does by default (``trust_env``).
+it). **Proxies:** a client sends to one host (the Bot API's, the model endpoint's), so the proxy the
+environment names for it (``HTTPS_PROXY``/``HTTP_PROXY``, unless ``NO_PROXY`` exempts the host) is
+looked up once, when the client is made, and given to its transport, as httpx reads the
+environment once per client. aiohttp's own ``trust_env`` is off: it looks the proxy and
+``~/.netrc`` up again on every request, each lookup a hop to a worker thread and back, two waits on
+a busy loop before every request is sent.
 
 httpx-aiohttp 0.2 maps aiohttp's exceptions onto httpx's in the order of a table whose broadest
 entry comes first, so a refused connection, a server that hangs up without an answer, or a reset
@@ -26,9 +31,11 @@ nearest class in the aiohttp exception's own ancestry.
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import AsyncIterator, Callable
 from types import ModuleType
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import aiohttp
 import httpx
@@ -48,9 +55,17 @@ def session_factory(limit: int, keepalive: float | None = KEEPALIVE) -> Callable
 
     def make() -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(limit=limit, keepalive_timeout=keepalive or KEEPALIVE)
-        return aiohttp.ClientSession(connector=connector, trust_env=True)
+        return aiohttp.ClientSession(connector=connector)  # no trust_env: the transport has the proxy
 
     return make
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for ``url``'s scheme, unless ``NO_PROXY`` exempts its host."""
+    parts = urlsplit(url)
+    if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 def corrected(exc: Exception, errors: ModuleType) -> Exception:
@@ -131,11 +146,19 @@ class Httpx2Transport(_Corrected, httpx_aiohttp.httpx2.AiohttpTransport):
     body: ClassVar[type[_CorrectedBody]] = _Httpx2Body
 
 
-def httpx_transport(limit: int, keepalive: float | None = KEEPALIVE) -> httpx.AsyncBaseTransport:
-    """A transport for an httpx client, through at most ``limit`` connections."""
-    return HttpxTransport(client=session_factory(limit, keepalive))
+def httpx_transport(url: str, limit: int, keepalive: float | None = KEEPALIVE) -> httpx.AsyncBaseTransport:
+    """A transport for an httpx client sending to ``url``'s host, through at most ``limit`` connections."""
+    proxy = env_proxy(url)
+    return HttpxTransport(
+        client=session_factory(limit, keepalive), proxy=httpx.Proxy(proxy) if proxy else None
+    )
 
 
-def model_http_client() -> httpx2.AsyncClient:
-    """The openai SDK's client over aiohttp, with the SDK's own defaults otherwise."""
-    return DefaultAioHttpClient(transport=Httpx2Transport(client=session_factory(MODEL_CONNECTIONS)))
+def model_http_client(url: str) -> httpx2.AsyncClient:
+    """The openai SDK's client for the endpoint at ``url``, over aiohttp, with the SDK's own
+    defaults otherwise."""
+    proxy = env_proxy(url)
+    transport = Httpx2Transport(
+        client=session_factory(MODEL_CONNECTIONS), proxy=httpx2.Proxy(proxy) if proxy else None
+    )
+    return DefaultAioHttpClient(transport=transport)

@@ -15,7 +15,7 @@ import httpx
 import httpx2
 import pytest
 
-from agentgram.runtime.infra.http import httpx_transport, model_http_client
+from agentgram.runtime.infra.http import env_proxy, httpx_transport, model_http_client
 
 Behaviour = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -66,14 +66,14 @@ async def serve() -> AsyncIterator[Callable[[Behaviour], Awaitable[Server]]]:
         await listening.wait_closed()
 
 
-def _client(errors: ModuleType) -> Any:
+def _client(errors: ModuleType, url: str) -> Any:
     if errors is httpx:
-        return httpx.AsyncClient(transport=httpx_transport(4))
-    return model_http_client()
+        return httpx.AsyncClient(transport=httpx_transport(url, 4))
+    return model_http_client(url)
 
 
 async def _post(errors: ModuleType, url: str, timeout: float = 5.0) -> bytes:
-    client = _client(errors)
+    client = _client(errors, url)
     try:
         async with client.stream("POST", url, json={"text": "hi"}, timeout=timeout) as response:
             return b"".join([chunk async for chunk in response.aiter_bytes()])
@@ -155,7 +155,7 @@ async def test_a_body_cut_short_is_a_read_error(serve: Any, errors: ModuleType) 
 @SDKS
 async def test_connections_are_kept_and_reused(serve: Any, errors: ModuleType) -> None:
     server = await serve(answer)
-    client = _client(errors)
+    client = _client(errors, server.url)
     try:
         for _ in range(5):
             response = await client.post(server.url, json={"text": "hi"})
@@ -163,3 +163,38 @@ async def test_connections_are_kept_and_reused(serve: Any, errors: ModuleType) -
     finally:
         await client.aclose()
     assert (len(server.requests), server.connections) == (5, 1)
+
+
+def test_the_environments_proxy_is_the_one_for_the_scheme_unless_no_proxy_exempts_the_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    assert env_proxy("https://api.telegram.org/bot") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:secret@proxy.lan:3128")
+    monkeypatch.setenv("NO_PROXY", "llm.lan")
+    assert env_proxy("https://api.telegram.org/bot") == "http://user:secret@proxy.lan:3128"
+    assert env_proxy("http://api.telegram.org/bot") is None, "no proxy for plain http"
+    assert env_proxy("https://llm.lan/v1") is None, "NO_PROXY exempts the host"
+
+
+@SDKS
+async def test_a_client_sends_through_the_proxy_the_environment_named_when_it_was_made(
+    serve: Any, errors: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = await serve(answer)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url.removesuffix("/method"))
+    target = "http://api.example.invalid/method"
+    client = _client(errors, target)
+    monkeypatch.delenv("HTTP_PROXY")  # read once, when the client was made: not per request
+    try:
+        for _ in range(2):
+            response = await client.post(target, json={"text": "hi"})
+            assert response.json() == {"ok": True}
+    finally:
+        await client.aclose()
+    assert [request.split(b"\r\n", 1)[0] for request in proxy.requests] == [
+        b"POST http://api.example.invalid/method HTTP/1.1"
+    ] * 2

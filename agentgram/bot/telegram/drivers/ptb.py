@@ -118,9 +118,13 @@ class MeteredRequest(HTTPXRequest):
     """PTB's HTTP layer over aiohttp (:mod:`agentgram.runtime.infra.http` says why), counting each
     request's result (:func:`~..metrics.count_call`)."""
 
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        self._url = url  # the Bot API's: its proxy is looked up once (``runtime.infra.http``)
+        super().__init__(**kwargs)
+
     def _build_client(self) -> httpx.AsyncClient:
         limits: httpx.Limits = self._client_kwargs["limits"]
-        transport = httpx_transport(limits.max_connections or CONNECTIONS, limits.keepalive_expiry)
+        transport = httpx_transport(self._url, limits.max_connections or CONNECTIONS, limits.keepalive_expiry)
         return httpx.AsyncClient(**{**self._client_kwargs, "transport": transport})
 
     async def do_request(
@@ -205,8 +209,8 @@ class PtbApi:
             token,
             base_url=base_url,
             base_file_url=file_base_url,
-            request=MeteredRequest(connection_pool_size=CONNECTIONS, pool_timeout=POOL_WAIT),
-            get_updates_request=MeteredRequest(connection_pool_size=1),
+            request=MeteredRequest(base_url, connection_pool_size=CONNECTIONS, pool_timeout=POOL_WAIT),
+            get_updates_request=MeteredRequest(base_url, connection_pool_size=1),
             rate_limiter=limiter,
         )
         self._started = False

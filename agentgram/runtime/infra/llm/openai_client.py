@@ -101,7 +101,7 @@ class OpenAIClient:
             api_key=self._api_key or "not-needed",
             timeout=settings.request_timeout,
             max_retries=0,
-            http_client=model_http_client(),
+            http_client=model_http_client(str(settings.base_url)),
         )
 
     @property
