@@ -59,8 +59,10 @@ class NoteStore:
     """The scratchpad and todo tables, read and written per session.
 
     Every round (and a turn's prefetched request) sends the notes message, so it is kept in memory
-    per session instead of read twice a round: only this store writes the tables (one process per
-    database), and each write drops the session's copy.
+    per session instead of read twice a round. Only the process that runs a session's turns writes
+    its notes, through this store, and each write drops the session's copy; when the process stops
+    running the session (its worker idles out, or another instance of a cluster owns it) the hub
+    tells :meth:`forget`, so a copy never outlives the ownership it was read under.
     """
 
     def __init__(self, db: Database) -> None:
@@ -71,6 +73,10 @@ class NoteStore:
     def known_empty(self, session_id: int) -> None:
         """The session was created just now: it has no notes to read (its first write drops this)."""
         self._keep(session_id, None)
+
+    def forget(self, session_id: int) -> None:
+        """The session's worker went (idle, or another instance runs it): its copy goes too."""
+        self._texts.pop(session_id, None)
 
     def _keep(self, session_id: int, text: str | None) -> None:
         self._texts[session_id] = text

@@ -567,6 +567,7 @@ class SessionHub:
             del self.workers[worker.session_id]
         self.deps.mailbox.forget(worker.session_id)
         self.deps.history.forget(worker.session_id)
+        self.deps.notes.forget(worker.session_id)
 
     def _on_mail(self, envelope: Envelope) -> None:
         self.wake(envelope.session_id)

@@ -117,6 +117,11 @@ class Notes(Protocol):
         """The session was created just now: it has no notes, and its first request reads none."""
         ...
 
+    def forget(self, session_id: int) -> None:
+        """This process no longer runs the session (idle, or another instance owns it): what it
+        keeps of its notes goes, and the next request reads them."""
+        ...
+
 
 class Questions(Protocol):
     async def cancel_session(self, session_id: int) -> Sequence[QuestionRow]:
@@ -198,6 +203,9 @@ class _NoNotes:
         return None
 
     def known_empty(self, session_id: int) -> None:
+        pass
+
+    def forget(self, session_id: int) -> None:
         pass
 
 

@@ -64,9 +64,13 @@ class Rig:
         return [e.key for e in self.rec.events if isinstance(e, Notice)]
 
     def held_in_memory(self, session_id: int) -> bool:
-        """The session's worker or an entry of the in-memory views (unread mail, history tail)."""
+        """The session's worker or an entry of the in-memory views (unread mail, history tail, notes)."""
         views = (self.runtime.parts.mailbox._view, self.runtime.parts.history.tails)
-        return session_id in self.workers or any(v.get(session_id) is not None for v in views)
+        return (
+            session_id in self.workers
+            or any(v.get(session_id) is not None for v in views)
+            or session_id in self.runtime.parts.notes._texts
+        )
 
 
 @asynccontextmanager
