@@ -15,7 +15,8 @@ session is woken by it like by a message, and the agent tells the user.
 
 **Interrupting mail** (``send_message`` with ``interrupt``, :mod:`runtime.core.peers`) detaches
 an attached call at once: the turn goes on to read the mail at its next step instead of waiting
-out ``attach_seconds``.
+out ``attach_seconds``. Mail that came before the call attached (while the model was answering,
+or the call waited for its approval) is still unread when it attaches, and detaches it as it does.
 
 Who may detach: the root agent of an interactive or spawned session. A sub-agent's call
 and a tic or cron run's stay attached until they end (nobody would read a
@@ -221,6 +222,8 @@ class BackgroundCalls:
         self._live[run_id] = live
         attach = self.settings.attach_for(call.name) if detachable else None
         interrupt = self._interrupts[address.session_id] = asyncio.Event()
+        if detachable and await self._interrupting_mail_waits(address.session_id):
+            interrupt.set()  # it came before the call attached (while the model spoke, or it awaited approval)
         interrupted = asyncio.ensure_future(interrupt.wait()) if detachable else None
         try:
             await asyncio.wait(
@@ -539,6 +542,11 @@ class BackgroundCalls:
         unread = await self._mailbox.unread(session_id)
         shown = [e for e in unread if e.kind is not MailKind.CONTROL and (kinds is None or e.kind in kinds)]
         return [_mail_brief(e) for e in shown]
+
+    async def _interrupting_mail_waits(self, session_id: int) -> bool:
+        """Unread interrupting mail for the session: mail that :meth:`_heard` found no call to detach."""
+        unread = await self._mailbox.unread(session_id)
+        return any(e.priority is Priority.INTERRUPT and e.kind in _INTERRUPTING for e in unread)
 
     def _heard(self, envelope: Envelope) -> None:
         self._pulse(envelope.session_id)
