@@ -222,10 +222,10 @@ class BackgroundCalls:
         self._live[run_id] = live
         attach = self.settings.attach_for(call.name) if detachable else None
         interrupt = self._interrupts[address.session_id] = asyncio.Event()
-        if detachable and await self._interrupting_mail_waits(address.session_id):
-            interrupt.set()  # it came before the call attached (while the model spoke, or it awaited approval)
         interrupted = asyncio.ensure_future(interrupt.wait()) if detachable else None
         try:
+            if detachable and await self._interrupting_mail_waits(address.session_id):
+                interrupt.set()  # it came before the call attached (while the model spoke, or it awaited approval)
             await asyncio.wait(
                 {live.task} | ({interrupted} if interrupted else set()),
                 timeout=attach,
