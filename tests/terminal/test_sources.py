@@ -70,5 +70,5 @@ def test_an_answer_to_mail_the_runtime_wrote_does_not_replace_the_answer_to_the_
         HistoryRow(id=3, session_id=1, role=Role.USER, content="[job 4 finished]", is_synthetic=True),
         HistoryRow(id=4, session_id=1, role=Role.ASSISTANT, content="The job is done."),
     ]
-    [past] = past_exchanges([HistoryEntry(row, []) for row in rows], 3)
+    [past] = past_exchanges([HistoryEntry.of(row, []) for row in rows], 3)
     assert (past.question, past.answer, past.answer_row_id) == ("capital of France?", "Paris.", 2)

@@ -67,13 +67,12 @@ def past_exchanges(entries: Sequence[HistoryEntry], limit: int) -> list[PastExch
     found: list[PastExchange] = []
     answering = False  # mail the runtime wrote ends the exchange: what follows answers that mail
     for entry in entries:
-        row = entry.row
-        if row.role == Role.USER:
-            answering = not row.is_synthetic
+        if entry.role == Role.USER:
+            answering = not entry.is_synthetic
             if answering:
-                found.append(PastExchange(row.content, "", None))
-        elif row.role == Role.ASSISTANT and row.content.strip() and answering:
-            found[-1] = PastExchange(found[-1].question, row.content, row.id)
+                found.append(PastExchange(entry.content, "", None))
+        elif entry.role == Role.ASSISTANT and entry.content.strip() and answering:
+            found[-1] = PastExchange(found[-1].question, entry.content, entry.id)
     return found[-limit:] if limit > 0 else []
 
 
@@ -322,9 +321,8 @@ class Chat:
         """The session's newest final answer (an answer that called no tool), ``None`` if none
         among its last :data:`RECENT_ROWS_READ` rows: what ``/sessions``' 📖 shows again."""
         for entry in reversed(await self.history.entries(session.id, RECENT_ROWS_READ)):
-            row = entry.row
-            if row.role == Role.ASSISTANT and not entry.calls and row.content.strip():
-                return row.content
+            if entry.role == Role.ASSISTANT and not entry.calls and entry.content.strip():
+                return entry.content
         return None
 
     async def pause(self, session: SessionRef, envelope_id: str) -> bool:

@@ -39,8 +39,9 @@ still bounded.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from agentgram.runtime.core.turn.context import Compacted, message_count
 from agentgram.runtime.infra.config import CompactionSettings
@@ -49,7 +50,7 @@ from agentgram.runtime.infra.llm.types import LLMClient, StreamEvent, SystemMess
 from agentgram.runtime.infra.log import get_logger
 from agentgram.runtime.infra.storage.history import HistoryStore
 from agentgram.runtime.infra.storage.history_tail import HistoryEntry
-from agentgram.runtime.infra.storage.models import Role
+from agentgram.runtime.infra.storage.models import Role, utcnow
 from agentgram.runtime.infra.storage.summary_rows import HistorySummary, Summary, SummaryStore
 
 log = get_logger("turn")
@@ -139,25 +140,26 @@ def split_point(entries: Sequence[HistoryEntry], keep_recent: int) -> int:
         index -= 1
         kept += message_count(entries[index])
     cut = index
-    while cut > 0 and entries[cut].row.role != Role.USER:
+    while cut > 0 and entries[cut].role != Role.USER:
         cut -= 1
     return cut if cut > 0 else index
 
 
 def entry_chars(entry: HistoryEntry) -> int:
     calls = sum(len(call.arguments or "") + len(call.result or "") + len(call.name) for call in entry.calls)
-    return len(entry.row.content) + calls
+    return len(entry.content) + calls
 
 
-def transcript(entries: Sequence[HistoryEntry]) -> str:
-    """The entries as the summary call reads them: who said what, each call with its result."""
+def transcript(entries: Sequence[HistoryEntry], written: Mapping[int, datetime]) -> str:
+    """The entries as the summary call reads them: when (``written``, by row id), who said what,
+    each call with its result."""
     lines: list[str] = []
     for entry in entries:
-        row = entry.row
-        when = row.created_at.strftime("%Y-%m-%d %H:%M")
-        speaker = "User" if row.role == Role.USER else "Assistant"
-        if row.content:
-            lines.append(f"[{when}] {speaker}: {row.content}")
+        at = written.get(entry.id or 0)
+        when = at.strftime("%Y-%m-%d %H:%M") if at is not None else "?"
+        speaker = "User" if entry.role == Role.USER else "Assistant"
+        if entry.content:
+            lines.append(f"[{when}] {speaker}: {entry.content}")
         for call in entry.calls:
             arguments = _clip(call.arguments or "{}")
             result = _clip(call.result or f"(no result: {call.status})")
@@ -206,9 +208,9 @@ class Compactor:
         (``static_chars``: the static system prompt's size, part of every request)."""
         made_after = view.summary.made_after if view.summary is not None else 0
         for index in range(len(view.entries) - 1, -1, -1):
-            row = view.entries[index].row
-            if row.input_tokens > 0 and (row.id or 0) > made_after:
-                return row.input_tokens + self._estimate(view.entries[index:])
+            entry = view.entries[index]
+            if entry.input_tokens > 0 and (entry.id or 0) > made_after:
+                return entry.input_tokens + self._estimate(view.entries[index:])
         return (static_chars + len(summary_message(view.summary))) // CHARS_PER_TOKEN + self._estimate(
             view.entries
         )
@@ -219,7 +221,7 @@ class Compactor:
 
     def measured(self, view: HistoryView) -> bool:
         made_after = view.summary.made_after if view.summary is not None else 0
-        return any(e.row.input_tokens > 0 and (e.row.id or 0) > made_after for e in view.entries)
+        return any(e.input_tokens > 0 and (e.id or 0) > made_after for e in view.entries)
 
     def usage(self, view: HistoryView, static_chars: int = 0) -> ContextUsage:
         return ContextUsage(
@@ -252,17 +254,20 @@ class Compactor:
         if cut == 0:
             return CompactionReport(CompactionOutcome.NOTHING_TO_COMPACT)
         folded = view.entries[: within_budget(view.entries[:cut])]
+        written = await self.history.written(session_id, folded[0].id or 0, folded[-1].id or 0)
         try:
-            content, model, usage_in, usage_out = await _summarise(llm, view.summary, folded)
+            content, model, usage_in, usage_out = await _summarise(
+                llm, view.summary, transcript(folded, written)
+            )
         except LLMError as exc:
             log.warning("compaction of session %s failed: %s", session_id, exc, extra={"session": session_id})
             return CompactionReport(CompactionOutcome.FAILED)
         row = HistorySummary(
             session_id=session_id,
-            covers_through=folded[-1].row.id or 0,
-            made_after=view.entries[-1].row.id or 0,
+            covers_through=folded[-1].id or 0,
+            made_after=view.entries[-1].id or 0,
             covered_rows=(view.summary.covered_rows if view.summary is not None else 0) + len(folded),
-            covers_until=folded[-1].row.created_at,
+            covers_until=written.get(folded[-1].id or 0) or utcnow(),
             content=content,
             model=model,
             input_tokens=usage_in,
@@ -279,14 +284,13 @@ class Compactor:
         return CompactionReport(CompactionOutcome.COMPACTED, len(folded), summary)
 
 
-async def _summarise(
-    llm: LLMClient, previous: Summary | None, folded: Sequence[HistoryEntry]
-) -> tuple[str, str, int, int]:
-    """The one model call: the previous summary and the folded entries in, the new summary out."""
+async def _summarise(llm: LLMClient, previous: Summary | None, folded: str) -> tuple[str, str, int, int]:
+    """The one model call: the previous summary and the folded entries' transcript in, the new
+    summary out."""
     parts = []
     if previous is not None and previous.content:
         parts.append("Previous summary:\n" + previous.content)
-    parts.append("Conversation to compact:\n" + transcript(folded))
+    parts.append("Conversation to compact:\n" + folded)
 
     async def ignore(event: StreamEvent) -> None:
         return None

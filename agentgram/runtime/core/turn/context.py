@@ -136,7 +136,7 @@ def truncate(entries: list[HistoryEntry], limit: int) -> list[HistoryEntry]:
     if start == len(entries) and entries:  # one huge entry: still send it whole
         start -= 1
     kept = entries[start:]
-    while kept and kept[0].row.role != Role.USER and len(kept) > 1:
+    while kept and kept[0].role != Role.USER and len(kept) > 1:
         kept = kept[1:]  # never open the conversation with an assistant row
     return kept
 
@@ -149,12 +149,12 @@ def current_turn_start(entries: list[HistoryEntry]) -> int:
     make that turn's own earlier tool results "earlier" — the model may not
     even have read them yet. Rows without a turn id fall back to the last user row.
     """
-    last_user = next((i for i in range(len(entries) - 1, -1, -1) if entries[i].row.role == Role.USER), None)
+    last_user = next((i for i in range(len(entries) - 1, -1, -1) if entries[i].role == Role.USER), None)
     if last_user is None:
         return 0
-    turn_id = entries[last_user].row.turn_id
+    turn_id = entries[last_user].turn_id
     start = last_user
-    while turn_id is not None and start > 0 and entries[start - 1].row.turn_id == turn_id:
+    while turn_id is not None and start > 0 and entries[start - 1].turn_id == turn_id:
         start -= 1
     return start
 
@@ -162,12 +162,11 @@ def current_turn_start(entries: list[HistoryEntry]) -> int:
 def render_entry(
     entry: HistoryEntry, hide_over: int | None, attachments: AttachmentView | None = None
 ) -> list[ChatMessage]:
-    row = entry.row
-    if row.role == Role.USER:
+    if entry.role == Role.USER:
         return [user_message(entry, attachments)]
     calls = tuple(ToolCallRequest(c.call_id, c.name, c.arguments) for c in entry.calls)
-    content = row.content
-    if row.status == RowStatus.CANCELLED and not calls:
+    content = entry.content
+    if entry.status == RowStatus.CANCELLED and not calls:
         content = content + "\n\n[stopped by the user]" if content else "[stopped by the user]"
     messages: list[ChatMessage] = [AssistantMessage(content, calls)]
     for call in entry.calls:
@@ -301,13 +300,13 @@ def images_needed(entries: list[HistoryEntry], settings: ContextSettings) -> lis
 
 
 def _image_paths(entry: HistoryEntry) -> Iterator[str]:
-    if entry.row.role != Role.USER:
+    if entry.role != Role.USER:
         for call in entry.calls:
             yield from tool_images(call)
         return
-    if not entry.row.meta.get("attachments"):
+    if not entry.meta.get("attachments"):
         return
-    for prepared in prepared_attachments(entry.row.meta):
+    for prepared in prepared_attachments(entry.meta):
         if prepared.is_image and prepared.ready_path:
             yield prepared.ready_path
 
@@ -368,10 +367,9 @@ class AttachmentView:
 def user_message(entry: HistoryEntry, view: AttachmentView | None) -> UserMessage:
     """The user's text, a line per attachment, then inlined texts and images; a plain text
     message when there is nothing but words."""
-    row = entry.row
-    prepared = prepared_attachments(row.meta) if view is not None and row.meta.get("attachments") else []
+    prepared = prepared_attachments(entry.meta) if view is not None and entry.meta.get("attachments") else []
     if view is None or not prepared:
-        return UserMessage(row.content)
+        return UserMessage(entry.content)
     lines: list[str] = []
     extra: list[ContentPart] = []
     images: list[ContentPart] = []
@@ -383,7 +381,7 @@ def user_message(entry: HistoryEntry, view: AttachmentView | None) -> UserMessag
         text = view.inline_text(item)
         if text is not None:
             extra.append(TextPart(f"--- {item.ready_path} ---\n{text}"))
-    words = "\n\n".join(part for part in (row.content, "\n".join(lines)) if part)
+    words = "\n\n".join(part for part in (entry.content, "\n".join(lines)) if part)
     if not extra and not images:
         return UserMessage(words)
     return UserMessage((TextPart(words), *extra, *images))

@@ -137,7 +137,7 @@ class PersistRound:
             )
         )
         state.partial_text = ""
-        frame.echo.round_ended(result.text, has_tool_calls=bool(entry.calls), row_id=entry.row.id)
+        frame.echo.round_ended(result.text, has_tool_calls=bool(entry.calls), row_id=entry.id)
         return End(Final(result.text, closed=closes)) if final else CallTools(list(entry.calls))
 
 

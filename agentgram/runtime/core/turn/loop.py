@@ -156,10 +156,10 @@ class TurnRunner:
         entries = await self.deps.history.entries(self.session_id, limit=1, stack_id=self.frame.stack_id)
         if not entries:
             return None
-        row = entries[-1].row
-        if row.turn_id != self.turn_id or row.role != Role.ASSISTANT or row.status != RowStatus.OK:
+        last = entries[-1]
+        if last.turn_id != self.turn_id or last.role != Role.ASSISTANT or last.status != RowStatus.OK:
             return None
-        return None if entries[-1].calls else row.content
+        return None if last.calls else last.content
 
     async def call_model(self, messages: list[ChatMessage], prefetch: Prefetch | None = None) -> LLMRound:
         """Stream one completion — the prefetched one if it asked exactly this."""

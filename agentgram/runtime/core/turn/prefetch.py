@@ -38,7 +38,7 @@ from agentgram.runtime.infra.llm.types import (
     TextDelta,
     ToolSpec,
 )
-from agentgram.runtime.infra.storage.history_tail import HistoryEntry, HistoryRecord, without_orphans
+from agentgram.runtime.infra.storage.history_tail import HistoryEntry, without_orphans
 from agentgram.runtime.infra.storage.models import Role
 from agentgram.runtime.infra.tasks import TaskSet, cancel_and_wait
 
@@ -143,7 +143,7 @@ def provisional_messages(
     """The context the turn's first round will build once ``mail`` is stored as user rows
     (and the opening has marked unanswered rows failed)."""
     rows = [
-        HistoryEntry(HistoryRecord(session_id=0, turn_id=PROVISIONAL_TURN, role=Role.USER, content=text), [])
+        HistoryEntry(None, Role.USER, text, turn_id=PROVISIONAL_TURN)
         for text in (mail_text(envelope) for envelope in mail)
         if text is not None
     ]

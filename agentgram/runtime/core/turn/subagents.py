@@ -335,9 +335,9 @@ async def stored_answer(history: TurnHistory, session_id: int, stack_id: int) ->
     if not entries:
         return None
     last = entries[-1]
-    if last.row.role != Role.ASSISTANT or last.row.status != RowStatus.OK or last.calls:
+    if last.role != Role.ASSISTANT or last.status != RowStatus.OK or last.calls:
         return None
-    return last.row.content
+    return last.content
 
 
 async def reap_interrupted_parallel_batches(frames: Frames, history: TurnHistory, session_id: int) -> int:

@@ -18,7 +18,6 @@ on the synchronous write path.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
 from datetime import datetime
 from itertools import takewhile
 from typing import Any
@@ -31,11 +30,13 @@ from agentgram.runtime.infra.llm.types import LLMRound
 from agentgram.runtime.infra.storage.db import Database, after_commit
 from agentgram.runtime.infra.storage.group_commit import Batcher
 from agentgram.runtime.infra.storage.history_tail import (
+    ENTRY_FIELDS,
     NO_CALLS,
     HistoryEntry,
     HistoryRecord,
     HistoryTails,
     Tail,
+    attachments_only,
 )
 from agentgram.runtime.infra.storage.models import (
     ChatSession,
@@ -55,8 +56,8 @@ _ROWS = table_of(HistoryRow)
 _CALLS = table_of(ToolCallRow)
 _TURNS = table_of(Turn)
 _OPEN = (ToolCallStatus.PENDING, ToolCallStatus.RUNNING)
-_RECORD = tuple(_ROWS.c[column].label(name) for name, column in columns_of(HistoryRow))
-"""The columns of a :class:`HistoryRecord`, named as its attributes (``meta`` is stored as ``metadata``)."""
+_ENTRY = tuple(_ROWS.c[column].label(name) for name, column in columns_of(HistoryRow) if name in ENTRY_FIELDS)
+"""The columns a :class:`HistoryEntry` keeps, named as its attributes (``meta`` is stored as ``metadata``)."""
 _COUNT_ROUND = sa.update(_TURNS).where(_TURNS.c.id == sa.bindparam("turn")).values(rounds=_TURNS.c.rounds + 1)
 _CLOSE_ROUND = _COUNT_ROUND.values(status=TurnStatus.FINAL, ended_at=sa.bindparam("ended_at"))
 """A turn's round counted (and, for its final answer, the turn closed): built once, the values
@@ -129,7 +130,7 @@ class HistoryStore:
             meta=meta or {},
         )
         row.insert(tx)
-        after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(row, NO_CALLS)))
+        after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry.of(row)))
         return row
 
     def may_end_unanswered(self, session_id: int) -> bool:
@@ -142,7 +143,7 @@ class HistoryStore:
             return True
         if not tail.entries:
             return not tail.complete
-        return tail.entries[-1].row.role == Role.USER
+        return tail.entries[-1].role == Role.USER
 
     def mark_orphans_failed(self, tx: Connection, session_id: int) -> int:
         """Trailing user rows with no answer after them: the turn died before replying.
@@ -214,7 +215,7 @@ class HistoryStore:
             ]
             for call in calls:
                 insert_row(tx, call)
-            entry = HistoryEntry(row=row, calls=calls or NO_CALLS)
+            entry = HistoryEntry.of(row, calls or NO_CALLS)
             if stack_id is None:
                 tx.execute(_CLOSE_ROUND if closes_turn else _COUNT_ROUND, turn_values)
                 after_commit(tx, lambda: self.tails.appended(session_id, entry))
@@ -237,7 +238,7 @@ class HistoryStore:
                 delivered_at=utcnow(),
             )
             row.insert(tx)
-            after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry(row, NO_CALLS)))
+            after_commit(tx, lambda: self.tails.appended(session_id, HistoryEntry.of(row)))
             return row
 
         return await self._db.write_sync(append)
@@ -252,23 +253,10 @@ class HistoryStore:
         await self._delivered.submit(row_id)
 
     async def _mark_delivered(self, row_ids: list[int]) -> list[None]:
-        values = {"delivered_at": utcnow()}
-
-        def mark(tx: Connection) -> None:
-            marked = tx.execute(
-                sa.update(_ROWS)
-                .where(_ROWS.c.id.in_(row_ids))
-                .values(values)
-                .returning(_ROWS.c.id, _ROWS.c.session_id)
-            ).all()
-            after_commit(tx, lambda: self._changed(marked, values))
-
-        await self._db.write_sync(mark)
+        """The tails are not told: an entry does not keep its delivery time."""
+        mark = sa.update(_ROWS).where(_ROWS.c.id.in_(row_ids)).values(delivered_at=utcnow())
+        await self._db.write_sync(lambda tx: tx.execute(mark))
         return [None] * len(row_ids)
-
-    def _changed(self, rows: Sequence[sa.Row[Any]], values: dict[str, Any]) -> None:
-        for row in rows:
-            self.tails.row_changed(row.session_id, row.id, values)
 
     async def set_call_status(
         self,
@@ -391,7 +379,7 @@ class HistoryStore:
         if not _reaches(tail, after_id, limit):  # a tail short of it holds ``keep``: a re-read would too
             tail = await self._read_tail(session_id, limit)
         entries = tail.entries[-limit:] if limit else []
-        return entries[bisect_right(entries, after_id, key=lambda entry: entry.row.id or 0) :]
+        return entries[bisect_right(entries, after_id, key=lambda entry: entry.id or 0) :]
 
     async def _read_tail(self, session_id: int, limit: int) -> Tail:
         """The root frame's newest ``limit`` entries, read from the database; the tail in memory
@@ -401,6 +389,16 @@ class HistoryStore:
         tail = Tail.of(entries, complete=len(entries) < limit)
         self.tails.fill(session_id, tail, ticket)
         return tail
+
+    async def written(self, session_id: int, first_id: int, last_id: int) -> dict[int, datetime]:
+        """When each of the session's rows from ``first_id`` to ``last_id`` was written, by id: an
+        entry does not keep its time (:class:`HistoryEntry`), and compaction, which dates what it
+        folds, reads it here once."""
+        query = sa.select(_ROWS.c.id, _ROWS.c.created_at).where(
+            _ROWS.c.session_id == session_id, _ROWS.c.id.between(first_id, last_id)
+        )
+        rows = await self._db.read_sync(lambda tx: tx.connection().execute(query).all())
+        return {row_id: created_at for row_id, created_at in rows}
 
     async def undelivered_answers(self, since: datetime, chat_id: int | None = None) -> list[HistoryRow]:
         """Final answers of active chat sessions (and of open spawned ones, which report to their
@@ -453,7 +451,7 @@ def _reaches(tail: Tail, after_id: int, limit: int) -> bool:
     """The tail holds every row newer than ``after_id``, or the ``limit`` newest of them."""
     if tail.complete or len(tail.entries) >= limit:
         return True
-    return bool(tail.entries) and (tail.entries[0].row.id or 0) <= after_id
+    return bool(tail.entries) and (tail.entries[0].id or 0) <= after_id
 
 
 def _in_frame(stack_id: int | None) -> Any:
@@ -463,7 +461,7 @@ def _in_frame(stack_id: int | None) -> Any:
 
 def _read_entries(tx: Session, session_id: int, stack_id: int | None, limit: int) -> list[HistoryEntry]:
     result = tx.connection().execute(
-        sa.select(*_RECORD)
+        sa.select(*_ENTRY)
         .where(
             _ROWS.c.session_id == session_id,
             _ROWS.c.status != RowStatus.FAILED,
@@ -472,9 +470,9 @@ def _read_entries(tx: Session, session_id: int, stack_id: int | None, limit: int
         .order_by(_ROWS.c.id.desc())
         .limit(limit)
     )
-    rows = [HistoryRecord(**row._mapping) for row in result]
-    rows.reverse()
-    ids = [r.id for r in rows if r.role == Role.ASSISTANT]
+    entries = [HistoryEntry(**row._mapping) for row in result]
+    entries.reverse()
+    ids = [entry.id for entry in entries if entry.role == Role.ASSISTANT]
     calls: dict[int, list[ToolCallRow]] = {}
     if ids:
         found = tx.exec(
@@ -484,4 +482,7 @@ def _read_entries(tx: Session, session_id: int, stack_id: int | None, limit: int
         )
         for call in found.all():
             calls.setdefault(call.history_id, []).append(call)
-    return [HistoryEntry(row=row, calls=calls.get(row.id or 0, NO_CALLS)) for row in rows]
+    for entry in entries:
+        entry.meta = attachments_only(entry.meta)
+        entry.calls = calls.get(entry.id or 0, NO_CALLS)
+    return entries

@@ -6,11 +6,11 @@ updates it after each of its commits.
 
 Memory is bounded twice: a tail keeps no more entries than a round reads
 (``keep``, set by the composition from the context settings), and only the
-``capacity`` most recently read sessions have one. An entry's row is a
-:class:`HistoryRecord`, not the ORM's row, because a tail holds thousands of them, and it keeps
-of the row's ``meta`` only what a round reads, the attachments (:func:`lean`): the envelope and
-message ids of every user row were a third of an entry's memory. Entries without tool calls share
-one empty tuple of calls.
+``capacity`` most recently read sessions have one. A tail holds thousands of entries, so an entry
+is one small object: of its row, only what a reader of the history uses (:class:`HistoryEntry`),
+and of the row's ``meta`` only the attachments. The row as written is a :class:`HistoryRecord`.
+Entries without tool calls share one empty tuple of calls, and entries without attachments one
+empty ``meta``.
 """
 
 from __future__ import annotations
@@ -35,12 +35,11 @@ NO_META: dict[str, Any] = {}
 
 @dataclass(slots=True)
 class HistoryRecord:
-    """One history row's columns, as a plain object.
+    """One history row's columns, as a plain object: what a turn's writes build and insert.
 
     A :class:`HistoryRow` carries SQLAlchemy's instance state and pydantic's set of
-    fields: ≈ 1.8 KiB read from the database, ≈ 2.9 KiB built for an insert, against
-    ≈ 0.4 KiB for this with a short text. The attributes are the row's, so a reader
-    of an entry needs no change.
+    fields: ≈ 2.9 KiB built for an insert, against ≈ 0.4 KiB for this with a short text.
+    What the history keeps of it after the commit is a :class:`HistoryEntry`.
     """
 
     session_id: int
@@ -75,16 +74,46 @@ _COLUMNS = tuple((name, column) for name, column in columns_of(HistoryRow) if na
 
 @dataclass(slots=True)
 class HistoryEntry:
-    row: HistoryRecord
-    calls: Sequence[ToolCallRow]
+    """One history row as its readers see it, with its tool calls in order.
+
+    The row's columns that the context and the door read, and of its ``meta`` only the
+    attachments (:meth:`of`): not its session, model, reasoning (a reasoning model's thoughts are
+    never sent back, and can be longer than the answer), output tokens, mail sequence, or when it
+    was written or shown (compaction, the one reader of the time, reads it from the database:
+    :meth:`~runtime.storage.history.HistoryStore.written`). One object of 104 bytes where a
+    :class:`HistoryRecord`, its time and a pair holding it with its calls took ≈ 260: most of
+    what a tail's entry costs beside its text (``bench/README.md``, session 18). ``id`` is
+    ``None`` only for a provisional entry that was never stored (:mod:`runtime.turn.prefetch`).
+    """
+
+    id: int | None
+    role: Role
+    content: str
+    turn_id: int | None = None
+    is_synthetic: bool = False
+    status: RowStatus = RowStatus.OK
+    meta: dict[str, Any] = field(default_factory=lambda: NO_META)
+    input_tokens: int = 0
+    calls: Sequence[ToolCallRow] = NO_CALLS
+
+    @classmethod
+    def of(cls, row: HistoryRecord | HistoryRow, calls: Sequence[ToolCallRow] = NO_CALLS) -> HistoryEntry:
+        """``row`` as an entry: of its ``meta`` only the attachments."""
+        return cls(
+            row.id, row.role, row.content, row.turn_id, row.is_synthetic, row.status,
+            attachments_only(row.meta), row.input_tokens, calls,
+        )  # fmt: skip
 
 
-def lean(entry: HistoryEntry) -> HistoryEntry:
-    """``entry`` as a tail keeps it: of its row's ``meta`` only the attachments."""
-    meta = entry.row.meta
-    if meta is not NO_META and meta.keys() != {"attachments"}:
-        entry.row.meta = {"attachments": meta["attachments"]} if "attachments" in meta else NO_META
-    return entry
+ENTRY_FIELDS = frozenset(HistoryEntry.__dataclass_fields__) - {"calls"}
+"""The row's columns an entry keeps (a read selects only these)."""
+
+
+def attachments_only(meta: dict[str, Any]) -> dict[str, Any]:
+    """Of a row's ``meta``, what a reader uses: its attachments (:data:`NO_META` without any)."""
+    if "attachments" not in meta:
+        return NO_META
+    return meta if len(meta) == 1 else {"attachments": meta["attachments"]}
 
 
 @dataclass(slots=True)
@@ -97,7 +126,6 @@ class Tail:
 
     @classmethod
     def of(cls, entries: list[HistoryEntry], complete: bool) -> Tail:
-        entries = [lean(entry) for entry in entries]
         return cls(entries, complete, {call.id or 0: call for entry in entries for call in entry.calls})
 
     def serves(self, limit: int) -> bool:
@@ -110,9 +138,12 @@ class Tail:
         return Tail.of(self.entries[len(self.entries) - keep :], complete=False)
 
     def append(self, entry: HistoryEntry, keep: int) -> None:
-        if self.entries and (entry.row.id or 0) <= (self.entries[-1].row.id or 0):
+        last = self.entries[-1] if self.entries else None
+        if last is not None and (entry.id or 0) <= (last.id or 0):
             return  # already shown (filled from a read that saw this commit)
-        self.entries.append(lean(entry))
+        if last is not None and entry.turn_id == last.turn_id:
+            entry.turn_id = last.turn_id  # one int object for the rows of a turn
+        self.entries.append(entry)
         for call in entry.calls:
             self.calls[call.id or 0] = call
         if len(self.entries) > keep:
@@ -138,13 +169,6 @@ class HistoryTails(SessionViews[Tail]):
         if tail is not None:
             tail.append(entry, self.keep)
 
-    def row_changed(self, session_id: int, row_id: int, values: dict[str, Any]) -> None:
-        tail = self.changed(session_id)
-        row = next((e.row for e in reversed(tail.entries) if e.row.id == row_id), None) if tail else None
-        if row is not None:
-            for name, value in values.items():
-                setattr(row, name, value)
-
     def call_changed(self, session_id: int, call_id: int, values: dict[str, Any]) -> None:
         tail = self.changed(session_id)
         call = tail.calls.get(call_id) if tail is not None else None
@@ -156,6 +180,6 @@ class HistoryTails(SessionViews[Tail]):
 def without_orphans(entries: list[HistoryEntry]) -> list[HistoryEntry]:
     """``entries`` as :meth:`HistoryStore.mark_orphans_failed` leaves them: no trailing user rows."""
     end = len(entries)
-    while end and entries[end - 1].row.role == Role.USER:
+    while end and entries[end - 1].role == Role.USER:
         end -= 1
     return entries[:end]

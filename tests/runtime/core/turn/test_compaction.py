@@ -33,7 +33,7 @@ BIG = Usage(input_tokens=50_000, output_tokens=10)
 
 def _entry(index: int, role: Role, calls: int = 0) -> HistoryEntry:
     row = HistoryRow(id=index + 1, session_id=1, role=role, content=f"m{index}")
-    return HistoryEntry(
+    return HistoryEntry.of(
         row,
         [
             ToolCallRow(
@@ -64,8 +64,8 @@ def test_the_cut_keeps_enough_whole_entries_and_starts_at_a_user_message_when_it
     kept = entries[cut:]
     if cut:
         assert sum(message_count(e) for e in kept) >= keep_recent
-        users_before = [i for i in range(1, cut + 1) if entries[i].row.role == Role.USER]
-        if entries[cut].row.role != Role.USER:
+        users_before = [i for i in range(1, cut + 1) if entries[i].role == Role.USER]
+        if entries[cut].role != Role.USER:
             assert not users_before, "a user message could open the kept part, and does not"
     else:  # no cut leaves enough after it: the entries past the first hold fewer messages
         assert sum(message_count(e) for e in entries[1:]) < keep_recent
@@ -131,6 +131,13 @@ async def test_a_turn_past_the_threshold_compacts_first_and_never_splits_a_call_
         assert "use the tool" in transcript
         assert "Tool call hold({}) -> released" in transcript, "the call is folded with its result"
         assert "second question" not in transcript, "the newest messages stay verbatim"
+        rows = await rig.services.history.all_rows(session.id or 0)
+        asked = rows[0].created_at
+        assert f"[{asked:%Y-%m-%d %H:%M}] User: use the tool" in transcript, "dated as the row was stored"
+        summary = await SummaryStore(rig.db).latest(session.id or 0)
+        assert summary is not None
+        covered = next(row for row in rows if row.id == summary.covers_through)
+        assert summary.covers_until == covered.created_at
 
         after = llm.requests[-1].messages
         assert after[0] == SystemMessage("You are a test.")

@@ -70,7 +70,7 @@ class HistoryBuilder:
 
     def user(self, text: str, turn: int | None) -> HistoryBuilder:
         row = HistoryRow(id=next(self._row_ids), session_id=1, turn_id=turn, role=Role.USER, content=text)
-        self.entries.append(HistoryEntry(row=row, calls=[]))
+        self.entries.append(HistoryEntry.of(row, []))
         return self
 
     def assistant(
@@ -98,7 +98,7 @@ class HistoryBuilder:
             )
             for position, spec in enumerate(calls)
         ]
-        self.entries.append(HistoryEntry(row=row, calls=rows))
+        self.entries.append(HistoryEntry.of(row, rows))
         return self
 
 
@@ -256,7 +256,7 @@ def test_truncation_keeps_whole_entries_and_opens_with_a_user_row() -> None:
     )
     # the newest 4 messages would start inside the first turn's tool round: it is dropped whole
     kept = truncate(history.entries, 4)
-    assert [e.row.content for e in kept] == ["two", "answer two"]
+    assert [e.content for e in kept] == ["two", "answer two"]
     messages = conversation(build_messages(history.entries, context_settings(max_history=4), NOW))
     assert messages == [UserMessage("two"), AssistantMessage("answer two")]
 
@@ -341,7 +341,7 @@ def test_property_truncation_keeps_a_suffix_of_whole_entries(
     kept = truncate(entries, limit)
     assert kept and kept == entries[len(entries) - len(kept) :], "a suffix of whole entries"
     assert sum(message_count(e) for e in kept) <= limit or len(kept) == 1
-    assert kept[0].row.role == Role.USER or len(kept) == 1
+    assert kept[0].role == Role.USER or len(kept) == 1
 
 
 @settings(max_examples=150, deadline=None)
@@ -356,8 +356,8 @@ def test_property_consecutive_user_rows_become_one_message(
     )
     kept = truncate(entries, limit)
     runs = [
-        "\n\n".join(e.row.content for e in group)
-        for is_user, group_iter in itertools.groupby(kept, key=lambda e: e.row.role == Role.USER)
+        "\n\n".join(e.content for e in group)
+        for is_user, group_iter in itertools.groupby(kept, key=lambda e: e.role == Role.USER)
         if is_user
         for group in [list(group_iter)]
     ]
@@ -372,7 +372,7 @@ def test_property_only_earlier_turns_results_are_hidden(
     entries = build_history(turns)
     messages = conversation(build_messages(entries, context_settings(10_000, hide_over), NOW))
     current_turn = len(turns)
-    calls = {c.call_id: (e.row.turn_id, c) for e in entries for c in e.calls}
+    calls = {c.call_id: (e.turn_id, c) for e in entries for c in e.calls}
     for message in messages:
         if not isinstance(message, ToolMessage):
             continue

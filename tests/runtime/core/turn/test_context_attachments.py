@@ -61,12 +61,12 @@ class Chat:
         row = HistoryRow(
             id=next(self._ids), session_id=1, turn_id=turn, role=Role.USER, content=text, meta=meta
         )
-        self.entries.append(HistoryEntry(row=row, calls=[]))
+        self.entries.append(HistoryEntry.of(row, []))
         return self
 
     def assistant(self, text: str, turn: int) -> Chat:
         row = HistoryRow(id=next(self._ids), session_id=1, turn_id=turn, role=Role.ASSISTANT, content=text)
-        self.entries.append(HistoryEntry(row=row, calls=[]))
+        self.entries.append(HistoryEntry.of(row, []))
         return self
 
     def read(self, path: str) -> bytes:
@@ -141,7 +141,7 @@ async def test_a_photo_with_a_caption_is_one_message_of_text_and_the_exact_image
     assert text == TextPart(f"what is this error?\n\n[image: {DAY}/photo.jpg]")
     assert image_bytes(image) == chat.read(photo["path"])
     assert message.text == text.text
-    assert chat.entries[0].row.content == "what is this error?", "the line is built, never stored"
+    assert chat.entries[0].content == "what is this error?", "the line is built, never stored"
 
 
 async def test_with_vision_off_the_model_is_told_the_path(chat: Chat) -> None:

@@ -145,7 +145,7 @@ async def test_a_new_chats_first_message_reads_nothing_back(
         assert reads == []
         assert fake_llm.requests[0]["messages"][1:-1] == [{"role": "user", "content": "hello"}]
         entries = await runtime.parts.history.entries(session.id or 0)
-        assert [(e.row.role, e.row.content) for e in entries] == [
+        assert [(e.role, e.content) for e in entries] == [
             ("user", "hello"),
             ("assistant", "Welcome!"),
         ]

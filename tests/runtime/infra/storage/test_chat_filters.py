@@ -224,7 +224,7 @@ async def test_undelivered_answers_of_a_chat_are_its_active_sessions_final_answe
         entry = await history.record_round(
             session_id=world.ids[name], turn_id=turn_id, result=LLMRound(text=text), closes_turn=True
         )
-        return entry.row.id or 0
+        return entry.id or 0
 
     since = utcnow() - timedelta(minutes=1)
     mine = await answer("a_chat", "the answer for chat 7")
@@ -252,7 +252,7 @@ async def test_answers_shown_at_once_in_several_chats_are_marked_in_one_transact
         entry = await history.record_round(
             session_id=world.ids[name], turn_id=turn_id, result=LLMRound(text=f"to {name}"), closes_turn=True
         )
-        answers.append(entry.row.id or 0)
+        answers.append(entry.id or 0)
     commits = []
 
     def committed(_conn: object) -> None:

@@ -116,10 +116,10 @@ def message(envelope_id: str, session_id: int) -> Envelope:
 def shape(entries: list[HistoryEntry]) -> list[tuple[Any, ...]]:
     return [
         (
-            e.row.id,
-            e.row.role,
-            e.row.content,
-            e.row.status,
+            e.id,
+            e.role,
+            e.content,
+            e.status,
             tuple((c.id, c.call_id, c.status, c.result) for c in e.calls),
         )
         for e in entries
@@ -284,13 +284,13 @@ async def test_a_tail_keeps_of_a_rows_meta_only_the_attachments_a_round_reads(st
         )
 
     await store.db.write_sync(add(metas[0]))
-    assert [e.row.meta for e in await store.history.entries(session, limit=200)] == [{}]  # filled by a read
+    assert [e.meta for e in await store.history.entries(session, limit=200)] == [{}]  # filled by a read
     await store.db.write_sync(add(metas[1]))  # appended after its commit
     await store.history.record_round(session_id=session, turn_id=turn, result=LLMRound(text="ok"))
     tail = store.history.tails.get(session)
     assert tail is not None
-    assert [e.row.meta for e in tail.entries] == [{}, {"attachments": [photo]}, {}]
-    assert tail.entries[0].row.meta is tail.entries[2].row.meta  # one shared empty dict
+    assert [e.meta for e in tail.entries] == [{}, {"attachments": [photo]}, {}]
+    assert tail.entries[0].meta is tail.entries[2].meta  # one shared empty dict
     assert tail.entries[0].calls is tail.entries[1].calls == ()  # and one empty tuple of calls
     assert [row.meta for row in await store.history.all_rows(session)] == [*metas, {}]  # stored whole
 
@@ -309,7 +309,7 @@ async def test_an_ask_beyond_the_tail_is_read_from_the_database(store: Store) ->
             await fresh.entries(session, limit=limit)
         )
     everything = await fresh.entries(session, limit=100)
-    for after in (0, everything[5].row.id or 0, everything[-3].row.id or 0):
+    for after in (0, everything[5].id or 0, everything[-3].id or 0):
         for limit in (2, 100):
             assert shape(await small.history.entries_after(session, after, limit)) == shape(
                 await fresh.entries_after(session, after, limit)
