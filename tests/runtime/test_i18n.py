@@ -7,9 +7,12 @@ one language without the others fails here with the list of what is missing.
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from fluent.runtime import FluentBundle, FluentResource
 from fluent.syntax import FluentParser, ast
 from fluent.syntax.visitor import Visitor
 
@@ -253,6 +256,45 @@ def test_a_file_edited_between_two_translators_is_read_anew(tmp_path: Path) -> N
     assert Translator(tmp_path).t("en", "hello") == "Hi"
     _write(tmp_path, "en", "hello = Hello\n")
     assert Translator(tmp_path).t("en", "hello") == "Hello"
+
+
+def test_a_languages_locale_data_is_loaded_when_a_message_with_a_placeable_needs_it() -> None:
+    """Babel's data for a language (≈ 1.4 MiB for Russian, ≈ 3.9 MiB for English with the root
+    locale) stays out of a process until a message with a placeable is formatted in it (issue 31):
+    not for the command menus, not for plain notices. Every file is still checked at start. In a
+    process of its own: Babel caches a locale's data for good."""
+    script = (
+        "import babel.localedata as data\n"
+        "from agentgram.bot.telegram.handlers.commands import menu\n"
+        "from agentgram.runtime.infra.i18n import Translator\n"
+        "tr = Translator()\n"
+        "menus = menu(tr)\n"
+        "print(sorted(menus, key=str), tr.t('ru', 'nothing-to-stop'), sorted(data._cache))\n"
+        "print(tr.t('ru', 'stopped-dropped', count=2), sorted(data._cache))\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert shown.stdout.splitlines() == [
+        "[None, 'ru'] Останавливать нечего — я ничем не занят. []",
+        "⏹ Остановлено. Отброшено 2 сообщения из очереди. ['root', 'ru']",
+    ]
+
+
+def test_a_message_reads_as_fluent_formats_it(tr: Translator) -> None:
+    """A plain message is read from the parsed tree, without a bundle: the same text as Fluent's."""
+    compared = 0
+    for lang in tr.languages():
+        bundle = FluentBundle([lang], use_isolating=False)
+        for path in sorted((DEFAULT_LOCALES_DIR / lang).glob("*.ftl")):
+            bundle.add_resource(FluentResource(path.read_text(encoding="utf-8")))
+        for key in sorted(tr.keys(lang)):
+            value = bundle.get_message(key).value
+            if value is None:
+                continue
+            expected, errors = bundle.format_pattern(value, {})
+            if not errors:
+                assert tr.t(lang, key) == expected, (lang, key)
+                compared += 1
+    assert compared > 200
 
 
 def test_duplicate_key_is_a_config_error(tmp_path: Path) -> None:
