@@ -177,7 +177,7 @@ async def start_bot(args: argparse.Namespace) -> Started:
         application = build_baseline(TOKEN, args.tg, args.llm, MODEL)
         await start_baseline(application)
         return Started(lambda: stop_baseline(application), "none", dict)
-    from agentgram.bot.cli import freeze_startup_heap
+    from agentgram.bot.cli import freeze_startup_heap, trim_after_full_collections
     from agentgram.bot.telegram.app import compose
 
     users = [int(u) for u in args.users.split(",")]
@@ -195,6 +195,7 @@ async def start_bot(args: argparse.Namespace) -> Started:
         bot.runtime.parts.hub.options.idle_timeout = args.idle_timeout
     await bot.start()
     freeze_startup_heap()  # as `agentgram run` does
+    trim_after_full_collections()
     return Started(bot.stop, bot.runtime.parts.db.engine.dialect.name, lambda: held(bot.runtime.parts))
 
 

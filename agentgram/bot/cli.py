@@ -32,6 +32,12 @@ only build, without waiting on anything (the imports, the config check, :func:`c
 permanent generation (:func:`collector_paused`); the parts that wait (the instance lock, Telegram,
 the database) run with it on, so a start that waits out an outage for hours collects as usual.
 :func:`freeze_startup_heap` freezes the rest of start-up once the bot has started.
+
+Memory given back (issue 31): after each full collection the C allocator hands the free pages of its
+heaps back to the system (:func:`trim_after_full_collections`, glibc's ``malloc_trim``). The
+database's threads, the HTTP parsers and every Python object over 512 bytes allocate from glibc,
+whose per-thread heaps keep what was freed: 2–7 MB at 200 busy chats, which the process's RSS
+counted as its own. A trim takes ≈ 0.3 ms beside a full collection's tens.
 """
 
 from __future__ import annotations
@@ -177,6 +183,25 @@ def freeze_startup_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+def trim_after_full_collections() -> None:
+    """From now on, glibc trims its heaps after each full collection (the module docstring says
+    why); with another C library (musl, macOS) nothing changes."""
+    import ctypes
+
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+
+    def trimmed(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            trim(0)
+
+    gc.callbacks.append(trimmed)
 
 
 async def _main_task(settings: BotSettings | AgentgramSettings, *, terminal: bool) -> int:
@@ -365,6 +390,7 @@ async def _serve(
     from agentgram.bot.telegram.core.port import InvalidToken
 
     freeze_startup_heap()
+    trim_after_full_collections()
     waiter = asyncio.create_task(stop.wait())
     polling = asyncio.ensure_future(bot.wait())
     done, _ = await asyncio.wait({waiter, polling}, return_when=asyncio.FIRST_COMPLETED)

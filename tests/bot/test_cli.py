@@ -156,6 +156,41 @@ def test_start_up_builds_without_the_collector_then_freezes_what_it_built() -> N
         gc.unfreeze()
 
 
+TRIMMED = """
+import gc, os
+from agentgram.bot.cli import trim_after_full_collections
+
+def rss():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+def freed_in_holes():
+    # 64 MiB of 1 KiB objects (glibc's, not pymalloc's), every 256th kept, so that the heap's top
+    # cannot shrink by itself: the freed rest lies in whole pages between the kept ones.
+    blocks = [bytes(1024) + bytes([i % 256]) for i in range(64 * 1024)]
+    return rss(), blocks[::256]
+
+before, kept = freed_in_holes()
+gc.collect()
+untrimmed = before - rss()
+before, kept = freed_in_holes()
+trim_after_full_collections()
+gc.collect(1)
+after_young = before - rss()
+gc.collect()
+print(untrimmed >> 20, after_young >> 20, (before - rss()) >> 20)
+"""
+
+
+def test_after_a_full_collection_the_free_heap_goes_back_to_the_system() -> None:
+    """What the process freed stays in glibc's heaps, counted in its RSS, until a trim: after each
+    full collection once ``run`` started (cli's docstring); a young collection does not trim."""
+    shown = subprocess.run([sys.executable, "-c", TRIMMED], capture_output=True, text=True, check=True)
+    untrimmed, after_young, trimmed = (int(mib) for mib in shown.stdout.split())
+    assert untrimmed < 8 and after_young < 8, shown.stdout
+    assert trimmed > 48, shown.stdout
+
+
 def test_a_command_leaves_the_collector_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], connections: list[object]
 ) -> None:
