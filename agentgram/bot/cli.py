@@ -52,6 +52,7 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -185,9 +186,11 @@ def freeze_startup_heap() -> None:
     gc.freeze()
 
 
+@cache
 def trim_after_full_collections() -> None:
     """From now on, glibc trims its heaps after each full collection (the module docstring says
-    why); with another C library (musl, macOS) nothing changes."""
+    why); with another C library (musl, macOS) nothing changes. Once per process: a test that runs
+    the bot twice in one process installs one callback."""
     import ctypes
 
     try:
