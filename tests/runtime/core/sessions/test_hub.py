@@ -51,7 +51,15 @@ class Rig:
         return set(self.runtime.parts.hub.workers)
 
     async def chat(self) -> ChatSession:
-        return await self.runtime.chat.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
+        """A new chat session, its first worker gone: the one made with the session idles out
+        before a test posts, so that a test's evictions count the workers its own mail made (a
+        slow store would otherwise let it idle out after the post, and count as the turn's)."""
+        session = await self.runtime.chat.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
+        sid = session.id or 0
+        await self.rec.wait_for(lambda: sid not in self.workers)
+        assert self.evicted == [sid]
+        self.evicted.clear()
+        return session
 
     async def evictions(self, session_id: int, count: int = 1) -> None:
         await self.rec.wait_for(lambda: self.evicted.count(session_id) >= count)
