@@ -833,10 +833,9 @@ class FakeOpenAI(LoopbackServer):
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
-        await response.prepare(request)
-        out = _ChunkWriter(request, response, body)
         try:
-            await self._play(out, reply)
+            await response.prepare(request)  # a client gone since it was heard refuses the headers
+            await self._play(_ChunkWriter(request, response, body), reply)
         except ConnectionResetError:
             await self._client_closed()  # noticed while writing or stalling
         except asyncio.CancelledError:

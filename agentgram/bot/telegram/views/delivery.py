@@ -116,6 +116,7 @@ from agentgram.runtime.infra.events import (
 )
 from agentgram.runtime.infra.i18n import Translator
 from agentgram.runtime.infra.log import get_logger
+from agentgram.runtime.infra.one_waiter import OneReaderQueue
 from agentgram.runtime.infra.tasks import TaskSet
 
 log = get_logger("telegram.delivery")
@@ -127,9 +128,16 @@ TYPING_AFTER = 0.4
 Place = tuple[int, int, int]
 """An outbox's place: the chat id, the forum topic (``message_thread_id``; 0: none) and the
 spawned session it shows (0: the place's own sessions)."""
-IDLE_EVICT = 60.0
+IDLE_EVICT = 5.0
 """Seconds a chat's outbox waits with nothing to do before its task ends and it is dropped
-(the next event makes a new one); keeps memory flat however many chats and headless runs come."""
+(the next event makes a new one); keeps memory flat however many chats and headless runs come.
+
+Nothing to do is between turns: during one the chat shows typing, a status line or streamed
+text, and the outbox is busy. An outbox with its task is ≈ 2 KB, and making one is a few objects
+and a task, so it is kept only briefly: at 60 s, every chat that had talked in the last minute
+held one (≈ 2 MiB at 1,000 chats, issue 31). A slower edit pace (``stream_edit_interval``) keeps it
+that much longer, so a new outbox's first edit never comes sooner after its predecessor's last
+than the pace allows."""
 _ACTIVITY = {
     AttachmentAction.FETCHING: UPLOAD_DOCUMENT,
     AttachmentAction.TRANSCRIBING: RECORD_VOICE,
@@ -148,7 +156,7 @@ class ChatOutbox:
     status: StatusView
     actions: ChatActions
     pace: EditPace
-    queue: asyncio.Queue[RuntimeEvent] = field(default_factory=asyncio.Queue)
+    queue: OneReaderQueue[RuntimeEvent] = field(default_factory=OneReaderQueue)  # read by its own task alone
     ends_queued: int = 0
     """Round ends waiting in :attr:`queue`: text whose whole arrives with one is not worth a draft
     or a first message to edit (the round's message follows at once: issue 31, CPU per turn)."""
@@ -272,7 +280,8 @@ class Delivery:
         while True:
             timeout = self._flush_delay(box)
             try:
-                async with asyncio.timeout(IDLE_EVICT if timeout is None else timeout):  # no task per wait
+                idle = max(IDLE_EVICT, self.edit_interval)  # a new outbox's first edit keeps the pace
+                async with asyncio.timeout(idle if timeout is None else timeout):  # no task per wait
                     event = await box.queue.get()
             except TimeoutError:
                 if timeout is None and box.idle():

@@ -76,6 +76,7 @@ from agentgram.runtime.core.turn.outcome import Cancelled, Failed, TurnOutcome
 from agentgram.runtime.core.turn.prefetch import Prefetch
 from agentgram.runtime.infra.events import Address, OutcomeKind, TurnStarted
 from agentgram.runtime.infra.log import get_logger
+from agentgram.runtime.infra.one_waiter import OneWaiterEvent
 from agentgram.runtime.infra.storage.models import ChatSession, Turn, TurnStatus, is_headless, utcnow
 
 log = get_logger("hub")
@@ -121,11 +122,13 @@ class SessionWorker:
     turn to continue after a restart and whether a stop ended a turn are data of that status.
     """
 
+    __slots__ = ("hub", "session", "session_id", "status", "task", "wake")  # one per chat: no __dict__
+
     def __init__(self, hub: SessionHub, session_id: int) -> None:
         self.hub = hub
         self.session_id = session_id
         self.status: Status = NEW
-        self.wake = asyncio.Event()
+        self.wake = OneWaiterEvent()  # its own task alone waits: no deque per worker
         self.session: ChatSession | None = None
         # a context of its own: the worker's writes run under its session's lease only (set when it
         # is admitted), never under that of whatever task woke it (runtime.infra.ownership)
@@ -204,8 +207,7 @@ class SessionWorker:
         if prefetch is not None:
             prefetch.cancel()
         if turn is not None and not turn.runner.token.cancelled:
-            turn.runner.token.cancel()
-            turn.task.cancel()
+            turn.cancel()
         return True
 
     def note_resume(self, turn_id: int) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import inspect
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -101,6 +102,19 @@ class LiveTurn:
 
     runner: TurnRunner
     task: asyncio.Task[TurnOutcome]
+
+    def cancel(self) -> None:
+        """Stop the turn: its token, and its task once that has begun.
+
+        A task cancelled before its first step never runs its coroutine at all, so the turn's
+        clean-up would not run either: the stop recorded, the request sent while the turn was
+        opened closed (it streamed on until the model was done). Such a turn meets its token
+        at its first step instead (``Receive``), inside that clean-up.
+        """
+        self.runner.token.cancel()
+        coro = self.task.get_coro()
+        if not (inspect.iscoroutine(coro) and inspect.getcoroutinestate(coro) == inspect.CORO_CREATED):
+            self.task.cancel()
 
 
 @dataclass(slots=True, frozen=True)

@@ -19,16 +19,18 @@ from agentgram.runtime.infra.events import (
     ApprovalRequested,
     Notice,
     OutcomeKind,
+    RuntimeEvent,
     ToolActivity,
     ToolPhase,
     TurnFinished,
+    TurnStarted,
 )
 from agentgram.runtime.infra.storage.models import ChatSession, TurnStatus
 from agentgram.runtime.scheduler.models import JobRun, JobRunStatus, TicRun, TicRunStatus
 from agentgram.runtime.scheduler.tic import Run
 from agentgram.runtime.scheduler.values import JobSpec
 from tests.conftest import ALLOWED_USER, make_settings
-from tests.fakes.openai_server import Call, FakeOpenAI, Text, ToolCalls
+from tests.fakes.openai_server import Call, FakeOpenAI, Hang, Text, ToolCalls
 from tests.runtime.core.turn.harness import Recorder
 
 IDLE = 0.05
@@ -245,6 +247,35 @@ async def test_a_stop_for_an_evicted_paused_session_cancels_its_turn(
         assert latest is not None and latest.status == TurnStatus.CANCELLED
         await rig.evictions(sid, 2)
         assert not await rig.runtime.chat.resume(session, "r1"), "nothing left to resume"
+
+
+async def test_a_stop_before_the_turns_first_step_still_closes_the_request_sent_while_opening(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    """The stop handler can act between the turn's task being made and its first step:
+    ``TurnStarted`` is emitted in between, and the handler is whatever runs next. A task
+    cancelled then never runs a line, its clean-up neither, and the request sent while the
+    turn was opened streamed on until the model was done. The turn now meets its stop at its
+    first step: the request is closed at once and the turn ends cancelled."""
+    fake_llm.script(Hang(first_text="Working", seconds=30))
+    async with hub_rig(tmp_path, fake_llm) as rig:
+        session = await rig.chat()
+        sid = session.id or 0
+        acted: list[bool] = []
+
+        def stop_at_start(event: RuntimeEvent) -> None:
+            if isinstance(event, TurnStarted):  # before the turn task's first step
+                acted.append(rig.runtime.parts.hub.cancel_turn(sid))  # the stop handler's act
+
+        rig.runtime.parts.bus.subscribe(stop_at_start)
+        await rig.runtime.chat.post_user_message(session, "start", envelope_id="u1")
+        await fake_llm.wait_stream_closed()
+        assert acted == [True]
+        await rig.runtime.chat.stop(session, "s1")  # the mail that always follows the act
+        await rig.rec.wait_for(lambda: len(rig.finished()) == 1)
+        assert rig.finished()[0].outcome == OutcomeKind.CANCELLED
+        latest = await rig.runtime.parts.session_store.latest_turn(sid)
+        assert latest is not None and latest.status == TurnStatus.CANCELLED
 
 
 async def test_a_late_approval_tap_for_an_evicted_session_is_stale_and_settled(
