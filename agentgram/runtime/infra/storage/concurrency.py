@@ -23,18 +23,23 @@ writes are serialized anyway, and :func:`lock_rows` does nothing there.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 
-Insert = postgresql.Insert | sqlite.Insert
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql
+
+Insert: TypeAlias = "postgresql.Insert | sqlite.Insert"
 
 
 def insert_for(conn: Connection, table: sa.Table) -> Insert:
     """The dialect's ``INSERT`` (which has ``on_conflict_do_nothing`` / ``on_conflict_do_update``)."""
-    if conn.dialect.name == "postgresql":
+    if conn.dialect.name == "postgresql":  # loaded here: a bot on SQLite never loads it (issue 31)
+        from sqlalchemy.dialects import postgresql
+
         return postgresql.insert(table)
     if conn.dialect.name == "sqlite":
         return sqlite.insert(table)

@@ -61,6 +61,7 @@ from agentgram.runtime.infra.errors import ConfigError
 from agentgram.runtime.infra.log import get_logger
 from agentgram.runtime.infra.storage import fresh_schema, legacy_migrations
 from agentgram.runtime.infra.storage.db import Database
+from agentgram.runtime.infra.storage.models import partial_indexes_for_postgresql
 from agentgram.runtime.infra.storage.search import INDEX, PG_INDEX
 
 if TYPE_CHECKING:
@@ -104,8 +105,8 @@ class SchemaBehind(ConfigError):
 
 
 def target_metadata() -> MetaData:
-    """Every table the models describe (what the head revision must build)."""
-    return SQLModel.metadata
+    """Every table the models describe (what the head revision must build), in both dialects' terms."""
+    return partial_indexes_for_postgresql(SQLModel.metadata)
 
 
 def include_name(name: str | None, type_: str, parent_names: Any) -> bool:

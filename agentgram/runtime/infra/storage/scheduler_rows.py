@@ -100,8 +100,9 @@ class JobRun(SQLModel, table=True):
             "job_id",
             "scheduled_for",
             unique=True,
-            sqlite_where=text("scheduled_for IS NOT NULL"),
-            postgresql_where=text("scheduled_for IS NOT NULL"),
+            sqlite_where=text(
+                "scheduled_for IS NOT NULL"
+            ),  # and PostgreSQL's: models.partial_indexes_for_postgresql
         ),
     )
 
@@ -125,8 +126,7 @@ class TicRun(SQLModel, table=True):
             "ux_tic_runs_slot",
             "slot",
             unique=True,
-            sqlite_where=text("slot IS NOT NULL"),
-            postgresql_where=text("slot IS NOT NULL"),
+            sqlite_where=text("slot IS NOT NULL"),  # and PostgreSQL's: models.partial_indexes_for_postgresql
         ),
     )
 
