@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from sqlmodel import SQLModel
 
+from agentgram.runtime.debug_view import DebugView
 from agentgram.runtime.door.protocols import (
     ApprovalsDoor,
     CallsDoor,
@@ -155,13 +156,17 @@ def _is_row(cls: type[Any]) -> bool:
     return issubclass(cls, SQLModel) and bool(cls.model_config.get("table"))
 
 
+LOADED_LATE = {"DebugView": DebugView}
+"""Names the protocols import for type checking alone (their modules load late: issue 31)."""
+
+
 def _rows_crossing(protocol: type[Any]) -> list[str]:
     """Each member of ``protocol`` whose parameters or result name an ORM row."""
     found = []
     for name in sorted(_members(protocol)):
         member = vars(protocol)[name]
         function = member.fget if isinstance(member, property) else member
-        hints = typing.get_type_hints(function)
+        hints = typing.get_type_hints(function, localns=LOADED_LATE)
         for where, hint in hints.items():
             for cls in _types_in(hint, set()):
                 if _is_row(cls):

@@ -22,7 +22,7 @@ import asyncio
 import functools
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Self
+from typing import TYPE_CHECKING, Self
 from zoneinfo import ZoneInfo
 
 from agentgram.runtime.capabilities.attachments.inbox import FileSource
@@ -45,7 +45,6 @@ from agentgram.runtime.core.turn.compaction import (
     CompactionReport,
     ContextUsage,
 )
-from agentgram.runtime.debug_view import DebugView
 from agentgram.runtime.door.chat import past_exchanges
 from agentgram.runtime.door.protocols import (
     ApprovalsDoor,
@@ -107,6 +106,9 @@ from agentgram.runtime.infra.storage.sessions import About
 from agentgram.runtime.infra.storage.summary_rows import Summary
 from agentgram.runtime.infra.tasks import cancel_and_wait
 from agentgram.runtime.scheduler.clock import Clock
+
+if TYPE_CHECKING:  # the web view's reader is loaded with its first read (Runtime.debug)
+    from agentgram.runtime.debug_view import DebugView
 
 log = get_logger("runtime")
 
@@ -200,7 +202,10 @@ class Runtime:
 
     @functools.cached_property
     def debug(self) -> DebugView:
-        """What the web view reads: sessions, their trees, jobs and runs, approvals, health."""
+        """What the web view reads: sessions, their trees, jobs and runs, approvals, health (its
+        module is loaded here, with the first read: a bot without the web view never loads it)."""
+        from agentgram.runtime.debug_view import DebugView
+
         return DebugView(self.parts.db, self.parts.scheduler, self.parts.llm, lead=self.parts.lead)
 
     # --- lifecycle -------------------------------------------------------------

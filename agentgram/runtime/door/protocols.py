@@ -12,15 +12,17 @@ Decisions (issue 24, "one door, in parts"):
   own wiring and tests (``Chat.post_user_message``), which adapters do not see.
 * What crosses is a value (:mod:`.values`, or the runtime's own frozen values and StrEnums), never
   an ORM row: ``tests/test_layers.py`` reads these Protocols' annotations and fails on a row.
-* Everything named here is imported at run time (no ``TYPE_CHECKING`` block), so
-  ``typing.get_type_hints`` resolves every annotation.
+* Everything named here is imported at run time, so ``typing.get_type_hints`` resolves every
+  annotation; but for the web view's reader, :class:`~runtime.debug_view.DebugView`: its
+  pydantic models are ≈ 0.4 MiB, loaded when the web view first reads (issue 31), and the layer
+  check resolves that one name from its module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, tzinfo
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from agentgram.runtime.capabilities.agents.skills import Skill
 from agentgram.runtime.capabilities.attachments.inbox import FileSource
@@ -33,7 +35,6 @@ from agentgram.runtime.core.mailbox.envelope import Attachment
 from agentgram.runtime.core.peers import PeerInfo
 from agentgram.runtime.core.turn.background import RunningCall
 from agentgram.runtime.core.turn.compaction import CompactionReport, ContextUsage
-from agentgram.runtime.debug_view import DebugView
 from agentgram.runtime.door.values import (
     AnswerResult,
     AwaitedApproval,
@@ -62,6 +63,9 @@ from agentgram.runtime.scheduler.plan import TicPlan
 from agentgram.runtime.scheduler.tic import TicDecision
 from agentgram.runtime.scheduler.tic_runner import TicStatus
 from agentgram.runtime.scheduler.values import Job, JobSpec
+
+if TYPE_CHECKING:  # the web view's reader is loaded when it first reads (see above)
+    from agentgram.runtime.debug_view import DebugView
 
 
 class KeyValueStore(Protocol):

@@ -4,12 +4,12 @@
 them, one an event and three a queue (its items, getters, putters) plus its ``join`` event's. An
 empty deque is a block of 64 slots: 760 bytes from the C heap. Two of them are made for every chat
 at once, and each has exactly one waiter, its own task: the session worker's wake-up
-(:mod:`runtime.core.sessions.hub`) and the Telegram outbox's queue of events
-(:mod:`bot.telegram.views.delivery`). With asyncio's kinds that is five deques a chat, ≈ 3.7 MiB at
+(:mod:`runtime.core.sessions.hub`) and the queue of events of the chat adapter's outbox for the
+chat. With asyncio's kinds that is five deques a chat, ≈ 3.7 MiB at
 1,000 chats. These keep their one waiter in a slot: ≈ 100 bytes a chat when nothing waits.
 
-Both refuse a second waiter at once (``RuntimeError``) rather than strand it, and a cancelled
-waiter leaves nothing behind. Waking is ``Future.set_result``, as asyncio's own kinds do, so a
+Both refuse a second waiter at once (``RuntimeError``) rather than strand it, and a wait that was
+cancelled (a timeout) leaves room for the next. Waking is ``Future.set_result``, as asyncio's own kinds do, so a
 waiter resumes at the loop's next pass, in the order it was woken.
 """
 

@@ -56,11 +56,11 @@ from pydantic import BaseModel
 from agentgram.bot.telegram.core.incoming import Update
 from agentgram.bot.telegram.core.ingest import is_known
 from agentgram.runtime.app import Checkpoint, ClusterDoor
-from agentgram.runtime.debug_view import DebugView
 from agentgram.runtime.infra.log import get_logger
 
-if TYPE_CHECKING:  # the relay imports this module's answers
+if TYPE_CHECKING:  # the relay imports this module's answers; the web view's reader loads late
     from agentgram.bot.telegram.core.webhook_relay import Relay
+    from agentgram.runtime.debug_view import DebugView
 
 log = get_logger("telegram.webhook")
 

@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import random
-import subprocess
-import sys
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -38,7 +34,6 @@ from agentgram.runtime.infra.storage.prepared_rows import PreparedStore
 from agentgram.runtime.infra.storage.question_rows import QuestionRow
 from agentgram.runtime.infra.storage.sessions import SessionStore
 from agentgram.runtime.infra.storage.usage_rows import UsageStore
-from tests.fakes.openai_server import FakeOpenAI
 
 WRITERS = 120
 """Concurrent coroutines per test: several times the pool (``pool_size`` 5, as many again in overflow)."""
@@ -293,37 +288,3 @@ async def test_concurrent_grants_choices_and_prepared_files_never_collide(db: Da
     await usage.choose(session, None)
     assert await UsageStore(db).chosen(session) is None
     assert await grants.granted(session, 0) == {"github", "server0", "server1", "server2"}
-
-
-# --- what a bot on SQLite loads --------------------------------------------------------------------
-
-SQLITE_BOT = """
-import asyncio, sys
-from pathlib import Path
-import agentgram.bot.telegram.app  # what a bot imports
-from agentgram.runtime.app import Runtime
-from tests.conftest import ALLOWED_USER, make_settings
-
-async def main(tmp: Path, llm: str) -> None:
-    runtime = Runtime(make_settings(tmp, llm), format_rules="", home_chat_id=ALLOWED_USER)
-    await runtime.start()
-    await runtime.chat.chat_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en")
-    await runtime.chat.new_session(ALLOWED_USER, user_id=ALLOWED_USER, language="en", envelope_id="n1")
-    await runtime.close()
-    print(sorted({m.split(".")[2] for m in sys.modules if m.startswith("sqlalchemy.dialects.")}))
-
-asyncio.run(main(Path(sys.argv[1]), sys.argv[2]))
-"""
-
-
-def test_a_bot_on_sqlite_never_loads_the_postgresql_dialect(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
-    """SQLAlchemy's PostgreSQL dialect is 2.3 MiB of modules (issue 31): a bot on SQLite does not
-    load it, neither for its partial indexes (``models.partial_indexes_for_postgresql``) nor for
-    its ``INSERT … ON CONFLICT`` (:func:`.concurrency.insert_for`). In a process of its own, from
-    the bot's imports through a fresh database, a chat's session and ``/new``'s second one."""
-    root = Path(__file__).resolve().parents[4]
-    shown = subprocess.run(
-        [sys.executable, "-c", SQLITE_BOT, str(tmp_path), fake_llm.base_url],
-        capture_output=True, text=True, check=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
-    )  # fmt: skip
-    assert shown.stdout.splitlines()[-1] == "['_typing', 'sqlite']"
