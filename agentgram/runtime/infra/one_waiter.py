@@ -2,15 +2,15 @@
 
 ``asyncio.Event`` and ``asyncio.Queue`` keep their waiters in ``collections.deque``\\ s made with
 them, one an event and three a queue (its items, getters, putters) plus its ``join`` event's. An
-empty deque is a block of 64 slots: 760 bytes from the C heap. Two of them are made for every chat
-at once, and each has exactly one waiter, its own task: the session worker's wake-up
+empty deque is a block of 64 slots: 760 bytes from the C heap. Every chat has an event and a queue
+with exactly one waiter each, its own task: the session worker's wake-up
 (:mod:`runtime.core.sessions.hub`) and the queue of events of the chat adapter's outbox for the
-chat. With asyncio's kinds that is five deques a chat, ≈ 3.7 MiB at
-1,000 chats. These keep their one waiter in a slot: ≈ 100 bytes a chat when nothing waits.
+chat. With asyncio's kinds that is five deques a chat, ≈ 3.7 MiB at 1,000 chats. These keep their
+one waiter in a slot: ≈ 100 bytes a chat when nothing waits.
 
 Both refuse a second waiter at once (``RuntimeError``) rather than strand it, and a wait that was
-cancelled (a timeout) leaves room for the next. Waking is ``Future.set_result``, as asyncio's own kinds do, so a
-waiter resumes at the loop's next pass, in the order it was woken.
+cancelled (a timeout) leaves room for the next. Waking is ``Future.set_result``, as asyncio's own
+kinds do, so a waiter resumes at the loop's next pass, in the order it was woken.
 """
 
 from __future__ import annotations
@@ -74,8 +74,9 @@ class OneReaderQueue(_OneWaiter, Generic[T]):
     """``asyncio.Queue`` without a bound, for one reading task.
 
     Items are kept in a list read from a moving head (a streamed reply puts dozens at once;
-    popping the list's front would move the rest each time) and emptied once all are read, so
-    an idle queue holds no storage. :meth:`join` may be awaited by any number of tasks (closing
+    popping the list's front would move the rest each time). The items read are cut off once
+    they are half the list, and the list is emptied once all are read, so an idle queue holds no
+    storage and a queue that is never quite drained holds no more than twice what waits. :meth:`join` may be awaited by any number of tasks (closing
     and tests do): its event is made only when one does.
     """
 
@@ -107,6 +108,9 @@ class OneReaderQueue(_OneWaiter, Generic[T]):
         self._head += 1
         if self._head == len(self._items):  # all read: the list lets its storage go
             self._items.clear()
+            self._head = 0
+        elif self._head * 2 >= len(self._items):  # half read: those go, in one move
+            del self._items[: self._head]
             self._head = 0
         return item
 

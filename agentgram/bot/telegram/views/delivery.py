@@ -199,6 +199,7 @@ class Delivery:
         self.runtime = runtime
         self.t = translator
         self.edit_interval = edit_interval
+        self._idle_evict = max(IDLE_EVICT, edit_interval)  # a new outbox's first edit keeps the pace
         self.upload_limit_mb = upload_limit_mb
         self.first_delay = first_delay
         self.drafts = DraftChats(enabled=drafts, interval=draft_interval)
@@ -280,8 +281,9 @@ class Delivery:
         while True:
             timeout = self._flush_delay(box)
             try:
-                idle = max(IDLE_EVICT, self.edit_interval)  # a new outbox's first edit keeps the pace
-                async with asyncio.timeout(idle if timeout is None else timeout):  # no task per wait
+                async with asyncio.timeout(
+                    self._idle_evict if timeout is None else timeout
+                ):  # no task per wait
                     event = await box.queue.get()
             except TimeoutError:
                 if timeout is None and box.idle():

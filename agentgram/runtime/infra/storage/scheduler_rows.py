@@ -100,9 +100,8 @@ class JobRun(SQLModel, table=True):
             "job_id",
             "scheduled_for",
             unique=True,
-            sqlite_where=text(
-                "scheduled_for IS NOT NULL"
-            ),  # and PostgreSQL's: models.partial_indexes_for_postgresql
+            # and PostgreSQL's: models.partial_indexes_for_postgresql
+            sqlite_where=text("scheduled_for IS NOT NULL"),
         ),
     )
 
@@ -126,7 +125,8 @@ class TicRun(SQLModel, table=True):
             "ux_tic_runs_slot",
             "slot",
             unique=True,
-            sqlite_where=text("slot IS NOT NULL"),  # and PostgreSQL's: models.partial_indexes_for_postgresql
+            # and PostgreSQL's: models.partial_indexes_for_postgresql
+            sqlite_where=text("slot IS NOT NULL"),
         ),
     )
 
