@@ -147,11 +147,29 @@ def memory(inspect: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     gc.collect()
     return {
         "rss_kb": psutil.Process().memory_info().rss // 1024,
+        "sqlite_kb": sqlite_memory_kb(),
         "py_blocks": sys.getallocatedblocks(),
         "gc_objects": len(gc.get_objects()),
         "tasks": len(asyncio.all_tasks()),
         **inspect(),
     }
+
+
+def sqlite_memory_kb() -> int | None:
+    """SQLite's own heap in this process (its page caches, statements, schemas), if the sqlite3
+    module is linked to a shared libsqlite3 that ctypes can reach (Debian's is)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("sqlite3")
+    if name is None:
+        return None
+    try:
+        used = ctypes.CDLL(name).sqlite3_memory_used
+    except (OSError, AttributeError):
+        return None
+    used.restype = ctypes.c_int64
+    return int(used()) // 1024
 
 
 def say(event: str, **fields: Any) -> None:
@@ -207,6 +225,7 @@ def held(parts: Any) -> dict[str, int]:
         "unread_views": len(parts.mailbox._view._views),
         "history_tails": len(tails),
         "history_tail_entries": sum(len(tail.entries) for tail in tails.values()),
+        "history_tail_kb": getattr(parts.history.tails, "weight", 0) // 1024,  # an older checkout: 0
         "chat_sessions": len(parts.chat_sessions._sessions),
     }
 

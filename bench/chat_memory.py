@@ -247,8 +247,11 @@ async def run(opts: Options) -> dict[str, Any]:
 
 def table(payload: dict[str, Any]) -> str:
     lines: list[str] = []
-    head = ["chats", "turns", "RSS MB", "py blocks", "workers", "unread", "tails", "tail entries", "sessions"]
-    widths = [7, 7, 8, 10, 8, 7, 6, 12, 9]
+    head = [
+        "chats", "turns", "RSS MB", "SQLite MB", "py blocks", "workers", "unread", "tails", "tail entries",
+        "tail KiB", "sessions",
+    ]  # fmt: skip
+    widths = [7, 7, 8, 10, 10, 8, 7, 6, 12, 9, 9]
     for part in ("idle", "active"):
         found = payload[part]
         lines.append(f"== {part} chats ==")
@@ -265,7 +268,7 @@ def table(payload: dict[str, Any]) -> str:
     lines.append("== long run ==")
     lines.append(
         row(
-            ["turns", "RSS MB", "py blocks", "workers", "unread", "tails", "tail entries", "sessions"],
+            head[1:],
             widths[1:],
         )
     )
@@ -281,9 +284,11 @@ def table(payload: dict[str, Any]) -> str:
 
 
 def _maps(s: dict[str, Any]) -> list[object]:
+    sqlite = s.get("sqlite_kb")
     return [
-        s["py_blocks"], s["workers"], s.get("unread_views", "-"), s.get("history_tails", "-"),
-        s.get("history_tail_entries", "-"), s.get("chat_sessions", "-"),
+        "-" if sqlite is None else round(sqlite / 1024, 1), s["py_blocks"], s["workers"],
+        s.get("unread_views", "-"), s.get("history_tails", "-"), s.get("history_tail_entries", "-"),
+        s.get("history_tail_kb", "-"), s.get("chat_sessions", "-"),
     ]  # fmt: skip
 
 

@@ -90,13 +90,29 @@ def _run_hooks(hooks: list[Hook]) -> None:
             log.exception("after-commit hook failed")
 
 
-def sqlite_pragmas(dbapi_conn: Any, synchronous: Synchronous = "NORMAL") -> None:
-    """The pragmas every SQLite connection of a :class:`Database` gets, async or not."""
+WRITER_CACHE_KIB = 1024
+"""The writer's page cache (SQLite's default is 2,000 KiB): what a write touches is the right
+edges of the tables and their indexes."""
+READER_CACHE_KIB = 512
+"""The page cache of each connection that reads. A hot session's reads are served from memory
+(:mod:`.views`), so readers read little and the OS caches the file anyway; the sync readers also
+release their pages when they go back to the pool (``PRAGMA shrink_memory``). With the default
+cache and no release, the pool's connections kept filling their caches as the file grew: SQLite's
+own heap grew by 3 MB over 8,000 turns (``bench/README.md``, session 20)."""
+
+
+def sqlite_pragmas(
+    dbapi_conn: Any, synchronous: Synchronous = "NORMAL", *, cache_kib: int | None = None
+) -> None:
+    """The pragmas every SQLite connection of a :class:`Database` gets, async or not, and a file's
+    connections their page cache (``cache_kib``: :data:`WRITER_CACHE_KIB`, :data:`READER_CACHE_KIB`)."""
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute(f"PRAGMA synchronous={synchronous}")
     cursor.execute("PRAGMA foreign_keys=ON")
+    if cache_kib is not None:
+        cursor.execute(f"PRAGMA cache_size=-{cache_kib}")
     cursor.close()
 
 
@@ -174,10 +190,12 @@ class Database:
 
     def _install_sqlite_rules(self, engine: Engine, *, always_write: bool) -> None:
         synchronous = self.synchronous
+        # in memory, SQLite's default: the cache is the database
+        cache_kib = None if self._sync_url is None else WRITER_CACHE_KIB if always_write else READER_CACHE_KIB
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            sqlite_pragmas(dbapi_conn, synchronous)
+            sqlite_pragmas(dbapi_conn, synchronous, cache_kib=cache_kib)
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Any) -> None:
@@ -337,6 +355,12 @@ class Database:
             pool_size=4,
         )
         self._install_sqlite_rules(engine, always_write=False)
+
+        @event.listens_for(engine, "checkin")
+        def _release(dbapi_conn: Any, _record: Any) -> None:
+            if dbapi_conn is not None:  # a reader back in the pool keeps no pages (SQLite's own release)
+                dbapi_conn.execute("PRAGMA shrink_memory")
+
         self._sync_read_engine = engine
         return engine
 

@@ -4,17 +4,23 @@
 :mod:`runtime.storage.views`); :class:`~runtime.storage.history.HistoryStore`
 updates it after each of its commits.
 
-Memory is bounded twice: a tail keeps no more entries than a round reads
-(``keep``, set by the composition from the context settings), and only the
-``capacity`` most recently read sessions have one. A tail holds thousands of entries, so an entry
-is one small object: of its row, only what a reader of the history uses (:class:`HistoryEntry`),
-and of the row's ``meta`` only the attachments. The row as written is a :class:`HistoryRecord`.
+Memory is bounded three times: a tail keeps no more entries than a round reads
+(``keep``, set by the composition from the context settings), only the
+``capacity`` most recently read sessions have one, and all tails together weigh at most
+``budget`` bytes (:data:`BUDGET`, estimated by :func:`cost_of`), the least recently read going
+first. Without the last bound the tails of 256 sessions could hold 51,200 entries of any size: a
+tool's long results, or the slow growth over 10,000 turns that ``bench.chat_memory`` measured
+(``bench/README.md``, session 20). A session missing from the tails is read from the database.
+
+A tail holds thousands of entries, so an entry is one small object: of its row, only what a
+reader of the history uses (:class:`HistoryEntry`), and of the row's ``meta`` only the attachments. The row as written is a :class:`HistoryRecord`.
 Entries without tool calls share one empty tuple of calls, and entries without attachments one
 empty ``meta``.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,6 +34,14 @@ from agentgram.runtime.infra.storage.views import SessionViews, Ticket
 
 KEEP = 200
 """Entries a tail keeps unless told otherwise: ``llm.max_history_messages``' default."""
+BUDGET = 1024 * 1024
+"""Bytes all tails together may weigh (:func:`cost_of`): at ≈ 1 KiB an entry, 5 sessions' full
+200 entries; at a chat's ≈ 280 bytes, 3,700 entries."""
+ENTRY_COST = 160
+"""An entry's bytes beside its text: the object (104), its place in the list and the text's own
+header beyond what ``sys.getsizeof`` counts."""
+CALL_COST = 1024
+"""A tool call's bytes beside its arguments and result: an ORM row with its instance state."""
 NO_CALLS: tuple[ToolCallRow, ...] = ()
 NO_META: dict[str, Any] = {}
 """The ``meta`` of every tail entry without attachments: one dict, shared, never written."""
@@ -109,6 +123,18 @@ ENTRY_FIELDS = frozenset(HistoryEntry.__dataclass_fields__) - {"calls"}
 """The row's columns an entry keeps (a read selects only these)."""
 
 
+def cost_of(entry: HistoryEntry) -> int:
+    """What ``entry`` weighs against :data:`BUDGET`, in bytes, estimated."""
+    cost = ENTRY_COST + sys.getsizeof(entry.content)
+    for call in entry.calls:
+        cost += call_cost(call)
+    return cost
+
+
+def call_cost(call: ToolCallRow) -> int:
+    return CALL_COST + len(call.arguments) + len(call.result or "")
+
+
 def attachments_only(meta: dict[str, Any]) -> dict[str, Any]:
     """Of a row's ``meta``, what a reader uses: its attachments (:data:`NO_META` without any)."""
     if "attachments" not in meta:
@@ -123,10 +149,13 @@ class Tail:
     entries: list[HistoryEntry]
     complete: bool
     calls: dict[int, ToolCallRow] = field(default_factory=dict)
+    size: int = 0
+    """What its entries weigh (:func:`cost_of`)."""
 
     @classmethod
     def of(cls, entries: list[HistoryEntry], complete: bool) -> Tail:
-        return cls(entries, complete, {call.id or 0: call for entry in entries for call in entry.calls})
+        calls = {call.id or 0: call for entry in entries for call in entry.calls}
+        return cls(entries, complete, calls, sum(map(cost_of, entries)))
 
     def serves(self, limit: int) -> bool:
         return self.complete or len(self.entries) >= limit
@@ -137,29 +166,38 @@ class Tail:
             return self
         return Tail.of(self.entries[len(self.entries) - keep :], complete=False)
 
-    def append(self, entry: HistoryEntry, keep: int) -> None:
+    def append(self, entry: HistoryEntry, keep: int) -> int:
+        """Add ``entry`` (unless already shown), keeping the ``keep`` newest: the change in size."""
         last = self.entries[-1] if self.entries else None
         if last is not None and (entry.id or 0) <= (last.id or 0):
-            return  # already shown (filled from a read that saw this commit)
+            return 0  # already shown (filled from a read that saw this commit)
         if last is not None and entry.turn_id == last.turn_id:
             entry.turn_id = last.turn_id  # one int object for the rows of a turn
         self.entries.append(entry)
+        delta = cost_of(entry)
         for call in entry.calls:
             self.calls[call.id or 0] = call
         if len(self.entries) > keep:
             for dropped in self.entries[: len(self.entries) - keep]:
+                delta -= cost_of(dropped)
                 for call in dropped.calls:
                     self.calls.pop(call.id or 0, None)
             del self.entries[: len(self.entries) - keep]
             self.complete = False
+        self.size += delta
+        return delta
 
 
 class HistoryTails(SessionViews[Tail]):
-    """Tails of the recently active sessions; at most ``capacity`` sessions × ``keep`` entries."""
+    """Tails of the recently active sessions: at most ``capacity`` sessions × ``keep`` entries,
+    weighing at most ``budget`` bytes together."""
 
-    def __init__(self, capacity: int = 256, keep: int = KEEP) -> None:
-        super().__init__(capacity)
+    def __init__(self, capacity: int = 256, keep: int = KEEP, budget: int = BUDGET) -> None:
+        super().__init__(capacity, budget)
         self.keep = keep
+
+    def weigh(self, view: Tail) -> int:
+        return view.size
 
     def fill(self, session_id: int, view: Tail, ticket: Ticket) -> None:
         super().fill(session_id, view.newest(self.keep), ticket)
@@ -167,14 +205,18 @@ class HistoryTails(SessionViews[Tail]):
     def appended(self, session_id: int, entry: HistoryEntry) -> None:
         tail = self.changed(session_id)
         if tail is not None:
-            tail.append(entry, self.keep)
+            self.resized(tail.append(entry, self.keep))
 
     def call_changed(self, session_id: int, call_id: int, values: dict[str, Any]) -> None:
         tail = self.changed(session_id)
         call = tail.calls.get(call_id) if tail is not None else None
-        if call is not None:
+        if call is not None and tail is not None:
+            before = call_cost(call)
             for name, value in values.items():
                 setattr(call, name, value)
+            delta = call_cost(call) - before
+            tail.size += delta
+            self.resized(delta)
 
 
 def without_orphans(entries: list[HistoryEntry]) -> list[HistoryEntry]:

@@ -12,7 +12,10 @@ it back. The rules that keep a copy exact:
 - a view is filled from a database read only if no change to that session
   was applied while the read ran (:meth:`SessionViews.ticket`), because the
   read's snapshot may predate it;
-- only sessions that were read are cached, least recently used first out.
+- only sessions that were read are cached, least recently used first out,
+  once there are more than ``capacity`` of them or, for views that weigh
+  theirs (:meth:`SessionViews.weigh`), once they weigh more than ``budget``;
+  the newest view stays even if it alone weighs more.
 
 The copy is exact while this process is the only writer of the session,
 which the session hub guarantees within a process. Several processes on one
@@ -29,13 +32,24 @@ Ticket = NewType("Ticket", tuple[int, int])
 
 
 class SessionViews(Generic[V]):
-    """A bounded map of session id → view, with the fill/change rules above."""
+    """A bounded map of session id → view, with the fill/change rules above.
 
-    def __init__(self, capacity: int) -> None:
+    Bounded by count (``capacity``) and, if ``budget`` is given, by weight: the sum of
+    :meth:`weigh` over the views, kept in :attr:`weight`. A subclass whose views change size in
+    place reports it with :meth:`resized`.
+    """
+
+    def __init__(self, capacity: int, budget: int | None = None) -> None:
         self._capacity = capacity
+        self._budget = budget
+        self.weight = 0
         self._views: OrderedDict[int, V] = OrderedDict()
         self._stamps: dict[int, int] = {}
         self._epoch = 0  # bumped when the stamps are pruned: every ticket out is void
+
+    def weigh(self, view: V) -> int:
+        """What ``view`` counts against the budget (nothing unless a subclass says)."""
+        return 0
 
     def get(self, session_id: int) -> V | None:
         view = self._views.get(session_id)
@@ -50,10 +64,9 @@ class SessionViews(Generic[V]):
     def fill(self, session_id: int, view: V, ticket: Ticket) -> None:
         if ticket != self.ticket(session_id):
             return
+        self._drop(session_id)
         self._views[session_id] = view
-        self._views.move_to_end(session_id)
-        while len(self._views) > self._capacity:
-            self._views.popitem(last=False)
+        self.resized(self.weigh(view))
 
     def changed(self, session_id: int) -> V | None:
         """Record a committed change; returns the view to update in place, if the session has one."""
@@ -66,4 +79,18 @@ class SessionViews(Generic[V]):
     def forget(self, session_id: int) -> None:
         """A change too awkward to apply: the next read goes to the database."""
         self.changed(session_id)
-        self._views.pop(session_id, None)
+        self._drop(session_id)
+
+    def resized(self, delta: int) -> None:
+        """A view's weight changed by ``delta``: the least recently used go while over a bound."""
+        self.weight += delta
+        over_budget = self._budget is not None and self.weight > self._budget
+        while len(self._views) > self._capacity or (over_budget and len(self._views) > 1):
+            _, view = self._views.popitem(last=False)
+            self.weight -= self.weigh(view)
+            over_budget = self._budget is not None and self.weight > self._budget
+
+    def _drop(self, session_id: int) -> None:
+        view = self._views.pop(session_id, None)
+        if view is not None:
+            self.weight -= self.weigh(view)

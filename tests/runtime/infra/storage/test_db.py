@@ -15,7 +15,14 @@ import pytest
 from sqlalchemy import Connection, insert
 
 from agentgram.runtime.infra.storage import migrations
-from agentgram.runtime.infra.storage.db import Database, Synchronous, after_commit, durable
+from agentgram.runtime.infra.storage.db import (
+    READER_CACHE_KIB,
+    WRITER_CACHE_KIB,
+    Database,
+    Synchronous,
+    after_commit,
+    durable,
+)
 from agentgram.runtime.infra.storage.migrations import migrate
 from agentgram.runtime.infra.storage.models import ChatSession, KeyValue, SessionSource, utcnow
 
@@ -320,6 +327,28 @@ async def test_the_sync_connection_has_the_same_pragmas_as_the_async_ones(
         async_values = [(await conn.exec_driver_sql(f"PRAGMA {name}")).scalar() for name in PRAGMAS]
     await db.close()
     assert sync_values == async_values == ["wal", 30000, expected, 1]
+
+
+async def test_the_writer_and_the_readers_have_page_caches_of_their_own_sizes(tmp_path: Path) -> None:
+    """The writer caches ``WRITER_CACHE_KIB``, the readers (the sync pool's and the async
+    engine's) ``READER_CACHE_KIB`` each; an in-memory database keeps SQLite's default."""
+    db = Database(_url(tmp_path / "a.db"))
+    await migrate(db)
+
+    def cache_size(conn: Connection) -> object:
+        return conn.exec_driver_sql("PRAGMA cache_size").scalar()
+
+    writer = await db.write_sync(cache_size)
+    reader = await db.read_sync(lambda session: cache_size(session.connection()))
+    async with db.read() as tx:
+        conn = await tx.connection()
+        async_reader = (await conn.exec_driver_sql("PRAGMA cache_size")).scalar()
+    await db.close()
+    assert (writer, reader, async_reader) == (-WRITER_CACHE_KIB, -READER_CACHE_KIB, -READER_CACHE_KIB)
+    memory = Database("sqlite+aiosqlite:///:memory:")
+    await migrate(memory)
+    assert await memory.write_sync(cache_size) == -2000
+    await memory.close()
 
 
 async def test_write_sync_on_an_in_memory_database_runs_on_the_async_connection() -> None:

@@ -20,7 +20,7 @@ from agentgram.runtime.core.mailbox import Envelope, Sender, SenderKind, SqlMail
 from agentgram.runtime.infra.llm.types import LLMRound, ToolCallRequest
 from agentgram.runtime.infra.storage.db import Database
 from agentgram.runtime.infra.storage.history import HistoryEntry, HistoryStore
-from agentgram.runtime.infra.storage.history_tail import KEEP, HistoryTails
+from agentgram.runtime.infra.storage.history_tail import BUDGET, KEEP, HistoryTails, cost_of
 from agentgram.runtime.infra.storage.migrations import migrate
 from agentgram.runtime.infra.storage.models import ToolCallStatus
 from agentgram.runtime.infra.storage.sessions import SessionStore
@@ -69,14 +69,38 @@ def test_pruning_the_change_stamps_voids_every_ticket_out() -> None:
     assert views.get(1) is None
 
 
+class Weighed(SessionViews[list[int]]):
+    def weigh(self, view: list[int]) -> int:
+        return len(view)
+
+
+def test_views_that_weigh_more_than_the_budget_go_least_recently_used_first() -> None:
+    views = Weighed(capacity=10, budget=5)
+    views.fill(1, [1, 1], views.ticket(1))
+    views.fill(2, [2, 2], views.ticket(2))
+    views.get(1)
+    views.fill(3, [3, 3], views.ticket(3))  # 6 > 5: session 2, the least recently read, goes
+    assert (views.get(1), views.get(2), views.get(3)) == ([1, 1], None, [3, 3])
+    assert views.weight == 4
+    view = views.changed(3)
+    assert view is not None
+    view.append(3)  # grown in place, and told
+    views.resized(1)
+    assert views.weight == 5 and views.get(1) == [1, 1]
+    views.forget(1)
+    assert views.weight == 3
+    views.fill(3, [3] * 9, views.ticket(3))  # refilled alone over the budget: the newest stays
+    assert views.get(3) == [3] * 9 and views.weight == 9
+
+
 # --- a database to work on ---------------------------------------------------------------------
 
 
 class Store:
-    def __init__(self, db: Database, keep: int = KEEP) -> None:
+    def __init__(self, db: Database, keep: int = KEEP, budget: int = BUDGET) -> None:
         self.db = db
         self.mailbox = SqlMailbox(db)
-        self.history = HistoryStore(db, HistoryTails(keep=keep))
+        self.history = HistoryStore(db, HistoryTails(keep=keep, budget=budget))
         self.sessions = SessionStore(db)
         self.ids = itertools.count(1)
 
@@ -319,6 +343,33 @@ async def test_an_ask_beyond_the_tail_is_read_from_the_database(store: Store) ->
     undo()
 
 
+async def test_the_tails_together_weigh_no_more_than_their_budget(store: Store) -> None:
+    """Long tool results fill the budget: the least recently read sessions leave memory, what is
+    left is weighed exactly, and a session that left is read back whole from the database."""
+    small = Store(store.db, budget=20_000)
+    sessions = [await small.new_session() for _ in range(4)]
+    for round_ in range(6):
+        for session in sessions:
+            turn = await small.new_turn(session)
+            await small.history.entries(session, limit=KEEP)
+            await fold(small, session, turn, f"read it {round_}")
+            await small.history.record_round(session_id=session, turn_id=turn, result=tool_round("read_file"))
+            for call in await small.history.open_calls(session):
+                await small.history.set_call_status(call.id or 0, ToolCallStatus.DONE, "x" * 1500)
+            await small.history.record_round(session_id=session, turn_id=turn, result=LLMRound(text="done"))
+            tails = small.history.tails
+            held = [tail for s in sessions if (tail := tails._views.get(s)) is not None]
+            assert tails.weight == sum(cost_of(e) for tail in held for e in tail.entries)
+            assert all(tail.size == sum(map(cost_of, tail.entries)) for tail in held)
+            assert tails.weight <= 20_000 or len(held) == 1
+    assert small.history.tails.get(sessions[0]) is None, "the least recently read left memory"
+    _, fresh = store.fresh()
+    for session in sessions:
+        assert shape(await small.history.entries(session, limit=KEEP)) == shape(
+            await fresh.entries(session, limit=KEEP)
+        )
+
+
 _history_ops = st.lists(
     st.sampled_from(["user", "text_round", "tool_round", "finish_calls", "stop", "orphans", "report"]),
     max_size=20,
@@ -358,6 +409,7 @@ async def test_property_the_tail_always_equals_the_database(
                 )
             tail = store.history.tails.get(session)
             assert tail is None or len(tail.entries) <= keep
+            assert store.history.tails.weight == (0 if tail is None else sum(map(cost_of, tail.entries)))
     finally:
         await db.close()
 
