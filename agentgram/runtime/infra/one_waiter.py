@@ -76,8 +76,9 @@ class OneReaderQueue(_OneWaiter, Generic[T]):
     Items are kept in a list read from a moving head (a streamed reply puts dozens at once;
     popping the list's front would move the rest each time). The items read are cut off once
     they are half the list, and the list is emptied once all are read, so an idle queue holds no
-    storage and a queue that is never quite drained holds no more than twice what waits. :meth:`join` may be awaited by any number of tasks (closing
-    and tests do): its event is made only when one does.
+    storage and a queue that is never quite drained holds no more than twice what waits.
+    :meth:`join` may be awaited by any number of tasks (closing and tests do): its event is made
+    only when one does.
     """
 
     __slots__ = ("_head", "_items", "_joined", "_unfinished")

@@ -280,10 +280,9 @@ class Delivery:
     async def _run(self, box: ChatOutbox) -> None:
         while True:
             timeout = self._flush_delay(box)
+            wait = self._idle_evict if timeout is None else timeout
             try:
-                async with asyncio.timeout(
-                    self._idle_evict if timeout is None else timeout
-                ):  # no task per wait
+                async with asyncio.timeout(wait):  # no task per wait
                     event = await box.queue.get()
             except TimeoutError:
                 if timeout is None and box.idle():

@@ -13,9 +13,9 @@ tool's long results, or the slow growth over 10,000 turns that ``bench.chat_memo
 (``bench/README.md``, session 20). A session missing from the tails is read from the database.
 
 A tail holds thousands of entries, so an entry is one small object: of its row, only what a
-reader of the history uses (:class:`HistoryEntry`), and of the row's ``meta`` only the attachments. The row as written is a :class:`HistoryRecord`.
-Entries without tool calls share one empty tuple of calls, and entries without attachments one
-empty ``meta``.
+reader of the history uses (:class:`HistoryEntry`), and of the row's ``meta`` only the
+attachments. The row as written is a :class:`HistoryRecord`. Entries without tool calls share one
+empty tuple of calls, and entries without attachments one empty ``meta``.
 """
 
 from __future__ import annotations
@@ -187,6 +187,18 @@ class Tail:
         self.size += delta
         return delta
 
+    def call_changed(self, call_id: int, values: dict[str, Any]) -> int:
+        """Set ``values`` on the call ``call_id`` if this tail holds it: the change in size."""
+        call = self.calls.get(call_id)
+        if call is None:
+            return 0
+        before = call_cost(call)
+        for name, value in values.items():
+            setattr(call, name, value)
+        delta = call_cost(call) - before
+        self.size += delta
+        return delta
+
 
 class HistoryTails(SessionViews[Tail]):
     """Tails of the recently active sessions: at most ``capacity`` sessions × ``keep`` entries,
@@ -209,14 +221,8 @@ class HistoryTails(SessionViews[Tail]):
 
     def call_changed(self, session_id: int, call_id: int, values: dict[str, Any]) -> None:
         tail = self.changed(session_id)
-        call = tail.calls.get(call_id) if tail is not None else None
-        if call is not None and tail is not None:
-            before = call_cost(call)
-            for name, value in values.items():
-                setattr(call, name, value)
-            delta = call_cost(call) - before
-            tail.size += delta
-            self.resized(delta)
+        if tail is not None:
+            self.resized(tail.call_changed(call_id, values))
 
 
 def without_orphans(entries: list[HistoryEntry]) -> list[HistoryEntry]:

@@ -84,11 +84,12 @@ class SessionViews(Generic[V]):
     def resized(self, delta: int) -> None:
         """A view's weight changed by ``delta``: the least recently used go while over a bound."""
         self.weight += delta
-        over_budget = self._budget is not None and self.weight > self._budget
-        while len(self._views) > self._capacity or (over_budget and len(self._views) > 1):
+        while len(self._views) > self._capacity or (len(self._views) > 1 and self._over_budget()):
             _, view = self._views.popitem(last=False)
             self.weight -= self.weigh(view)
-            over_budget = self._budget is not None and self.weight > self._budget
+
+    def _over_budget(self) -> bool:
+        return self._budget is not None and self.weight > self._budget
 
     def _drop(self, session_id: int) -> None:
         view = self._views.pop(session_id, None)
