@@ -35,8 +35,8 @@ from agentgram.runtime.infra.storage.history_tail import (
     HistoryEntry,
     HistoryRecord,
     HistoryTails,
+    StoredMeta,
     Tail,
-    attachments_only,
 )
 from agentgram.runtime.infra.storage.models import (
     ChatSession,
@@ -56,8 +56,32 @@ _ROWS = table_of(HistoryRow)
 _CALLS = table_of(ToolCallRow)
 _TURNS = table_of(Turn)
 _OPEN = (ToolCallStatus.PENDING, ToolCallStatus.RUNNING)
-_ENTRY = tuple(_ROWS.c[column].label(name) for name, column in columns_of(HistoryRow) if name in ENTRY_FIELDS)
-"""The columns a :class:`HistoryEntry` keeps, named as its attributes (``meta`` is stored as ``metadata``)."""
+_COLUMN_OF = dict(columns_of(HistoryRow))  # ``meta`` is stored as ``metadata``
+_ENTRY = tuple(
+    sa.type_coerce(_ROWS.c[_COLUMN_OF[name]], StoredMeta) if name == "meta" else _ROWS.c[_COLUMN_OF[name]]
+    for name in ENTRY_FIELDS
+)
+"""The columns a :class:`HistoryEntry` keeps, in the order of its fields."""
+
+
+def _entries_of(frame: Any) -> Any:
+    """The newest ``limit`` non-failed rows of a session's ``frame``, newest first: built once."""
+    return (
+        sa.select(*_ENTRY)
+        .where(_ROWS.c.session_id == sa.bindparam("session"), _ROWS.c.status != RowStatus.FAILED, frame)
+        .order_by(_ROWS.c.id.desc())
+        .limit(sa.bindparam("limit"))
+    )
+
+
+_ROOT_ENTRIES = _entries_of(_ROWS.c.stack_id.is_(None))
+_FRAME_ENTRIES = _entries_of(_ROWS.c.stack_id == sa.bindparam("stack"))
+_CALLS_OF = (
+    select(ToolCallRow)
+    .where(col(ToolCallRow.history_id).in_(sa.bindparam("rows", expanding=True)))
+    .order_by(col(ToolCallRow.history_id), col(ToolCallRow.position))
+)
+"""The tool calls of some assistant rows, in order."""
 _COUNT_ROUND = sa.update(_TURNS).where(_TURNS.c.id == sa.bindparam("turn")).values(rounds=_TURNS.c.rounds + 1)
 _CLOSE_ROUND = _COUNT_ROUND.values(status=TurnStatus.FINAL, ended_at=sa.bindparam("ended_at"))
 """A turn's round counted (and, for its final answer, the turn closed): built once, the values
@@ -460,29 +484,17 @@ def _in_frame(stack_id: int | None) -> Any:
 
 
 def _read_entries(tx: Session, session_id: int, stack_id: int | None, limit: int) -> list[HistoryEntry]:
-    result = tx.connection().execute(
-        sa.select(*_ENTRY)
-        .where(
-            _ROWS.c.session_id == session_id,
-            _ROWS.c.status != RowStatus.FAILED,
-            _in_frame(stack_id),
-        )
-        .order_by(_ROWS.c.id.desc())
-        .limit(limit)
-    )
-    entries = [HistoryEntry(**row._mapping) for row in result]
-    entries.reverse()
-    ids = [entry.id for entry in entries if entry.role == Role.ASSISTANT]
-    calls: dict[int, list[ToolCallRow]] = {}
-    if ids:
-        found = tx.exec(
-            select(ToolCallRow)
-            .where(col(ToolCallRow.history_id).in_(ids))
-            .order_by(col(ToolCallRow.history_id), col(ToolCallRow.position))
-        )
-        for call in found.all():
+    """A frame's newest ``limit`` entries, oldest first: on a miss of the tail, the one read of a
+    round, so built from prepared statements and positional rows (``bench/README.md``, session 21)."""
+    query = _ROOT_ENTRIES if stack_id is None else _FRAME_ENTRIES
+    rows = tx.connection().execute(query, {"session": session_id, "limit": limit, "stack": stack_id}).all()
+    entries = [HistoryEntry(*row) for row in reversed(rows)]
+    answers = [entry.id for entry in entries if entry.role == Role.ASSISTANT]
+    if answers:
+        calls: dict[int, list[ToolCallRow]] = {}
+        for call in tx.exec(_CALLS_OF, params={"rows": answers}).all():
             calls.setdefault(call.history_id, []).append(call)
-    for entry in entries:
-        entry.meta = attachments_only(entry.meta)
-        entry.calls = calls.get(entry.id or 0, NO_CALLS)
+        for entry in entries:
+            if entry.role == Role.ASSISTANT:
+                entry.calls = calls.get(entry.id or 0, NO_CALLS)
     return entries

@@ -20,13 +20,14 @@ empty tuple of calls, and entries without attachments one empty ``meta``.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Dialect, Text, TypeDecorator
 
 from agentgram.runtime.infra.storage.models import HistoryRow, Role, RowStatus, ToolCallRow, utcnow
 from agentgram.runtime.infra.storage.rows import columns_of, insert_values, table_of
@@ -119,8 +120,9 @@ class HistoryEntry:
         )  # fmt: skip
 
 
-ENTRY_FIELDS = frozenset(HistoryEntry.__dataclass_fields__) - {"calls"}
-"""The row's columns an entry keeps (a read selects only these)."""
+ENTRY_FIELDS = tuple(name for name in HistoryEntry.__dataclass_fields__ if name != "calls")
+"""The row's columns an entry keeps, in the order of its fields: a read selects only these, and
+builds an entry from each row by position."""
 
 
 def cost_of(entry: HistoryEntry) -> int:
@@ -133,6 +135,28 @@ def cost_of(entry: HistoryEntry) -> int:
 
 def call_cost(call: ToolCallRow) -> int:
     return CALL_COST + len(call.arguments) + len(call.result or "")
+
+
+class StoredMeta(TypeDecorator[dict[str, Any]]):
+    """A row's ``meta`` as an entry keeps it (:func:`attachments_only`), read as a column type.
+
+    Most rows' ``meta`` is ``{}``: its JSON is decoded only when it names attachments. SQLite
+    hands over the text; asyncpg decodes JSON itself (SQLAlchemy sets its codec), so a dict comes
+    from PostgreSQL.
+    """
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        raise TypeError("StoredMeta reads a row's meta; writes go through the JSON column")
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> dict[str, Any]:
+        if isinstance(value, str):
+            if '"attachments"' not in value:
+                return NO_META
+            value = json.loads(value)
+        return attachments_only(value or NO_META)
 
 
 def attachments_only(meta: dict[str, Any]) -> dict[str, Any]:

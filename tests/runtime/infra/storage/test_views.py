@@ -317,6 +317,10 @@ async def test_a_tail_keeps_of_a_rows_meta_only_the_attachments_a_round_reads(st
     assert tail.entries[0].meta is tail.entries[2].meta  # one shared empty dict
     assert tail.entries[0].calls is tail.entries[1].calls == ()  # and one empty tuple of calls
     assert [row.meta for row in await store.history.all_rows(session)] == [*metas, {}]  # stored whole
+    _, fresh = store.fresh()
+    read = await fresh.entries(session, limit=200)  # a miss: the same, read from the database
+    assert [e.meta for e in read] == [{}, {"attachments": [photo]}, {}]
+    assert read[0].meta is read[2].meta
 
 
 async def test_an_ask_beyond_the_tail_is_read_from_the_database(store: Store) -> None:
