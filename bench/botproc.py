@@ -195,7 +195,9 @@ async def start_bot(args: argparse.Namespace) -> Started:
         application = build_baseline(TOKEN, args.tg, args.llm, MODEL)
         await start_baseline(application)
         return Started(lambda: stop_baseline(application), "none", dict)
-    from agentgram.bot.cli import freeze_startup_heap, trim_after_full_collections
+    from agentgram.bot.cli import freeze_startup_heap, limit_malloc_arenas, trim_after_full_collections
+
+    limit_malloc_arenas()  # as `agentgram run` does, before its threads
     from agentgram.bot.telegram.app import compose
 
     users = [int(u) for u in args.users.split(",")]

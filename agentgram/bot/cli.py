@@ -37,7 +37,12 @@ Memory given back (issue 31): after each full collection the C allocator hands t
 heaps back to the system (:func:`trim_after_full_collections`, glibc's ``malloc_trim``). The
 database's threads, the HTTP parsers and every Python object over 512 bytes allocate from glibc,
 whose per-thread heaps keep what was freed: 2–7 MB at 200 busy chats, which the process's RSS
-counted as its own. A trim takes ≈ 0.3 ms beside a full collection's tens.
+counted as its own. A trim takes ≈ 0.3 ms beside a full collection's tens. And glibc keeps at most
+two heaps for all threads (:func:`limit_malloc_arenas`, before the first thread starts): with its
+default, up to eight per core, each thread that allocates while another does gets a heap of its own,
+and what the database's readers freed in theirs stayed there between turns; RSS grew by 6–8 MB over
+8,000 turns of 200 chats with Python's blocks and SQLite's heap nearly flat (``bench/README.md``,
+session 21).
 """
 
 from __future__ import annotations
@@ -105,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_version())
         return 0
     os.environ.setdefault("PTB_TIMEDELTA", "1")  # PTB 22: retry_after as timedelta (no deprecation path)
+    limit_malloc_arenas()  # before any thread allocates
     with collector_paused():  # the commands' imports
         args = _parser().parse_args(argv)
     if args.command in (
@@ -205,6 +211,29 @@ def trim_after_full_collections() -> None:
             trim(0)
 
     gc.callbacks.append(trimmed)
+
+
+MALLOC_ARENAS = 2
+"""glibc heaps (arenas) the process's threads share: the main thread's and one more."""
+M_ARENA_MAX = -8
+"""``mallopt``'s parameter for it (glibc's ``malloc.h``)."""
+
+
+@cache
+def limit_malloc_arenas() -> None:
+    """Let glibc keep at most :data:`MALLOC_ARENAS` heaps (the module docstring says why), unless
+    the operator chose with ``MALLOC_ARENA_MAX``; with another C library nothing changes."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    mallopt(M_ARENA_MAX, MALLOC_ARENAS)
 
 
 async def _main_task(settings: BotSettings | AgentgramSettings, *, terminal: bool) -> int:

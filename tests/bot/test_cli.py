@@ -193,6 +193,51 @@ def test_after_a_full_collection_the_free_heap_goes_back_to_the_system() -> None
     assert trimmed > 48, shown.stdout
 
 
+ARENAS = """
+import ctypes, sys, threading
+from agentgram.bot.cli import limit_malloc_arenas
+
+if sys.argv[1] == "limited":
+    limit_malloc_arenas()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+ready = threading.Barrier(6)
+
+def allocate():
+    ready.wait()  # all six alive at once: glibc gives each new thread a heap while under its limit
+    for _ in range(100):
+        libc.free(libc.malloc(4096))
+
+threads = [threading.Thread(target=allocate) for _ in range(6)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+libc.malloc_stats()  # one "Arena n:" line per heap, on stderr
+"""
+
+
+@pytest.mark.parametrize(("mode", "most"), [("limited", 2), ("default", 7)])
+def test_the_threads_share_at_most_two_glibc_heaps(mode: str, most: int) -> None:
+    """``run`` limits glibc's heaps before any thread starts (cli's docstring): six threads
+    allocating at once share two, where glibc's default gives each a heap of its own."""
+    env = {key: value for key, value in os.environ.items() if key != "MALLOC_ARENA_MAX"}
+    shown = subprocess.run(
+        [sys.executable, "-c", ARENAS, mode], capture_output=True, text=True, check=True, env=env
+    )
+    heaps = shown.stderr.count("Arena ")
+    assert heaps == most, shown.stderr
+
+
+def test_an_operators_malloc_arena_max_is_left_alone() -> None:
+    env = {**os.environ, "MALLOC_ARENA_MAX": "4"}
+    shown = subprocess.run(
+        [sys.executable, "-c", ARENAS, "limited"], capture_output=True, text=True, check=True, env=env
+    )
+    assert shown.stderr.count("Arena ") == 4, shown.stderr
+
+
 def test_a_command_leaves_the_collector_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], connections: list[object]
 ) -> None:

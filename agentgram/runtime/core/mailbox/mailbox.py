@@ -70,6 +70,7 @@ from agentgram.runtime.infra.storage.concurrency import insert_for, lock_rows, r
 from agentgram.runtime.infra.storage.db import Database, after_commit
 from agentgram.runtime.infra.storage.group_commit import Batcher
 from agentgram.runtime.infra.storage.models import ChatSession, MailRow, Steer, utcnow
+from agentgram.runtime.infra.storage.rows import padded
 from agentgram.runtime.infra.storage.sessions import upsert_value
 
 log = get_logger("mailbox")
@@ -455,7 +456,11 @@ _FACTS = _facts_query()
 def _facts(conn: Connection, batch: list[Envelope]) -> tuple[dict[int, _Facts], dict[str, int]]:
     """What deciding ``batch`` depends on, in one round trip: per session and already-seen id."""
     rows = conn.execute(
-        _FACTS, {"session_ids": list({e.session_id for e in batch}), "envelope_ids": [e.id for e in batch]}
+        _FACTS,
+        {
+            "session_ids": padded(list({e.session_id for e in batch})),
+            "envelope_ids": padded([e.id for e in batch]),
+        },
     )
     facts: dict[int, _Facts] = {}
     seen: dict[str, int] = {}

@@ -95,8 +95,8 @@ WRITER_CACHE_KIB = 1024
 edges of the tables and their indexes."""
 READER_CACHE_KIB = 512
 """The page cache of each connection that reads. A hot session's reads are served from memory
-(:mod:`.views`), so readers read little and the OS caches the file anyway; the sync readers also
-release their pages when they go back to the pool (``PRAGMA shrink_memory``). With the default
+(:mod:`.views`), so readers read little and the OS caches the file anyway; every reader, sync or
+async, also releases its pages when it goes back to the pool (:func:`release_pages_on_checkin`). With the default
 cache and no release, the pool's connections kept filling their caches as the file grew: SQLite's
 own heap grew by 3 MB over 8,000 turns (``bench/README.md``, session 20)."""
 
@@ -119,6 +119,18 @@ def sqlite_pragmas(
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def release_pages_on_checkin(engine: Engine) -> None:
+    """A connection back in ``engine``'s pool keeps no pages (``PRAGMA shrink_memory``, SQLite's own
+    release): a pooled connection's cache would otherwise fill as the file grows (:data:`READER_CACHE_KIB`)."""
+
+    @event.listens_for(engine, "checkin")
+    def _release(dbapi_conn: Any, _record: Any) -> None:
+        if dbapi_conn is not None:  # None: the connection was invalidated
+            cursor = dbapi_conn.cursor()  # the async driver's adapter has no execute of its own
+            cursor.execute("PRAGMA shrink_memory")
+            cursor.close()
 
 
 def private_sqlite_file(path: Path) -> Path:
@@ -187,6 +199,8 @@ class Database:
         ``runtime.infra.lead``); it raises to refuse the write."""
         if self.is_sqlite:
             self._install_sqlite_rules(self.engine.sync_engine, always_write=False)
+        if self._sync_url is not None:
+            release_pages_on_checkin(self.engine.sync_engine)
 
     def _install_sqlite_rules(self, engine: Engine, *, always_write: bool) -> None:
         synchronous = self.synchronous
@@ -355,12 +369,7 @@ class Database:
             pool_size=4,
         )
         self._install_sqlite_rules(engine, always_write=False)
-
-        @event.listens_for(engine, "checkin")
-        def _release(dbapi_conn: Any, _record: Any) -> None:
-            if dbapi_conn is not None:  # a reader back in the pool keeps no pages (SQLite's own release)
-                dbapi_conn.execute("PRAGMA shrink_memory")
-
+        release_pages_on_checkin(engine)
         self._sync_read_engine = engine
         return engine
 

@@ -50,7 +50,7 @@ from agentgram.runtime.infra.storage.models import (
     TurnStatus,
     utcnow,
 )
-from agentgram.runtime.infra.storage.rows import columns_of, insert_row, table_of
+from agentgram.runtime.infra.storage.rows import columns_of, insert_row, padded, table_of
 
 _ROWS = table_of(HistoryRow)
 _CALLS = table_of(ToolCallRow)
@@ -82,6 +82,11 @@ _CALLS_OF = (
     .order_by(col(ToolCallRow.history_id), col(ToolCallRow.position))
 )
 """The tool calls of some assistant rows, in order."""
+_MARK_DELIVERED = (
+    sa.update(_ROWS)
+    .where(_ROWS.c.id.in_(sa.bindparam("rows", expanding=True)))
+    .values(delivered_at=sa.bindparam("at"))
+)
 _COUNT_ROUND = sa.update(_TURNS).where(_TURNS.c.id == sa.bindparam("turn")).values(rounds=_TURNS.c.rounds + 1)
 _CLOSE_ROUND = _COUNT_ROUND.values(status=TurnStatus.FINAL, ended_at=sa.bindparam("ended_at"))
 """A turn's round counted (and, for its final answer, the turn closed): built once, the values
@@ -278,8 +283,8 @@ class HistoryStore:
 
     async def _mark_delivered(self, row_ids: list[int]) -> list[None]:
         """The tails are not told: an entry does not keep its delivery time."""
-        mark = sa.update(_ROWS).where(_ROWS.c.id.in_(row_ids)).values(delivered_at=utcnow())
-        await self._db.write_sync(lambda tx: tx.execute(mark))
+        values = {"rows": padded(row_ids), "at": utcnow()}
+        await self._db.write_sync(lambda tx: tx.execute(_MARK_DELIVERED, values))
         return [None] * len(row_ids)
 
     async def set_call_status(
@@ -492,7 +497,7 @@ def _read_entries(tx: Session, session_id: int, stack_id: int | None, limit: int
     answers = [entry.id for entry in entries if entry.role == Role.ASSISTANT]
     if answers:
         calls: dict[int, list[ToolCallRow]] = {}
-        for call in tx.exec(_CALLS_OF, params={"rows": answers}).all():
+        for call in tx.exec(_CALLS_OF, params={"rows": padded(answers)}).all():
             calls.setdefault(call.history_id, []).append(call)
         for entry in entries:
             if entry.role == Role.ASSISTANT:

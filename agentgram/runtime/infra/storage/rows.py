@@ -9,12 +9,27 @@ statement and set the primary key on the instance themselves.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from itertools import repeat
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
 from sqlmodel import SQLModel
+
+T = TypeVar("T")
+
+
+def padded(values: Sequence[T]) -> list[T]:
+    """``values`` with its last repeated up to the next power of two in length, for an ``IN`` of an
+    expanding parameter: each length of the list is another statement that SQLite prepares and a
+    connection caches (128 each, in SQLite's heap, released by nothing but the cache's turnover),
+    so lists of any length up to 200 make 9 statements instead of 200. Empty stays empty."""
+    if not values:
+        return []
+    size = 1 << (len(values) - 1).bit_length()
+    return [*values, *repeat(values[-1], size - len(values))]
 
 
 def table_of(model: type[SQLModel]) -> sa.Table:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Connection, insert
+from sqlmodel import Session
 
 from agentgram.runtime.infra.storage import migrations
 from agentgram.runtime.infra.storage.db import (
@@ -25,6 +26,7 @@ from agentgram.runtime.infra.storage.db import (
 )
 from agentgram.runtime.infra.storage.migrations import migrate
 from agentgram.runtime.infra.storage.models import ChatSession, KeyValue, SessionSource, utcnow
+from agentgram.runtime.infra.storage.rows import padded
 
 
 def _url(path: Path) -> str:
@@ -351,6 +353,52 @@ async def test_the_writer_and_the_readers_have_page_caches_of_their_own_sizes(tm
     await memory.close()
 
 
+def sqlite_heap() -> int:
+    """SQLite's own heap in this process, in bytes (the library the sqlite3 module uses)."""
+    import _sqlite3  # type: ignore[import-not-found]
+    import ctypes
+
+    used = ctypes.CDLL(_sqlite3.__file__).sqlite3_memory_used
+    used.restype = ctypes.c_int64
+    return int(used())
+
+
+async def test_a_reader_back_in_its_pool_keeps_no_pages(tmp_path: Path) -> None:
+    """A read fills its connection's page cache; once the connection is back in the pool (the sync
+    readers' and the async engine's) the pages are released, so pooled connections do not each hold
+    a full cache as the file grows (``db.release_pages_on_checkin``)."""
+    db = Database(_url(tmp_path / "a.db"))
+    await migrate(db)
+    fill = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000) "
+    await db.write_sync(lambda tx: tx.exec_driver_sql("CREATE TABLE big (x TEXT)"))
+    await db.write_sync(
+        lambda tx: tx.exec_driver_sql(f"{fill}INSERT INTO big SELECT hex(randomblob(100)) FROM n")
+    )
+    await db.read_sync(lambda session: session.connection().exec_driver_sql("SELECT 1").all())
+    async with db.read() as tx:
+        await (await tx.connection()).exec_driver_sql("SELECT 1")
+    idle = sqlite_heap()  # every connection open, none holding pages of ``big``
+
+    def scan(session: Session) -> int:
+        session.connection().exec_driver_sql("SELECT sum(length(x)) FROM big").all()
+        return sqlite_heap()
+
+    during_sync = await db.read_sync(scan)
+    after_sync = sqlite_heap()
+    async with db.read() as tx:
+        await (await tx.connection()).exec_driver_sql("SELECT sum(length(x)) FROM big")
+        during_async = sqlite_heap()
+    after_async = sqlite_heap()
+    await db.close()
+    cache = READER_CACHE_KIB * 1024
+    assert during_sync > idle + cache // 2 and during_async > idle + cache // 2, (
+        idle,
+        during_sync,
+        during_async,
+    )
+    assert after_sync < idle + cache // 4 and after_async < idle + cache // 4, (idle, after_sync, after_async)
+
+
 async def test_write_sync_on_an_in_memory_database_runs_on_the_async_connection() -> None:
     db = Database("sqlite+aiosqlite:///:memory:")
     await migrate(db)
@@ -369,7 +417,7 @@ def _raise(exc: Exception) -> None:
 async def test_read_sync_runs_off_the_loop_and_sees_committed_writes(tmp_path: Path) -> None:
     import threading
 
-    from sqlmodel import Session, select
+    from sqlmodel import select
 
     db = Database(_url(tmp_path / "a.db"))
     await migrate(db)
@@ -387,7 +435,7 @@ async def test_read_sync_runs_off_the_loop_and_sees_committed_writes(tmp_path: P
 
 
 async def test_read_sync_falls_back_for_in_memory_databases() -> None:
-    from sqlmodel import Session, select
+    from sqlmodel import select
 
     db = Database("sqlite+aiosqlite://")
     await migrate(db)
@@ -428,3 +476,17 @@ async def test_after_commit_hooks_run_after_a_commit_and_never_after_a_rollback(
         assert await _value(db, "k") == "v"
     finally:
         await db.close()
+
+
+def test_an_in_list_is_padded_to_a_power_of_two_with_its_last_value() -> None:
+    """Lists of 1 to 200 values make 9 lengths, so 9 statements where an ``IN`` of each length
+    would be one more statement prepared and cached by every connection (``rows.padded``)."""
+    lengths = set()
+    for n in range(1, 201):
+        values = list(range(n))
+        shown = padded(values)
+        assert shown[:n] == values and set(shown) == set(values)
+        assert len(shown) & (len(shown) - 1) == 0 and len(shown) < 2 * n
+        lengths.add(len(shown))
+    assert lengths == {1, 2, 4, 8, 16, 32, 64, 128, 256}
+    assert padded([]) == []
