@@ -492,8 +492,9 @@ def _read_entries(tx: Session, session_id: int, stack_id: int | None, limit: int
     """A frame's newest ``limit`` entries, oldest first: on a miss of the tail, the one read of a
     round, so built from prepared statements and positional rows (``bench/README.md``, session 21)."""
     query = _ROOT_ENTRIES if stack_id is None else _FRAME_ENTRIES
-    rows = tx.connection().execute(query, {"session": session_id, "limit": limit, "stack": stack_id}).all()
-    entries = [HistoryEntry(*row) for row in reversed(rows)]
+    rows = tx.connection().execute(query, {"session": session_id, "limit": limit, "stack": stack_id})
+    entries = [HistoryEntry(*row) for row in rows]  # one row at a time: no list of rows beside the entries
+    entries.reverse()
     answers = [entry.id for entry in entries if entry.role == Role.ASSISTANT]
     if answers:
         calls: dict[int, list[ToolCallRow]] = {}
