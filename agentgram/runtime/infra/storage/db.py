@@ -199,8 +199,8 @@ class Database:
         ``runtime.infra.lead``); it raises to refuse the write."""
         if self.is_sqlite:
             self._install_sqlite_rules(self.engine.sync_engine, always_write=False)
-        if self._sync_url is not None:
-            release_pages_on_checkin(self.engine.sync_engine)
+            if self.file is not None:  # in memory, the cache is the database
+                release_pages_on_checkin(self.engine.sync_engine)
 
     def _install_sqlite_rules(self, engine: Engine, *, always_write: bool) -> None:
         synchronous = self.synchronous

@@ -148,9 +148,6 @@ class StoredMeta(TypeDecorator[dict[str, Any]]):
     impl = Text
     cache_ok = True
 
-    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
-        raise TypeError("StoredMeta reads a row's meta; writes go through the JSON column")
-
     def process_result_value(self, value: Any, dialect: Dialect) -> dict[str, Any]:
         if isinstance(value, str):
             if '"attachments"' not in value:
