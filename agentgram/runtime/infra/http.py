@@ -146,6 +146,34 @@ class Httpx2Transport(_Corrected, httpx_aiohttp.httpx2.AiohttpTransport):
     body: ClassVar[type[_CorrectedBody]] = _Httpx2Body
 
 
+_READ = httpx.ByteStream(b"")
+"""The stream of every response whose body was read (it is kept as the response's content)."""
+
+
+class ReadClient(httpx.AsyncClient):
+    """httpx's client, leaving no reference cycle behind a response it read whole.
+
+    httpx binds each response's stream to the response (``BoundAsyncStream`` holds it, to time
+    it), so every response was a cycle of some 40 objects with its request, headers and aiohttp's
+    response, freed only by the cyclic collector. The chat platform's library reads each response
+    whole (``stream=False``), so once it is read its stream is replaced: the response goes as soon
+    as its reader lets go (``bench/README.md``, session 22). A streamed response keeps its stream.
+    """
+
+    async def send(
+        self,
+        request: httpx.Request,
+        *,
+        stream: bool = False,
+        auth: Any = httpx.USE_CLIENT_DEFAULT,
+        follow_redirects: Any = httpx.USE_CLIENT_DEFAULT,
+    ) -> httpx.Response:
+        response = await super().send(request, stream=stream, auth=auth, follow_redirects=follow_redirects)
+        if not stream:
+            response.stream = _READ
+        return response
+
+
 def httpx_transport(url: str, limit: int, keepalive: float | None = KEEPALIVE) -> httpx.AsyncBaseTransport:
     """A transport for an httpx client sending to ``url``'s host, through at most ``limit`` connections."""
     proxy = env_proxy(url)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from types import FunctionType
+
 import pytest
 
 from agentgram.runtime.infra.backoff import Backoff, retrying
@@ -85,3 +88,35 @@ async def test_a_failure_that_names_its_wait_waits_that() -> None:
         == 2
     )
     assert waits == [0.02]
+
+
+async def test_a_call_under_retrying_leaves_no_reference_cycle() -> None:
+    """Every chat send runs under ``retrying``: what it built must go when it returns, not wait
+    for the cyclic collector (a tenacity runner keeps bound methods of itself)."""
+    failed: list[int] = []
+
+    async def once_flaky() -> str:
+        if not failed:
+            failed.append(1)
+            raise ValueError("again")
+        return "ok"
+
+    async def call() -> str:
+        failed.clear()
+        return await retrying(once_flaky, Backoff(0.0), attempts=3, retry_if=lambda e: True)
+
+    await call()  # whatever the first call caches
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for _ in range(5):
+            assert await call() == "ok"
+        gc.collect()
+        garbage = [type(o).__name__ for o in gc.garbage if type(o).__module__.startswith("tenacity")]
+        closures = [o.__qualname__ for o in gc.garbage if isinstance(o, FunctionType)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert garbage == [] and not any("retrying" in name for name in closures)

@@ -5,6 +5,7 @@ httpcore would have raised, and a POST is never sent twice."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ import httpx
 import httpx2
 import pytest
 
-from agentgram.runtime.infra.http import env_proxy, httpx_transport, model_http_client
+from agentgram.runtime.infra.http import ReadClient, env_proxy, httpx_transport, model_http_client
 
 Behaviour = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -68,7 +69,7 @@ async def serve() -> AsyncIterator[Callable[[Behaviour], Awaitable[Server]]]:
 
 def _client(errors: ModuleType, url: str) -> Any:
     if errors is httpx:
-        return httpx.AsyncClient(transport=httpx_transport(url, 4))
+        return ReadClient(transport=httpx_transport(url, 4))  # the chat platform's client
     return model_http_client(url)
 
 
@@ -163,6 +164,31 @@ async def test_connections_are_kept_and_reused(serve: Any, errors: ModuleType) -
     finally:
         await client.aclose()
     assert (len(server.requests), server.connections) == (5, 1)
+
+
+@SDKS
+async def test_a_response_read_whole_leaves_no_reference_cycle(serve: Any, errors: ModuleType) -> None:
+    """Every chat send and model round is a request: what it built goes when its reader lets go,
+    not at the cyclic collector's next pass (httpx binds a response's stream to the response)."""
+    server = await serve(answer)
+    client = _client(errors, server.url)
+    try:
+        await client.post(server.url, json={"text": "hi"})  # the session and its connection
+        gc.collect()
+        gc.disable()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            for _ in range(5):
+                assert (await client.post(server.url, json={"text": "hi"})).json() == {"ok": True}
+            gc.collect()
+            left = {type(o).__module__.split(".")[0] for o in gc.garbage} & {"httpx", "httpx2", "aiohttp"}
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+    finally:
+        await client.aclose()
+    assert left == set()
 
 
 def test_the_environments_proxy_is_the_one_for_the_scheme_unless_no_proxy_exempts_the_host(

@@ -34,7 +34,7 @@ from agentgram.bot.telegram.core.incoming import Update, from_library
 from agentgram.bot.telegram.core.metrics import count_call, result_of
 from agentgram.bot.telegram.core.ratelimit import UNLIMITED, UNMETERED
 from agentgram.bot.telegram.core.shared_budget import SharedBudget
-from agentgram.runtime.infra.http import httpx_transport
+from agentgram.runtime.infra.http import ReadClient, httpx_transport
 
 
 def _not_a_retry_budget(record: logging.LogRecord) -> bool:
@@ -125,7 +125,7 @@ class MeteredRequest(HTTPXRequest):
     def _build_client(self) -> httpx.AsyncClient:
         limits: httpx.Limits = self._client_kwargs["limits"]
         transport = httpx_transport(self._url, limits.max_connections or CONNECTIONS, limits.keepalive_expiry)
-        return httpx.AsyncClient(**{**self._client_kwargs, "transport": transport})
+        return ReadClient(**{**self._client_kwargs, "transport": transport})
 
     async def do_request(
         self,

@@ -95,8 +95,15 @@ class Prefetch:
             await cancel_and_wait(started)
 
     def asked(self, messages: list[ChatMessage], tools: Sequence[ToolSpec]) -> bool:
-        """Whether this request is exactly the one a round would send (its context and its tools)."""
-        return self.messages == messages and self.tools == list(tools)
+        """Whether this request is exactly the one a round would send (its context and its tools).
+
+        The round asks once, then adopts or cancels it; the prefetch's own copy of the context is
+        let go here, so that a round waiting on the model holds one copy, not two
+        (``bench/README.md``, session 22).
+        """
+        asked = self.messages == messages and self.tools == list(tools)
+        self.messages = []
+        return asked
 
     async def adopt(self, sink: StreamSink) -> LLMRound:
         """The round's result, its events (those so far first) going to ``sink``; a cancel closes it."""

@@ -23,6 +23,7 @@ propagates.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 from collections.abc import Sequence
@@ -113,6 +114,7 @@ class OpenAIClient:
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], sink: StreamSink
     ) -> LLMRound:
         request = _request(messages, tools)
+        del messages  # the request is the bytes from here on: the context may go while the model thinks
         models = self.models
         last: _Failure | None = None
         for i, model in enumerate(models):
@@ -126,7 +128,7 @@ class OpenAIClient:
         assert last is not None
         raise LLMError(f"LLM unavailable: {last.reason}", kind=last.kind, status=last.status, model=model)
 
-    async def _with_retries(self, model: str, request: dict[str, Any], sink: StreamSink) -> LLMRound:
+    async def _with_retries(self, model: str, request: bytes, sink: StreamSink) -> LLMRound:
         """Try ``model`` up to ``1 + max_retries`` times; raise the last :class:`_AttemptFailed`."""
         retries = self._settings.max_retries
         for attempt in range(retries + 1):
@@ -154,18 +156,18 @@ class OpenAIClient:
             return failure.retry_after
         return Backoff(self._retry_base_delay, MAX_RETRY_AFTER).next_delay(attempt + 1)
 
-    async def _attempt(self, model: str, request: dict[str, Any], sink: StreamSink) -> LLMRound:
+    async def _attempt(self, model: str, request: bytes, sink: StreamSink) -> LLMRound:
         builder = _RoundBuilder(model=model)
         streaming = False  # the endpoint took the request: a connection error now cuts the answer
         try:
-            # The request is plain JSON in the API's shape already, and each chunk is read as the
-            # dict it was sent as: ``chat.completions.create`` would re-validate every message
+            # The request is the JSON body already (:func:`_request`), and each chunk is read as
+            # the dict it was sent as: ``chat.completions.create`` would re-validate every message
             # (25+ ms a round at 200 messages) and build a ``ChatCompletionChunk`` model for every
             # chunk (0.1 ms each, the larger part of a streamed round's CPU). The SDK still sends,
             # decodes the SSE events, raises on error events and maps the HTTP failures.
             stream = await self._client.post(
                 "/chat/completions",
-                body={**request, "model": model, "stream": True, "stream_options": _USAGE},
+                content=_body(model, request),
                 cast_to=object,
                 options=_OPTIONS,
                 stream=True,
@@ -322,11 +324,28 @@ class _RoundBuilder:
 # --- the wire edge ---------------------------------------------------------------
 
 
-def _request(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> dict[str, Any]:
+def _request(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> bytes:
+    """The round's messages and tools as the JSON object sent, encoded once per round.
+
+    The dicts of the API's shape live only while it is encoded: a round waiting on the model
+    holds these bytes, not a dict per message (``bench/README.md``, session 22). The encoding is
+    the SDK's own (UTF-8, no spaces, no NaN), so the bytes of an unchanged prefix stay the same
+    from round to round, as a prompt cache needs.
+    """
     request: dict[str, Any] = {"messages": [to_openai_message(m) for m in messages]}
     if tools:
         request["tools"] = [to_openai_tool(t) for t in tools]
-    return request
+    return _json(request)
+
+
+def _body(model: str, request: bytes) -> bytes:
+    """The request body for ``model``: its name and the streaming options, then ``request``'s fields."""
+    head = _json({"model": model, "stream": True, "stream_options": _USAGE})
+    return head[:-1] + b"," + request[1:]
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def to_openai_message(message: ChatMessage) -> dict[str, Any]:
