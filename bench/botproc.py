@@ -140,12 +140,28 @@ def _ms(ordered: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2) if ordered else 0.0
 
 
+_CYCLIC = [0]
+"""Objects the cyclic collector freed so far in this process, outside :func:`memory`'s own
+collections: garbage that reference counting could not free."""
+
+
+def _count_cyclic(phase: str, info: dict[str, Any]) -> None:
+    if phase == "stop":
+        _CYCLIC[0] += int(info["collected"])
+
+
 def memory(inspect: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """After a full collection: RSS, the Python heap and what the bot's in-memory maps hold."""
+    """After a full collection: RSS, the Python heap, the cyclic garbage freed so far and what the
+    bot's in-memory maps hold."""
     import psutil
 
+    if _count_cyclic in gc.callbacks:
+        gc.callbacks.remove(_count_cyclic)
     gc.collect()
+    cyclic = _CYCLIC[0]
+    gc.callbacks.append(_count_cyclic)  # from the first sample on
     return {
+        "cyclic_garbage": cyclic,
         "rss_kb": psutil.Process().memory_info().rss // 1024,
         "sqlite_kb": sqlite_memory_kb(),
         "py_blocks": sys.getallocatedblocks(),

@@ -38,6 +38,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -274,6 +275,9 @@ def table(payload: dict[str, Any]) -> str:
     )
     for s in long["samples"]:
         lines.append(row([s["load_turns"], round(s["rss_kb"] / 1024, 1), *_maps(s)], widths[1:]))
+    garbage = per_turn_garbage(long["samples"])
+    if garbage:
+        lines.append("cyclic garbage freed per turn, per round: " + ", ".join(f"{g:.0f}" for g in garbage))
     mark = "met" if long["met"] else "NOT met"
     lines.append(
         f"growth after warm-up ({long['reference_turns']} turns, {long['reference_rss_mb']} MB): largest "
@@ -281,6 +285,17 @@ def table(payload: dict[str, Any]) -> str:
         f"(bound ±{long['bound']:.0%}: {mark}); {long['turns_per_s']} turns/s; failed turns: {len(long['failures'])}"
     )
     return "\n".join(lines)
+
+
+def per_turn_garbage(samples: list[dict[str, Any]]) -> list[float]:
+    """Objects the cyclic collector freed per turn between each two samples (none from an older
+    ``bench.botproc`` that does not count them)."""
+    pairs = pairwise(samples)
+    return [
+        (b["cyclic_garbage"] - a["cyclic_garbage"]) / (b["load_turns"] - a["load_turns"])
+        for a, b in pairs
+        if "cyclic_garbage" in a and "cyclic_garbage" in b and b["load_turns"] > a["load_turns"]
+    ]
 
 
 def _maps(s: dict[str, Any]) -> list[object]:

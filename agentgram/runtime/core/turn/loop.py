@@ -162,10 +162,16 @@ class TurnRunner:
         return None if last.calls else last.content
 
     async def call_model(self, messages: list[ChatMessage], prefetch: Prefetch | None = None) -> LLMRound:
-        """Stream one completion — the prefetched one if it asked exactly this."""
+        """Stream one completion — the prefetched one if it asked exactly this.
+
+        An adopted request is under way already, so ``messages`` is emptied before the wait: the
+        round's context is not held while the model thinks, by this round or by the step that
+        built it (``bench/README.md``, session 22).
+        """
         specs = self.tools.specs()
         if prefetch is not None:
             if prefetch.asked(messages, specs):
+                messages.clear()
                 return await prefetch.adopt(self._stream)
             prefetch.cancel()
         llm = self.deps.models.named(self.frame.level.model) or await self.deps.models.client_for(

@@ -141,7 +141,11 @@ async def offered_tools(deps: TurnDeps, session: ChatSession, level: Level) -> T
 
 @dataclass(slots=True, frozen=True)
 class Request:
-    """One round's request: the messages, the tools offered, the clock reading they were built with."""
+    """One round's request: the messages, the tools offered, the clock reading they were built with.
+
+    ``messages`` is the round's to send: :meth:`~runtime.turn.loop.TurnRunner.call_model` empties
+    it once a prefetched request is adopted in its place.
+    """
 
     messages: list[ChatMessage]
     tools: ToolRegistry
