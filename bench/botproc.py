@@ -141,8 +141,8 @@ def _ms(ordered: list[float], q: float) -> float:
 
 
 _CYCLIC = [0]
-"""Objects the cyclic collector freed so far in this process, outside :func:`memory`'s own
-collections: garbage that reference counting could not free."""
+"""Objects the cyclic collector freed since the bot started, outside :func:`memory`'s own
+collections: garbage that reference counting could not free (counted from :func:`start_bot` on)."""
 
 
 def _count_cyclic(phase: str, info: dict[str, Any]) -> None:
@@ -155,13 +155,9 @@ def memory(inspect: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     bot's in-memory maps hold."""
     import psutil
 
-    if _count_cyclic in gc.callbacks:
-        gc.callbacks.remove(_count_cyclic)
-    gc.collect()
-    cyclic = _CYCLIC[0]
-    gc.callbacks.append(_count_cyclic)  # from the first sample on
+    _CYCLIC[0] -= gc.collect()  # the sample's own collection is not the turns' garbage
     return {
-        "cyclic_garbage": cyclic,
+        "cyclic_garbage": _CYCLIC[0],
         "rss_kb": psutil.Process().memory_info().rss // 1024,
         "sqlite_kb": sqlite_memory_kb(),
         "py_blocks": sys.getallocatedblocks(),
@@ -205,6 +201,7 @@ class Started:
 
 async def start_bot(args: argparse.Namespace) -> Started:
     """Start the chosen bot."""
+    gc.callbacks.append(_count_cyclic)
     if args.kind == "baseline":
         from bench.baseline_bot import build_baseline, start_baseline, stop_baseline
 

@@ -290,10 +290,9 @@ def table(payload: dict[str, Any]) -> str:
 def per_turn_garbage(samples: list[dict[str, Any]]) -> list[float]:
     """Objects the cyclic collector freed per turn between each two samples (none from an older
     ``bench.botproc`` that does not count them)."""
-    pairs = pairwise(samples)
     return [
         (b["cyclic_garbage"] - a["cyclic_garbage"]) / (b["load_turns"] - a["load_turns"])
-        for a, b in pairs
+        for a, b in pairwise(samples)
         if "cyclic_garbage" in a and "cyclic_garbage" in b and b["load_turns"] > a["load_turns"]
     ]
 

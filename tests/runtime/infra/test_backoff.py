@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import gc
 from types import FunctionType
 
 import pytest
 
 from agentgram.runtime.infra.backoff import Backoff, retrying
+from tests.runtime.infra.cycles import cyclic_garbage
 
 
 def test_delays_double_from_initial_up_to_the_cap() -> None:
@@ -106,17 +106,9 @@ async def test_a_call_under_retrying_leaves_no_reference_cycle() -> None:
         return await retrying(once_flaky, Backoff(0.0), attempts=3, retry_if=lambda e: True)
 
     await call()  # whatever the first call caches
-    gc.collect()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
+    with cyclic_garbage() as found:
         for _ in range(5):
             assert await call() == "ok"
-        gc.collect()
-        garbage = [type(o).__name__ for o in gc.garbage if type(o).__module__.startswith("tenacity")]
-        closures = [o.__qualname__ for o in gc.garbage if isinstance(o, FunctionType)]
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.enable()
+    garbage = [type(o).__name__ for o in found if type(o).__module__.startswith("tenacity")]
+    closures = [o.__qualname__ for o in found if isinstance(o, FunctionType)]
     assert garbage == [] and not any("retrying" in name for name in closures)

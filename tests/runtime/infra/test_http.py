@@ -5,7 +5,6 @@ httpcore would have raised, and a POST is never sent twice."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ import httpx2
 import pytest
 
 from agentgram.runtime.infra.http import ReadClient, env_proxy, httpx_transport, model_http_client
+from tests.runtime.infra.cycles import cyclic_garbage
 
 Behaviour = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -174,21 +174,12 @@ async def test_a_response_read_whole_leaves_no_reference_cycle(serve: Any, error
     client = _client(errors, server.url)
     try:
         await client.post(server.url, json={"text": "hi"})  # the session and its connection
-        gc.collect()
-        gc.disable()
-        gc.set_debug(gc.DEBUG_SAVEALL)
-        try:
+        with cyclic_garbage() as found:
             for _ in range(5):
                 assert (await client.post(server.url, json={"text": "hi"})).json() == {"ok": True}
-            gc.collect()
-            left = {type(o).__module__.split(".")[0] for o in gc.garbage} & {"httpx", "httpx2", "aiohttp"}
-        finally:
-            gc.set_debug(0)
-            gc.garbage.clear()
-            gc.enable()
     finally:
         await client.aclose()
-    assert left == set()
+    assert {type(o).__module__.split(".")[0] for o in found} & {"httpx", "httpx2", "aiohttp"} == set()
 
 
 def test_the_environments_proxy_is_the_one_for_the_scheme_unless_no_proxy_exempts_the_host(
